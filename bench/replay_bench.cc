@@ -1,0 +1,84 @@
+// Replay throughput of the pool simulator per policy, in block accesses per
+// second, on a generated chat trace (kvlearn gen --kind chat, seed 7).
+//   build/bench/replay_bench [--requests=N]  (default 200000 requests)
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "datasets/workload_generator.h"
+#include "sim/cost_model.h"
+#include "sim/pool_simulator.h"
+#include "sim/replay_trace.h"
+
+namespace kvlearn {
+namespace {
+
+uint32_t g_requests = 200000;
+
+struct Fixture {
+  Trace trace;
+  CostModel cost{*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")};
+  std::unique_ptr<ReplayTrace> replay;
+};
+
+const Fixture& SharedFixture() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    ChatWorkloadOptions o;
+    o.seed = 7;
+    o.requests = g_requests;
+    fx->trace = GenerateChatTrace(o);
+    fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
+    return fx;
+  }();
+  return *f;
+}
+
+void BM_Replay(benchmark::State& state, std::string policy) {
+  const Fixture& f = SharedFixture();
+  PoolReplayOptions options;
+  options.pool_bytes = f.replay->distinct_block_bytes / 10;
+  for (auto _ : state) {
+    auto result = ReplayPool(*f.replay, f.cost, policy, options);
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(result->block_hits);
+    state.counters["hit_ratio"] = result->block_hit_ratio();
+  }
+  state.SetItemsProcessed(state.iterations() * f.replay->block_accesses());
+}
+
+void BM_BuildReplayTrace(benchmark::State& state) {
+  const Fixture& f = SharedFixture();
+  for (auto _ : state) {
+    auto replay = BuildReplayTrace(f.trace, f.cost);
+    benchmark::DoNotOptimize(replay->catalog.size());
+  }
+  state.SetItemsProcessed(state.iterations() * f.trace.hash_ids.size());
+}
+
+}  // namespace
+}  // namespace kvlearn
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--requests=", 0) == 0) kvlearn::g_requests = std::atoi(arg.c_str() + 11);
+  }
+  for (const auto name : kvlearn::PolicyNames()) {
+    benchmark::RegisterBenchmark(("BM_Replay/" + std::string(name)).c_str(), kvlearn::BM_Replay,
+                                 std::string(name))
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  benchmark::RegisterBenchmark("BM_BuildReplayTrace", kvlearn::BM_BuildReplayTrace)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

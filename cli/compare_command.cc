@@ -1,0 +1,223 @@
+// `kvlearn compare`: replays one trace under several retention policies, in
+// parallel, on the same pool size and cost model, and prints the A/B table.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/command.h"
+#include "datasets/mooncake_reader.h"
+#include "models/retention_policy.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "sim/comparison_report.h"
+#include "sim/cost_model.h"
+#include "sim/pool_simulator.h"
+#include "sim/replay_trace.h"
+
+namespace kvlearn {
+namespace {
+
+struct CompareFlags {
+  std::string trace;
+  std::string policies = "lru,lfu,fifo,gdsf,s3fifo,belady,no-cache";
+  double pool_fraction = 0.1;
+  uint64_t pool_bytes = 0;
+  std::string model_profile = "llama3-8b";
+  std::string hardware_profile = "a100";
+  // Overrides of profile fields; negative / zero = keep the profile's value.
+  double alpha_bw = -1, alpha_flop = -1, rdma_gbps = -1;
+  int64_t l_cross = -1, prefill_nodes = -1, kv_bytes_per_token = -1;
+  uint32_t block_size = 512;
+  bool lenient = false;
+  double eval_from = 0;
+  std::string format = "table";
+  std::string out;
+  bool print_config = false;
+};
+
+absl::StatusOr<CostModel> ResolveCostModel(const CompareFlags& f) {
+  auto model = FindModelProfile(f.model_profile);
+  if (!model.ok()) return model.status();
+  auto hw = FindHardwareProfile(f.hardware_profile);
+  if (!hw.ok()) return hw.status();
+  if (f.alpha_bw >= 0) hw->alpha_bw_ms_per_token = f.alpha_bw;
+  if (f.alpha_flop >= 0) hw->alpha_flop_ms_per_token2 = f.alpha_flop;
+  if (f.rdma_gbps >= 0) hw->rdma_gb_per_s = f.rdma_gbps;
+  if (f.l_cross >= 0) hw->l_cross_tokens = static_cast<uint32_t>(f.l_cross);
+  if (f.prefill_nodes >= 0) hw->prefill_nodes = static_cast<uint32_t>(f.prefill_nodes);
+  if (f.kv_bytes_per_token >= 0) {
+    if (f.kv_bytes_per_token == 0 || f.kv_bytes_per_token % 2 != 0) {
+      return absl::InvalidArgumentError("--kv-bytes-per-token must be even and > 0 (K and V)");
+    }
+    // A one-layer, one-head, one-byte model whose head_dim yields the raw figure.
+    model->layers = model->kv_heads = model->dtype_bytes = 1;
+    model->head_dim = static_cast<uint32_t>(f.kv_bytes_per_token / 2);
+  }
+  if (hw->rdma_gb_per_s <= 0) return absl::InvalidArgumentError("--rdma-gbps must be > 0");
+  if (hw->prefill_nodes == 0) return absl::InvalidArgumentError("--prefill-nodes must be >= 1");
+  return CostModel(*model, *hw);
+}
+
+std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
+  const ModelProfile& m = cost.model();
+  const HardwareProfile& h = cost.hardware();
+  std::string out;
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("model profile       %s: %d layers, %d kv heads, head dim %d, "
+                      "%d-byte dtype, %.2fB params\n",
+                      m.name, m.layers, m.kv_heads, m.head_dim, m.dtype_bytes, m.params_billions),
+      absl::StrFormat("kv bytes per token  %d B\n", m.KvBytesPerToken()),
+      absl::StrFormat("block size          %d tokens (%d B per full block)\n", f.block_size,
+                      m.KvBytesPerToken() * f.block_size),
+      absl::StrFormat("hardware profile    %s\n", h.name),
+      absl::StrFormat("alpha_bw            %g ms/token (prefixes under L_cross)\n",
+                      h.alpha_bw_ms_per_token),
+      absl::StrFormat("alpha_flop          %g ms/token^2 (prefixes from L_cross on)\n",
+                      h.alpha_flop_ms_per_token2),
+      absl::StrFormat("L_cross             %d tokens\n", h.l_cross_tokens),
+      absl::StrFormat("recompute scale     %.3f (model params / %.2fB calibration params)\n",
+                      m.params_billions / h.calibrated_params_billions,
+                      h.calibrated_params_billions),
+      absl::StrFormat("recompute 1 block   %.3f ms; 8192-token prompt %.1f ms\n",
+                      cost.RecomputeMs(f.block_size), cost.RecomputeMs(8192)),
+      absl::StrFormat("RDMA                %g GB/s (pool <-> prefill node)\n", h.rdma_gb_per_s),
+      absl::StrFormat("PCIe / NVMe / HBM   %g / %g / %g GB/s\n", h.pcie_gb_per_s, h.nvme_gb_per_s,
+                      h.hbm_gb_per_s),
+      absl::StrFormat("prefill nodes       %d (round-robin, FIFO queue each)\n", h.prefill_nodes),
+      f.pool_bytes ? absl::StrFormat("pool                %d bytes\n", f.pool_bytes)
+                   : absl::StrFormat("pool                %g of the trace's distinct-block bytes\n",
+                                     f.pool_fraction),
+      absl::StrFormat("eval from           %g (share of requests used only to warm the pool)\n",
+                      f.eval_from),
+      absl::StrFormat("policies            %s\n", f.policies));
+  return out;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "kvlearn compare: " << status.message() << "\n";
+  return 1;
+}
+
+int RunCompare(const CompareFlags& f) {
+  auto cost = ResolveCostModel(f);
+  if (!cost.ok()) return Fail(cost.status());
+  if (f.print_config) {
+    std::cout << ConfigText(f, *cost);
+    return 0;
+  }
+  if (f.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
+
+  std::vector<std::string> policies = absl::StrSplit(f.policies, ',', absl::SkipEmpty());
+  for (const auto& p : policies) {
+    if (auto s = CheckPolicyName(p); !s.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--policies: ", s.message())));
+    }
+  }
+
+  TraceReadOptions read_options;
+  read_options.block_size = f.block_size;
+  read_options.lenient = f.lenient;
+  auto trace = ReadMooncakeTrace(f.trace, read_options);
+  if (!trace.ok()) return Fail(trace.status());
+  if (trace->skipped_lines > 0) {
+    std::cerr << "kvlearn compare: skipped " << trace->skipped_lines << " bad lines (--lenient)\n";
+  }
+  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
+  auto replay = BuildReplayTrace(*trace, *cost);
+  if (!replay.ok()) return Fail(replay.status());
+
+  PoolReplayOptions options;
+  options.pool_bytes = f.pool_bytes
+                           ? f.pool_bytes
+                           : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
+  options.eval_from = f.eval_from;
+
+  std::cerr << absl::StrFormat("replaying %d requests (%d block accesses) under %d policies\n",
+                               trace->requests.size(), replay->block_accesses(), policies.size());
+  std::vector<absl::StatusOr<ReplayResult>> results(policies.size(), absl::UnknownError("not run"));
+  tbb::parallel_for(size_t{0}, policies.size(), [&](size_t i) {
+    results[i] = ReplayPool(*replay, *cost, policies[i], options);
+  });
+
+  Comparison comparison;
+  comparison.trace = f.trace;
+  comparison.pool_bytes = options.pool_bytes;
+  for (auto& r : results) {
+    if (!r.ok()) return Fail(r.status());
+    comparison.requests = r->requests;
+    comparison.block_accesses = r->block_accesses;
+    comparison.results.push_back(std::move(*r));
+  }
+  FillGapClosed(comparison);
+
+  std::string text = f.format == "json"  ? FormatJson(comparison)
+                     : f.format == "csv" ? FormatCsv(comparison)
+                                         : FormatTable(comparison);
+  if (f.out.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream file(f.out, std::ios::binary);
+  file << text;
+  file.close();
+  if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", f.out)));
+  std::cerr << "wrote " << f.out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command AddCompareCommand(CLI::App& root) {
+  auto flags = std::make_shared<CompareFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "compare",
+      "Replay a trace under several retention policies on the same pool and cost model and "
+      "print the A/B table (columns explained in README.md, 'Reading the table').");
+  cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to replay");
+  cmd->add_option("--policies", flags->policies,
+                  absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(",")))
+      ->capture_default_str();
+  auto* fraction = cmd->add_option("--pool-fraction", flags->pool_fraction,
+                                   "pool capacity as a share of the trace's distinct-block bytes")
+                       ->capture_default_str()
+                       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--pool-bytes", flags->pool_bytes, "pool capacity in bytes")->excludes(fraction);
+  cmd->add_option("--model-profile", flags->model_profile,
+                  "model profile (KV bytes per token): llama3-8b, llama3.3-70b, qwen3-8b")
+      ->capture_default_str();
+  cmd->add_option("--hardware-profile", flags->hardware_profile,
+                  "hardware profile (prefill speed, links): a100, h100")
+      ->capture_default_str();
+  cmd->add_option("--alpha-bw", flags->alpha_bw, "override: recompute ms per token below L_cross");
+  cmd->add_option("--alpha-flop", flags->alpha_flop,
+                  "override: recompute ms per token^2 from L_cross on");
+  cmd->add_option("--l-cross", flags->l_cross, "override: L_cross in tokens");
+  cmd->add_option("--rdma-gbps", flags->rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)");
+  cmd->add_option("--prefill-nodes", flags->prefill_nodes, "override: number of prefill nodes");
+  cmd->add_option("--kv-bytes-per-token", flags->kv_bytes_per_token,
+                  "override: KV bytes per token (replaces the model profile's)");
+  cmd->add_option("--block-size", flags->block_size, "tokens per block in the trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_flag("--lenient", flags->lenient, "skip and count bad trace lines instead of failing");
+  cmd->add_option("--eval-from", flags->eval_from,
+                  "share of requests used only to warm the pool; metrics cover the rest")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  cmd->add_option("--format", flags->format, "output format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+  cmd->add_option("--out", flags->out, "write the output to this file instead of stdout");
+  cmd->add_flag("--print-config", flags->print_config,
+                "print the resolved cost model and pool settings, then exit");
+  return {cmd, [flags] { return RunCompare(*flags); }};
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,20 @@
+// kvlearn: learned KV-cache retention for disaggregated LLM serving.
+#include <vector>
+
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kvlearn: decides which KV-cache blocks a serving cluster should keep, evict or copy "
+      "ahead, and compares retention policies on recorded traffic."};
+  app.require_subcommand(1);
+  std::vector<kvlearn::Command> commands = {
+      kvlearn::AddCompareCommand(app),
+      kvlearn::AddGenCommand(app),
+  };
+  CLI11_PARSE(app, argc, argv);
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return 1;
+}

@@ -1,0 +1,57 @@
+// The blocks a pool can hold, with the static facts every policy may use:
+// parent in the prefix tree, depth, tokens, bytes and marginal recompute
+// cost. Blocks are addressed by a dense BlockIndex assigned in order of first
+// appearance, so per-block state lives in plain vectors instead of hash maps.
+//
+// Not thread-safe for writers; concurrent readers are fine once built.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace kvlearn {
+
+using BlockIndex = uint32_t;
+inline constexpr BlockIndex kNoBlock = UINT32_MAX;
+
+struct BlockMeta {
+  uint64_t hash_id = 0;
+  BlockIndex parent = kNoBlock;  // kNoBlock for the first block of a chain
+  uint32_t depth = 0;            // position in its chain; 0 = first block
+  uint32_t tokens = 0;
+  uint64_t bytes = 0;       // KV bytes of its tokens
+  double recompute_ms = 0;  // marginal prefill time of this block given its prefix
+};
+
+class BlockCatalog {
+ public:
+  size_t size() const { return blocks_.size(); }
+  const BlockMeta& operator[](BlockIndex b) const { return blocks_[b]; }
+
+  // Index of `hash_id`, or kNoBlock if it was never added.
+  BlockIndex Find(uint64_t hash_id) const {
+    auto it = index_.find(hash_id);
+    return it == index_.end() ? kNoBlock : it->second;
+  }
+
+  // REQUIRES: meta.hash_id not present yet.
+  BlockIndex Add(const BlockMeta& meta) {
+    const auto b = static_cast<BlockIndex>(blocks_.size());
+    blocks_.push_back(meta);
+    index_.emplace(meta.hash_id, b);
+    return b;
+  }
+
+  void Reserve(size_t n) {
+    blocks_.reserve(n);
+    index_.reserve(n);
+  }
+
+ private:
+  std::vector<BlockMeta> blocks_;
+  absl::flat_hash_map<uint64_t, BlockIndex> index_;
+};
+
+}  // namespace kvlearn

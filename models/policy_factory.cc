@@ -1,0 +1,85 @@
+// Maps policy names to constructors. Adding a policy = one file + one row here.
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/retention_policy.h"
+
+namespace kvlearn {
+
+std::unique_ptr<RetentionPolicy> MakeLruPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeLfuPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeFifoPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
+
+namespace {
+
+struct PolicyEntry {
+  std::string_view name;
+  bool offline;  // reads the future: needs PolicyEnv::next_use
+  std::unique_ptr<RetentionPolicy> (*make)(const PolicyEnv&);
+};
+
+constexpr std::array kPolicies = {
+    PolicyEntry{"lru", false, MakeLruPolicy},
+    PolicyEntry{"lfu", false, MakeLfuPolicy},
+    PolicyEntry{"fifo", false, MakeFifoPolicy},
+    PolicyEntry{"gdsf", false, MakeGdsfPolicy},
+    PolicyEntry{"s3fifo", false, MakeS3FifoPolicy},
+    PolicyEntry{"belady", true, MakeBeladyPolicy},
+    PolicyEntry{"no-cache", false, MakeNoCachePolicy},
+};
+
+constexpr auto kNames = [] {
+  std::array<std::string_view, kPolicies.size()> names{};
+  for (size_t i = 0; i < kPolicies.size(); ++i) names[i] = kPolicies[i].name;
+  return names;
+}();
+
+// absl here predates std::string_view support in StrCat/StrJoin.
+void AppendName(std::string* out, std::string_view name) { out->append(name); }
+
+const PolicyEntry* Find(std::string_view name) {
+  for (const auto& e : kPolicies) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const std::string_view> PolicyNames() { return kNames; }
+
+std::string JoinedPolicyNames(std::string_view separator) {
+  return absl::StrJoin(kNames, std::string(separator), AppendName);
+}
+
+absl::Status CheckPolicyName(std::string_view name) {
+  if (Find(name) != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown policy '", std::string(name), "' (known: ", JoinedPolicyNames(), ")"));
+}
+
+bool IsOfflinePolicy(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->offline;
+}
+
+absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view name,
+                                                              const PolicyEnv& env) {
+  if (auto s = CheckPolicyName(name); !s.ok()) return s;
+  const PolicyEntry* e = Find(name);
+  if (env.catalog == nullptr || env.pool == nullptr) {
+    return absl::FailedPreconditionError("policy needs a block catalog and a pool");
+  }
+  if (e->offline && env.next_use == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy '", std::string(name), "' is an offline oracle: it needs the trace's future"));
+  }
+  return e->make(env);
+}
+
+}  // namespace kvlearn

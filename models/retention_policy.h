@@ -1,0 +1,83 @@
+// The interface every retention policy implements, whether it runs inside the
+// replay simulator or behind the gRPC sidecar.
+//
+// For each request the caller (1) reports the resident prefix with OnHit,
+// deepest block first, (2) walks the missing blocks root-to-leaf asking
+// ShouldAdmit, making room with SelectVictim/OnEvict, and calling OnInsert
+// once the block is in the pool. The first refused block ends admission for
+// the request: its descendants would be orphans.
+//
+// Policies keep their own ordering state; the PoolState they are given tells
+// them which blocks may be evicted now (resident leaves not pinned by the
+// current request). Not thread-safe: one policy object per pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/block_catalog.h"
+#include "models/pool_state.h"
+
+namespace kvlearn {
+
+// When and where an access happens. `access_pos` identifies the access in a
+// replayed trace (offset into Trace::hash_ids); only the offline oracle uses it.
+struct AccessInfo {
+  int64_t time_ms = 0;
+  uint32_t request = 0;
+  uint32_t access_pos = 0;
+};
+
+class RetentionPolicy {
+ public:
+  virtual ~RetentionPolicy() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // A resident block was used by a request.
+  virtual void OnHit(BlockIndex b, const AccessInfo& access) = 0;
+  // A block was just computed: should the pool keep a copy?
+  virtual bool ShouldAdmit(BlockIndex b, const AccessInfo& access) { return true; }
+  virtual void OnInsert(BlockIndex b, const AccessInfo& access) = 0;
+  // The block to evict next, or kNoBlock if no resident block is evictable.
+  // Returns only blocks with pool.IsEvictable(b).
+  virtual BlockIndex SelectVictim() = 0;
+  // REQUIRES: b was resident and has just been removed from the pool.
+  virtual void OnEvict(BlockIndex b) = 0;
+
+  // Lower = evicted sooner. Used to rank an arbitrary candidate list.
+  virtual double EvictionPriority(BlockIndex b) const = 0;
+
+  // Orders `candidates` so that the first should be evicted first. The
+  // default sorts by EvictionPriority; policies with finer keys override.
+  virtual std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const;
+};
+
+// Everything a policy may be built from. `next_use` is the future and is
+// given only to the offline oracle: next_use[access_pos] is the index of the
+// next request that uses the same block, or kNeverUsedAgain.
+inline constexpr uint32_t kNeverUsedAgain = UINT32_MAX;
+struct PolicyEnv {
+  const BlockCatalog* catalog = nullptr;
+  const PoolState* pool = nullptr;
+  const std::vector<uint32_t>* next_use = nullptr;
+};
+
+// Names accepted by CreatePolicy, in display order.
+std::span<const std::string_view> PolicyNames();
+// "lru, lfu, ..." for messages and --help.
+std::string JoinedPolicyNames(std::string_view separator = ", ");
+// OK if CreatePolicy knows `name`; else InvalidArgument listing the known ones.
+absl::Status CheckPolicyName(std::string_view name);
+// True for policies that read the future (they need PolicyEnv::next_use).
+bool IsOfflinePolicy(std::string_view name);
+
+absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view name,
+                                                              const PolicyEnv& env);
+
+}  // namespace kvlearn

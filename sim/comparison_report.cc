@@ -1,0 +1,118 @@
+#include "sim/comparison_report.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kvlearn {
+namespace {
+
+const ReplayResult* FindRow(const Comparison& c, std::string_view policy) {
+  for (const auto& r : c.results) {
+    if (r.policy == policy) return &r;
+  }
+  return nullptr;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += absl::StrFormat("\\u%04x", ch);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// Shortest text that reads back as the same double.
+std::string Number(double v) { return absl::StrFormat("%.17g", v); }
+
+std::string OptionalNumber(const std::optional<double>& v) { return v ? Number(*v) : "null"; }
+
+double Gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
+}  // namespace
+
+void FillGapClosed(Comparison& comparison) {
+  const ReplayResult* lru = FindRow(comparison, "lru");
+  const ReplayResult* oracle = FindRow(comparison, "belady");
+  for (auto& r : comparison.results) {
+    r.gap_closed = lru && oracle ? GapClosed(r, *lru, *oracle) : std::nullopt;
+  }
+}
+
+std::string FormatJson(const Comparison& c) {
+  std::string out =
+      absl::StrCat("{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
+                   ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
+                   ", \"results\": [");
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    const ReplayResult& r = c.results[i];
+    absl::StrAppend(
+        &out, i ? ", " : "", "{\"policy\": ", JsonString(r.policy),
+        ", \"block_hit_ratio\": ", Number(r.block_hit_ratio()),
+        ", \"token_hit_ratio\": ", Number(r.token_hit_ratio()),
+        ", \"loaded_bytes\": ", r.loaded_bytes, ", \"admitted_bytes\": ", r.admitted_bytes,
+        ", \"transfer_bytes\": ", r.transfer_bytes(),
+        ", \"recomputed_tokens\": ", r.recomputed_tokens,
+        ", \"prefill_gpu_seconds\": ", Number(r.prefill_gpu_seconds),
+        ", \"ttft_mean_ms\": ", Number(r.ttft_ms.mean),
+        ", \"ttft_p50_ms\": ", Number(r.ttft_ms.p50), ", \"ttft_p95_ms\": ", Number(r.ttft_ms.p95),
+        ", \"ttft_p99_ms\": ", Number(r.ttft_ms.p99),
+        ", \"accesses_per_second\": ", Number(r.accesses_per_second()),
+        ", \"gap_closed\": ", OptionalNumber(r.gap_closed), "}");
+  }
+  return out + "]}\n";
+}
+
+std::string FormatCsv(const Comparison& c) {
+  std::string out =
+      "policy,block_hit_ratio,token_hit_ratio,loaded_bytes,admitted_bytes,transfer_bytes,"
+      "recomputed_tokens,prefill_gpu_seconds,ttft_mean_ms,ttft_p50_ms,ttft_p95_ms,ttft_p99_ms,"
+      "accesses_per_second,gap_closed\n";
+  for (const ReplayResult& r : c.results) {
+    absl::StrAppend(
+        &out, r.policy, ",", Number(r.block_hit_ratio()), ",", Number(r.token_hit_ratio()), ",",
+        r.loaded_bytes, ",", r.admitted_bytes, ",", r.transfer_bytes(), ",", r.recomputed_tokens,
+        ",", Number(r.prefill_gpu_seconds), ",", Number(r.ttft_ms.mean), ",", Number(r.ttft_ms.p50),
+        ",", Number(r.ttft_ms.p95), ",", Number(r.ttft_ms.p99), ",",
+        Number(r.accesses_per_second()), ",", r.gap_closed ? Number(*r.gap_closed) : "", "\n");
+  }
+  return out;
+}
+
+std::string FormatTable(const Comparison& c) {
+  std::string out =
+      absl::StrFormat("trace %s: %d requests, %d block accesses evaluated; pool %.1f GB\n\n",
+                      c.trace, c.requests, c.block_accesses, Gb(c.pool_bytes));
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("%-10s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
+                      "%9s %7s\n",
+                      "policy", "blk hit", "tok hit", "loaded", "admitted", "transfer", "recompute",
+                      "prefill", "TTFT", "TTFT", "TTFT", "TTFT", "replay", "gap"),
+      absl::StrFormat("%-10s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
+                      "%9s %7s\n",
+                      "", "%", "%", "GB", "GB", "GB", "Mtokens", "GPU-s", "mean ms", "p50 ms",
+                      "p95 ms", "p99 ms", "Macc/s", "closed"));
+  for (const ReplayResult& r : c.results) {
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "%-10s %8.2f %8.2f %10.1f %10.1f %10.1f %10.2f %9.1f %9.1f %9.1f %9.1f %9.1f "
+                  "%9.2f %7s\n",
+                  r.policy, 100 * r.block_hit_ratio(), 100 * r.token_hit_ratio(),
+                  Gb(r.loaded_bytes), Gb(r.admitted_bytes), Gb(r.transfer_bytes()),
+                  r.recomputed_tokens / 1e6, r.prefill_gpu_seconds, r.ttft_ms.mean, r.ttft_ms.p50,
+                  r.ttft_ms.p95, r.ttft_ms.p99, r.accesses_per_second() / 1e6,
+                  r.gap_closed ? absl::StrFormat("%.1f%%", 100 * *r.gap_closed) : "-"));
+  }
+  return out;
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,130 @@
+#include "sim/pool_simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn {
+namespace {
+
+// Serves one request against the pool; returns what it hit and admitted.
+struct RequestOutcome {
+  uint32_t hit_blocks = 0;
+  uint64_t hit_tokens = 0;
+  uint64_t loaded_bytes = 0;
+  uint64_t admitted_bytes = 0;
+  uint64_t evicted_blocks = 0;
+};
+
+absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index,
+                          RetentionPolicy& policy, PoolState& pool, RequestOutcome& out) {
+  const TraceRequest& r = replay.trace->requests[request_index];
+  const BlockIndex* chain = replay.blocks.data() + r.first_block;
+  const BlockCatalog& catalog = replay.catalog;
+  AccessInfo access;
+  access.time_ms = r.timestamp_ms;
+  access.request = request_index;
+
+  pool.BeginRequest();
+  // Residents are prefix-closed, so the hit is everything before the first miss.
+  uint32_t hits = 0;
+  while (hits < r.num_blocks && pool.IsResident(chain[hits])) ++hits;
+  for (uint32_t i = hits; i-- > 0;) {  // deepest first: see RetentionPolicy
+    pool.Pin(chain[i]);
+    access.access_pos = r.first_block + i;
+    policy.OnHit(chain[i], access);
+    out.hit_tokens += replay.trace->TokensOfBlock(r, i);
+    out.loaded_bytes += catalog[chain[i]].bytes;
+  }
+  out.hit_blocks = hits;
+
+  for (uint32_t i = hits; i < r.num_blocks; ++i) {
+    const BlockIndex b = chain[i];
+    access.access_pos = r.first_block + i;
+    const uint64_t bytes = catalog[b].bytes;
+    if (bytes > pool.capacity_bytes() || !policy.ShouldAdmit(b, access)) break;
+    while (pool.free_bytes() < bytes) {
+      const BlockIndex victim = policy.SelectVictim();
+      if (victim == kNoBlock) break;
+      if (!pool.IsEvictable(victim)) {
+        return absl::InternalError(absl::StrCat("policy '", std::string(policy.name()),
+                                                "' chose block ", catalog[victim].hash_id,
+                                                " which is not an evictable leaf"));
+      }
+      pool.Evict(victim);
+      policy.OnEvict(victim);
+      ++out.evicted_blocks;
+    }
+    if (pool.free_bytes() < bytes) break;  // everything left is pinned
+    pool.Insert(b);
+    pool.Pin(b);
+    policy.OnInsert(b, access);
+    out.admitted_bytes += bytes;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostModel& cost,
+                                        std::string_view policy_name,
+                                        const PoolReplayOptions& options) {
+  if (!(options.eval_from >= 0 && options.eval_from < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_from must be in [0, 1), got ", options.eval_from));
+  }
+  const uint32_t nodes = cost.hardware().prefill_nodes;
+  if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
+  PoolState pool(&replay.catalog, options.pool_bytes);
+  PolicyEnv env{&replay.catalog, &pool, &replay.next_use};
+  auto policy = CreatePolicy(policy_name, env);
+  if (!policy.ok()) return policy.status();
+
+  const Trace& trace = *replay.trace;
+  const auto n = static_cast<uint32_t>(trace.requests.size());
+  const auto eval_start = static_cast<uint32_t>(options.eval_from * n);
+
+  ReplayResult result;
+  result.policy = std::string(policy_name);
+  std::vector<double> node_free_ms(nodes, 0.0);
+  std::vector<double> ttft;
+  ttft.reserve(n - eval_start);
+
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t ri = 0; ri < n; ++ri) {
+    const TraceRequest& r = trace.requests[ri];
+    RequestOutcome o;
+    if (auto s = ServeRequest(replay, ri, **policy, pool, o); !s.ok()) return s;
+
+    const double load_ms = cost.TransferMs(o.loaded_bytes);
+    const double prefill_ms = cost.RecomputeMs(o.hit_tokens, r.input_length);
+    double& node_free = node_free_ms[ri % nodes];
+    const double arrival = static_cast<double>(r.timestamp_ms);
+    const double begin = std::max(arrival, node_free);
+    node_free = begin + load_ms + prefill_ms;
+
+    if (ri >= eval_start) {
+      ++result.requests;
+      result.block_accesses += r.num_blocks;
+      result.block_hits += o.hit_blocks;
+      result.prompt_tokens += r.input_length;
+      result.hit_tokens += o.hit_tokens;
+      result.loaded_bytes += o.loaded_bytes;
+      result.admitted_bytes += o.admitted_bytes;
+      result.evicted_blocks += o.evicted_blocks;
+      result.recomputed_tokens += r.input_length - o.hit_tokens;
+      result.prefill_gpu_seconds += prefill_ms / 1000.0;
+      ttft.push_back(node_free - arrival);
+    }
+    if (options.after_request) options.after_request(ri, pool);
+  }
+  result.replay_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.replayed_accesses = replay.block_accesses();
+  result.ttft_ms = Summarize(ttft);
+  return result;
+}
+
+}  // namespace kvlearn

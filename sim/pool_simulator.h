@@ -1,0 +1,38 @@
+// Replays a trace through one global KV pool under one retention policy
+// (DESIGN.md, "The world it models"): requests are spread round-robin over
+// the cost model's prefill nodes, each a FIFO queue; a request loads its longest resident
+// prefix from the pool over RDMA and recomputes the rest, offering each new
+// block to the pool for admission.
+//
+// TTFT = queue wait + load of the hit prefix + prefill of the missed tokens.
+// Counters cover requests from `eval_from` on; earlier ones only warm the pool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "models/pool_state.h"
+#include "models/retention_policy.h"
+#include "sim/cost_model.h"
+#include "sim/replay_result.h"
+#include "sim/replay_trace.h"
+
+namespace kvlearn {
+
+struct PoolReplayOptions {
+  uint64_t pool_bytes = 0;
+  double eval_from = 0;  // share of requests that only warm the pool, in [0, 1)
+  // Called after every request with its index and the pool; tests use it to
+  // check invariants. Leave empty in production runs.
+  std::function<void(uint32_t, const PoolState&)> after_request;
+};
+
+// Runs `policy_name` over `replay`. Fails on an unknown policy or when the
+// policy breaks the contract (e.g. names a victim that is not an evictable
+// leaf).
+absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostModel& cost,
+                                        std::string_view policy_name,
+                                        const PoolReplayOptions& options);
+
+}  // namespace kvlearn

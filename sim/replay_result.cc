@@ -1,0 +1,39 @@
+#include "sim/replay_result.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kvlearn {
+namespace {
+
+// Nearest rank: the smallest sample with at least p% of samples <= it.
+double Percentile(const std::vector<double>& sorted, double p) {
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+}  // namespace
+
+LatencySummary Summarize(std::vector<double>& samples) {
+  LatencySummary s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  s.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();
+  s.p50 = Percentile(samples, 50);
+  s.p95 = Percentile(samples, 95);
+  s.p99 = Percentile(samples, 99);
+  return s;
+}
+
+std::optional<double> GapClosed(const ReplayResult& policy, const ReplayResult& lru,
+                                const ReplayResult& oracle) {
+  const auto misses = [](const ReplayResult& r) {
+    return static_cast<double>(r.block_accesses - r.block_hits);
+  };
+  const double gap = misses(lru) - misses(oracle);
+  if (gap <= 0) return std::nullopt;
+  return (misses(lru) - misses(policy)) / gap;
+}
+
+}  // namespace kvlearn

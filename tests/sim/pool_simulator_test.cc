@@ -1,0 +1,162 @@
+#include "sim/pool_simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace kvlearn {
+namespace {
+
+// A cost model with round numbers: 1000 KV bytes per token, recompute linear
+// at 0.01 ms/token (L_cross out of reach), 1 GB/s link = 1e6 bytes per ms.
+CostModel RoundCosts(uint32_t prefill_nodes) {
+  ModelProfile m{"toy", 1, 1, 250, 2, 1.0};
+  HardwareProfile h{"toy", 0.01, 0.0, 1u << 30, 1.0, 1.0, 1.0, 1.0, 1.0, prefill_nodes};
+  return CostModel(m, h);
+}
+
+Trace SmallTrace() {
+  Trace t;
+  t.source = "hand";
+  t.block_size = 4;
+  return t;
+}
+
+ReplayResult Replay(const Trace& t, const CostModel& cost, PoolReplayOptions options,
+                    std::string_view policy = "lru") {
+  auto replay = BuildReplayTrace(t, cost);
+  EXPECT_TRUE(replay.ok()) << replay.status();
+  auto r = ReplayPool(*replay, cost, policy, options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+TEST(PoolSimulatorTest, ColdRequestRecomputesEverything) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  const CostModel cost = RoundCosts(1);
+  PoolReplayOptions o;
+  o.pool_bytes = 1'000'000;
+  const ReplayResult r = Replay(t, cost, o);
+  EXPECT_EQ(r.block_hits, 0u);
+  EXPECT_EQ(r.recomputed_tokens, 8u);
+  EXPECT_EQ(r.admitted_bytes, 8000u);
+  EXPECT_EQ(r.loaded_bytes, 0u);
+  EXPECT_DOUBLE_EQ(r.ttft_ms.mean, 0.08);  // 8 tokens * 0.01 ms
+  EXPECT_DOUBLE_EQ(r.prefill_gpu_seconds, 0.08 / 1000);
+}
+
+TEST(PoolSimulatorTest, HitLoadsPrefixAndRecomputesTail) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(10, 10, 1, std::vector<uint64_t>{1, 2, 3});  // last block holds 2 tokens
+  const CostModel cost = RoundCosts(1);
+  PoolReplayOptions o;
+  o.pool_bytes = 1'000'000;
+  o.eval_from = 0.5;  // report only the second request
+  const ReplayResult r = Replay(t, cost, o);
+  EXPECT_EQ(r.requests, 1u);
+  EXPECT_EQ(r.block_accesses, 3u);
+  EXPECT_EQ(r.block_hits, 2u);
+  EXPECT_EQ(r.hit_tokens, 8u);
+  EXPECT_EQ(r.recomputed_tokens, 2u);
+  EXPECT_EQ(r.loaded_bytes, 8000u);
+  EXPECT_EQ(r.admitted_bytes, 2000u);
+  EXPECT_EQ(r.transfer_bytes(), 10000u);
+  // load 8000 B at 1e6 B/ms + recompute 2 tokens at 0.01 ms.
+  EXPECT_NEAR(r.ttft_ms.mean, 0.008 + 0.02, 1e-9);  // 10 + 0.028 - 10 rounds
+  EXPECT_DOUBLE_EQ(r.token_hit_ratio(), 0.8);
+}
+
+TEST(PoolSimulatorTest, SecondRequestWaitsForTheNodeOnOneNode) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});  // 0.08 ms of prefill
+  t.Add(0, 4, 1, std::vector<uint64_t>{3});     // 0.04 ms, queued behind it
+  PoolReplayOptions o;
+  o.pool_bytes = 0;
+  const ReplayResult one = Replay(t, RoundCosts(1), o);
+  EXPECT_DOUBLE_EQ(one.ttft_ms.p50, 0.08);
+  EXPECT_DOUBLE_EQ(one.ttft_ms.p99, 0.08 + 0.04);
+  EXPECT_DOUBLE_EQ(one.ttft_ms.mean, (0.08 + 0.12) / 2);
+  // Round-robin over two nodes: no queueing.
+  const ReplayResult two = Replay(t, RoundCosts(2), o);
+  EXPECT_DOUBLE_EQ(two.ttft_ms.p99, 0.08);
+  EXPECT_DOUBLE_EQ(two.ttft_ms.p50, 0.04);
+}
+
+TEST(PoolSimulatorTest, NodeFreesUpBeforeLaterArrival) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(5, 4, 1, std::vector<uint64_t>{3});  // arrives after the node is idle again
+  PoolReplayOptions o;
+  const ReplayResult r = Replay(t, RoundCosts(1), o);
+  EXPECT_DOUBLE_EQ(r.ttft_ms.p99, 0.08);
+}
+
+TEST(PoolSimulatorTest, ZeroPoolNeverHits) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(1, 8, 1, std::vector<uint64_t>{1, 2});
+  PoolReplayOptions o;
+  const ReplayResult r = Replay(t, RoundCosts(1), o);
+  EXPECT_EQ(r.block_hits, 0u);
+  EXPECT_EQ(r.admitted_bytes, 0u);
+}
+
+TEST(PoolSimulatorTest, PrefixOfEvictedParentIsNotAHit) {
+  // Pool of 2 blocks. A = [1,2] fills it; B = [3] evicts LRU's leaf 2, so a
+  // later [1,2] hits only block 1 even though nothing else changed.
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(1, 4, 1, std::vector<uint64_t>{3});
+  t.Add(2, 8, 1, std::vector<uint64_t>{1, 2});
+  PoolReplayOptions o;
+  o.pool_bytes = 8000;
+  int checks = 0;
+  o.after_request = [&](uint32_t, const PoolState& pool) {
+    EXPECT_LE(pool.used_bytes(), pool.capacity_bytes());
+    ++checks;
+  };
+  const ReplayResult r = Replay(t, RoundCosts(1), o);
+  EXPECT_EQ(checks, 3);
+  EXPECT_EQ(r.block_hits, 1u);
+  EXPECT_EQ(r.evicted_blocks, 2u);  // block 2 for B, then block 3 to readmit 2
+}
+
+TEST(PoolSimulatorTest, RejectsIdsThatAreNotPrefixHashes) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2}, /*line=*/1);
+  t.Add(0, 8, 1, std::vector<uint64_t>{3, 2}, /*line=*/2);
+  auto replay = BuildReplayTrace(t, RoundCosts(1));
+  ASSERT_FALSE(replay.ok());
+  EXPECT_NE(replay.status().message().find("hand:2: field 'hash_ids[1]'"), std::string::npos)
+      << replay.status();
+  EXPECT_NE(replay.status().message().find("line 1"), std::string::npos);
+}
+
+TEST(PoolSimulatorTest, NextUseIsTheNextRequestUsingTheBlock) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(1, 4, 1, std::vector<uint64_t>{3});
+  t.Add(2, 4, 1, std::vector<uint64_t>{1});
+  auto replay = BuildReplayTrace(t, RoundCosts(1));
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(replay->next_use,
+            (std::vector<uint32_t>{2, kNeverUsedAgain, kNeverUsedAgain, kNeverUsedAgain}));
+}
+
+TEST(PoolSimulatorTest, BadOptionsAreRefused) {
+  Trace t = SmallTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  const CostModel cost = RoundCosts(1);
+  auto replay = BuildReplayTrace(t, cost);
+  PoolReplayOptions o;
+  o.eval_from = 1.0;
+  EXPECT_FALSE(ReplayPool(*replay, cost, "lru", o).ok());
+  o.eval_from = 0;
+  EXPECT_EQ(ReplayPool(*replay, cost, "nope", o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvlearn
