@@ -26,6 +26,7 @@ class PoolState {
   uint64_t used_bytes() const { return used_bytes_; }
   uint64_t free_bytes() const { return capacity_bytes_ - used_bytes_; }
   uint64_t resident_blocks() const { return resident_blocks_; }
+  uint64_t evictions() const { return evictions_; }  // since construction
   const BlockCatalog& catalog() const { return *catalog_; }
 
   bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
@@ -52,6 +53,7 @@ class PoolState {
     resident_[b] = 0;
     used_bytes_ -= (*catalog_)[b].bytes;
     --resident_blocks_;
+    ++evictions_;
     const BlockIndex parent = (*catalog_)[b].parent;
     if (parent != kNoBlock) --children_[parent];
   }
@@ -69,6 +71,7 @@ class PoolState {
   uint64_t capacity_bytes_;
   uint64_t used_bytes_ = 0;
   uint64_t resident_blocks_ = 0;
+  uint64_t evictions_ = 0;
   uint32_t epoch_ = 1;  // pin_epoch_ starts at 0, so nothing is pinned initially
   std::vector<uint8_t> resident_;
   std::vector<uint32_t> children_;

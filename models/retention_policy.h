@@ -1,8 +1,8 @@
 // The interface every retention policy implements, whether it runs inside the
 // replay simulator or behind the gRPC sidecar.
 //
-// For each request the caller (1) reports the resident prefix with OnHit,
-// deepest block first, (2) walks the missing blocks root-to-leaf asking
+// For each request the caller (0) announces its whole chain with OnRequest,
+// (1) reports the resident prefix with OnHit, deepest block first, (2) walks the missing blocks root-to-leaf asking
 // ShouldAdmit, making room with SelectVictim/OnEvict, and calling OnInsert
 // once the block is in the pool. The first refused block ends admission for
 // the request: its descendants would be orphans.
@@ -25,6 +25,8 @@
 
 namespace kvlearn {
 
+class LearnedModel;  // models/learned_model.h
+
 // When and where an access happens. `access_pos` identifies the access in a
 // replayed trace (offset into Trace::hash_ids); only the offline oracle uses it.
 struct AccessInfo {
@@ -39,6 +41,10 @@ class RetentionPolicy {
 
   virtual std::string_view name() const = 0;
 
+  // A request arrived needing `chain` (root first), resident or not. Called
+  // before any other call for that request; policies that learn from access
+  // history use it, the classic ones ignore it.
+  virtual void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {}
   // A resident block was used by a request.
   virtual void OnHit(BlockIndex b, const AccessInfo& access) = 0;
   // A block was just computed: should the pool keep a copy?
@@ -53,6 +59,11 @@ class RetentionPolicy {
   // Lower = evicted sooner. Used to rank an arbitrary candidate list.
   virtual double EvictionPriority(BlockIndex b) const = 0;
 
+  // Replaces the model a learned policy scores with; the others refuse.
+  virtual absl::Status SwapModel(std::shared_ptr<const LearnedModel> model) {
+    return absl::FailedPreconditionError("this policy has no model");
+  }
+
   // Orders `candidates` so that the first should be evicted first. The
   // default sorts by EvictionPriority; policies with finer keys override.
   virtual std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const;
@@ -66,6 +77,8 @@ struct PolicyEnv {
   const BlockCatalog* catalog = nullptr;
   const PoolState* pool = nullptr;
   const std::vector<uint32_t>* next_use = nullptr;
+  // The trained model, for policies that need one (nullptr otherwise).
+  std::shared_ptr<const LearnedModel> model;
 };
 
 // Names accepted by CreatePolicy, in display order.

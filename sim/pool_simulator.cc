@@ -28,6 +28,8 @@ absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index,
   access.request = request_index;
 
   pool.BeginRequest();
+  access.access_pos = r.first_block;
+  policy.OnRequest({chain, r.num_blocks}, access);
   // Residents are prefix-closed, so the hit is everything before the first miss.
   uint32_t hits = 0;
   while (hits < r.num_blocks && pool.IsResident(chain[hits])) ++hits;
@@ -78,7 +80,7 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   const uint32_t nodes = cost.hardware().prefill_nodes;
   if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
   PoolState pool(&replay.catalog, options.pool_bytes);
-  PolicyEnv env{&replay.catalog, &pool, &replay.next_use};
+  PolicyEnv env{&replay.catalog, &pool, &replay.next_use, options.model};
   auto policy = CreatePolicy(policy_name, env);
   if (!policy.ok()) return policy.status();
 

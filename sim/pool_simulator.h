@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "models/pool_state.h"
@@ -23,6 +24,8 @@ namespace kvlearn {
 struct PoolReplayOptions {
   uint64_t pool_bytes = 0;
   double eval_from = 0;  // share of requests that only warm the pool, in [0, 1)
+  // For policies that score with a trained model ("learned").
+  std::shared_ptr<const LearnedModel> model;
   // Called after every request with its index and the pool; tests use it to
   // check invariants. Leave empty in production runs.
   std::function<void(uint32_t, const PoolState&)> after_request;
