@@ -81,7 +81,7 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
   PoolState pool(&replay.catalog, options.pool_bytes);
   PolicyEnv env{&replay.catalog, &pool, &replay.next_use, options.model};
-  auto policy = CreatePolicy(policy_name, env);
+  auto policy = options.make_policy ? options.make_policy(env) : CreatePolicy(policy_name, env);
   if (!policy.ok()) return policy.status();
 
   const Trace& trace = *replay.trace;

@@ -26,6 +26,9 @@ struct PoolReplayOptions {
   double eval_from = 0;  // share of requests that only warm the pool, in [0, 1)
   // For policies that score with a trained model ("learned").
   std::shared_ptr<const LearnedModel> model;
+  // Builds the policy instead of CreatePolicy(policy_name, env) when set; the
+  // learner uses it to wrap a policy with a feature recorder.
+  std::function<absl::StatusOr<std::unique_ptr<RetentionPolicy>>(const PolicyEnv&)> make_policy;
   // Called after every request with its index and the pool; tests use it to
   // check invariants. Leave empty in production runs.
   std::function<void(uint32_t, const PoolState&)> after_request;
