@@ -3,6 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "features/feature_schema.h"
+#include "models/learned_model.h"
 #include "models/retention_policy.h"
 
 namespace kvlearn {
@@ -14,23 +16,26 @@ std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeLearnedPolicy(const PolicyEnv& env);
 
 namespace {
 
 struct PolicyEntry {
   std::string_view name;
-  bool offline;  // reads the future: needs PolicyEnv::next_use
+  bool offline;      // reads the future: needs PolicyEnv::next_use
+  bool needs_model;  // scores with PolicyEnv::model
   std::unique_ptr<RetentionPolicy> (*make)(const PolicyEnv&);
 };
 
 constexpr std::array kPolicies = {
-    PolicyEntry{"lru", false, MakeLruPolicy},
-    PolicyEntry{"lfu", false, MakeLfuPolicy},
-    PolicyEntry{"fifo", false, MakeFifoPolicy},
-    PolicyEntry{"gdsf", false, MakeGdsfPolicy},
-    PolicyEntry{"s3fifo", false, MakeS3FifoPolicy},
-    PolicyEntry{"belady", true, MakeBeladyPolicy},
-    PolicyEntry{"no-cache", false, MakeNoCachePolicy},
+    PolicyEntry{"lru", false, false, MakeLruPolicy},
+    PolicyEntry{"lfu", false, false, MakeLfuPolicy},
+    PolicyEntry{"fifo", false, false, MakeFifoPolicy},
+    PolicyEntry{"gdsf", false, false, MakeGdsfPolicy},
+    PolicyEntry{"s3fifo", false, false, MakeS3FifoPolicy},
+    PolicyEntry{"belady", true, false, MakeBeladyPolicy},
+    PolicyEntry{"no-cache", false, false, MakeNoCachePolicy},
+    PolicyEntry{"learned", false, true, MakeLearnedPolicy},
 };
 
 constexpr auto kNames = [] {
@@ -63,6 +68,22 @@ absl::Status CheckPolicyName(std::string_view name) {
       absl::StrCat("unknown policy '", std::string(name), "' (known: ", JoinedPolicyNames(), ")"));
 }
 
+bool PolicyNeedsModel(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->needs_model;
+}
+
+absl::Status CheckModelFits(const LearnedModel* model) {
+  if (model == nullptr) return absl::FailedPreconditionError("no model given (--model FILE)");
+  const uint32_t version = model->metadata().schema_version;
+  if (version != kFeatureSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model was trained on feature schema ", version,
+                     " but this build computes schema ", kFeatureSchemaVersion));
+  }
+  return absl::OkStatus();
+}
+
 bool IsOfflinePolicy(std::string_view name) {
   const PolicyEntry* e = Find(name);
   return e != nullptr && e->offline;
@@ -78,6 +99,11 @@ absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view n
   if (e->offline && env.next_use == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "policy '", std::string(name), "' is an offline oracle: it needs the trace's future"));
+  }
+  if (e->needs_model) {
+    if (auto s = CheckModelFits(env.model.get()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("policy '", std::string(name), "': ", s.message()));
+    }
   }
   return e->make(env);
 }

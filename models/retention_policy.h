@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "features/feature_extractor.h"
 #include "models/block_catalog.h"
 #include "models/pool_state.h"
 
@@ -79,7 +80,15 @@ struct PolicyEnv {
   const std::vector<uint32_t>* next_use = nullptr;
   // The trained model, for policies that need one (nullptr otherwise).
   std::shared_ptr<const LearnedModel> model;
+  // How learned policies compute features (must match the cost model's link).
+  FeatureConfig features;
+  // Tests only: receives every feature vector a learned policy computes.
+  FeatureSink feature_sink;
 };
+
+// OK if `model` can drive the learned policy in this build: present, and
+// trained on this build's feature schema.
+absl::Status CheckModelFits(const LearnedModel* model);
 
 // Names accepted by CreatePolicy, in display order.
 std::span<const std::string_view> PolicyNames();
@@ -89,6 +98,8 @@ std::string JoinedPolicyNames(std::string_view separator = ", ");
 absl::Status CheckPolicyName(std::string_view name);
 // True for policies that read the future (they need PolicyEnv::next_use).
 bool IsOfflinePolicy(std::string_view name);
+// True for policies that score with a trained model (they need PolicyEnv::model).
+bool PolicyNeedsModel(std::string_view name);
 
 absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view name,
                                                               const PolicyEnv& env);

@@ -81,6 +81,8 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
   PoolState pool(&replay.catalog, options.pool_bytes);
   PolicyEnv env{&replay.catalog, &pool, &replay.next_use, options.model};
+  env.features.link_bytes_per_ms = cost.hardware().rdma_gb_per_s * 1e6;
+  env.feature_sink = options.feature_sink;
   auto policy = options.make_policy ? options.make_policy(env) : CreatePolicy(policy_name, env);
   if (!policy.ok()) return policy.status();
 

@@ -26,6 +26,8 @@ struct PoolReplayOptions {
   double eval_from = 0;  // share of requests that only warm the pool, in [0, 1)
   // For policies that score with a trained model ("learned").
   std::shared_ptr<const LearnedModel> model;
+  // Tests only: receives every feature vector a learned policy computes.
+  FeatureSink feature_sink;
   // Builds the policy instead of CreatePolicy(policy_name, env) when set; the
   // learner uses it to wrap a policy with a feature recorder.
   std::function<absl::StatusOr<std::unique_ptr<RetentionPolicy>>(const PolicyEnv&)> make_policy;

@@ -1,0 +1,40 @@
+#include "features/access_history.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvlearn {
+
+void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
+  if (!chain.empty()) {
+    const BlockIndex deepest = *std::max_element(chain.begin(), chain.end());
+    if (deepest >= blocks_.size()) blocks_.resize(std::max<size_t>(deepest + 1, blocks_.size() * 2));
+  }
+  for (size_t i = 0; i < chain.size(); ++i) {
+    BlockHistory& h = blocks_[chain[i]];
+    if (h.accesses == 0) {
+      const BlockIndex parent = (*catalog_)[chain[i]].parent;
+      if (parent != kNoBlock) ++blocks_[parent].children;
+    }
+    if (h.kept > 0) {
+      const double dt_s = static_cast<double>(time_ms - h.times_ms[0]) / 1000.0;
+      for (size_t k = 0; k < h.decayed.size(); ++k) {
+        h.decayed[k] = static_cast<float>(h.decayed[k] * std::exp(-dt_s / kDecaySeconds[k]));
+      }
+    }
+    for (float& d : h.decayed) d += 1.0f;
+    std::copy_backward(h.times_ms.begin(), h.times_ms.end() - 1, h.times_ms.end());
+    h.times_ms[0] = time_ms;
+    h.kept = static_cast<uint8_t>(std::min<int>(h.kept + 1, BlockHistory::kKeptTimes));
+    ++h.accesses;
+    if (i + 1 < chain.size()) ++h.subtree_accesses;
+  }
+}
+
+void AccessHistory::RecordEvictions(uint64_t evictions_total) {
+  const auto fresh = static_cast<float>(evictions_total - last_evictions_);
+  last_evictions_ = evictions_total;
+  eviction_rate_ = 0.99f * eviction_rate_ + 0.01f * fresh;
+}
+
+}  // namespace kvlearn

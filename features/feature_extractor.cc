@@ -1,0 +1,64 @@
+#include "features/feature_extractor.h"
+
+#include <cmath>
+
+namespace kvlearn {
+namespace {
+
+constexpr double kMissingGapSeconds = 86400;  // "never": a day, far past any horizon
+
+float Log1p(double x) { return static_cast<float>(std::log1p(x)); }
+
+}  // namespace
+
+void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog& catalog,
+                               const AccessHistory& history, const PoolState& pool,
+                               std::span<float, kNumFeatures> out) const {
+  const BlockMeta& m = catalog[b];
+  const BlockHistory& h = history.Of(b);
+  const double r_ms = m.recompute_ms;
+  const double t_ms = TransferMs(m);
+  const double saving = r_ms - t_ms;
+  const auto seconds_between = [](int64_t later, int64_t earlier) {
+    return static_cast<double>(later - earlier) / 1000.0;
+  };
+
+  out[kDepth] = static_cast<float>(m.depth);
+  out[kPrefixTokensLog] = Log1p(static_cast<double>(m.depth) * 512 + m.tokens);
+  out[kBlockTokens] = static_cast<float>(m.tokens / 512.0);
+  out[kChildrenLog] = Log1p(h.children);
+  out[kIsLeaf] = pool.IsLeaf(b) ? 1.0f : 0.0f;
+  out[kBlockBytesLog] = Log1p(static_cast<double>(m.bytes));
+  out[kRecomputeMsLog] = Log1p(r_ms);
+  out[kTransferMsLog] = Log1p(t_ms);
+  out[kSavingMsLog] = static_cast<float>(std::copysign(std::log1p(std::abs(saving)), saving));
+  out[kAgeLog] = Log1p(h.kept ? seconds_between(now_ms, h.times_ms[0]) : kMissingGapSeconds);
+  for (int g = 0; g < 4; ++g) {
+    out[kGap1Log + g] = Log1p(g + 1 < h.kept ? seconds_between(h.times_ms[g], h.times_ms[g + 1])
+                                             : kMissingGapSeconds);
+  }
+  for (size_t k = 0; k < h.decayed.size(); ++k) {
+    const double decayed =
+        h.kept ? h.decayed[k] * std::exp(-seconds_between(now_ms, h.times_ms[0]) /
+                                         AccessHistory::kDecaySeconds[k])
+               : 0.0;
+    out[kDecayed1mLog + k] = Log1p(decayed);
+  }
+  out[kAccessesLog] = Log1p(h.accesses);
+  out[kSubtreeAccessesLog] = Log1p(h.subtree_accesses);
+  int within_1s = 0, within_10s = 0;
+  for (int i = 0; i < h.kept; ++i) {
+    const int64_t age_ms = now_ms - h.times_ms[i];
+    within_1s += age_ms <= 1000;
+    within_10s += age_ms <= 10000;
+  }
+  out[kBurst1s] = static_cast<float>(within_1s);
+  out[kBurst10s] = static_cast<float>(within_10s);
+  out[kPoolOccupancy] =
+      pool.capacity_bytes() ? static_cast<float>(static_cast<double>(pool.used_bytes()) /
+                                                 static_cast<double>(pool.capacity_bytes()))
+                            : 1.0f;
+  out[kEvictionRate] = history.eviction_rate();
+}
+
+}  // namespace kvlearn
