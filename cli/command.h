@@ -16,5 +16,6 @@ using Command = std::pair<CLI::App*, CommandRunner>;
 
 Command AddCompareCommand(CLI::App& root);
 Command AddGenCommand(CLI::App& root);
+Command AddTrainCommand(CLI::App& root);
 
 }  // namespace kvlearn

@@ -12,7 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
+#include "cli/cost_flags.h"
 #include "datasets/mooncake_reader.h"
+#include "models/learned_model.h"
 #include "models/retention_policy.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "sim/comparison_report.h"
@@ -28,11 +30,8 @@ struct CompareFlags {
   std::string policies = "lru,lfu,fifo,gdsf,s3fifo,belady,no-cache";
   double pool_fraction = 0.1;
   uint64_t pool_bytes = 0;
-  std::string model_profile = "llama3-8b";
-  std::string hardware_profile = "a100";
-  // Overrides of profile fields; negative / zero = keep the profile's value.
-  double alpha_bw = -1, alpha_flop = -1, rdma_gbps = -1;
-  int64_t l_cross = -1, prefill_nodes = -1, kv_bytes_per_token = -1;
+  CostFlags cost;
+  std::string model;  // learned model file
   uint32_t block_size = 512;
   bool lenient = false;
   double eval_from = 0;
@@ -40,29 +39,6 @@ struct CompareFlags {
   std::string out;
   bool print_config = false;
 };
-
-absl::StatusOr<CostModel> ResolveCostModel(const CompareFlags& f) {
-  auto model = FindModelProfile(f.model_profile);
-  if (!model.ok()) return model.status();
-  auto hw = FindHardwareProfile(f.hardware_profile);
-  if (!hw.ok()) return hw.status();
-  if (f.alpha_bw >= 0) hw->alpha_bw_ms_per_token = f.alpha_bw;
-  if (f.alpha_flop >= 0) hw->alpha_flop_ms_per_token2 = f.alpha_flop;
-  if (f.rdma_gbps >= 0) hw->rdma_gb_per_s = f.rdma_gbps;
-  if (f.l_cross >= 0) hw->l_cross_tokens = static_cast<uint32_t>(f.l_cross);
-  if (f.prefill_nodes >= 0) hw->prefill_nodes = static_cast<uint32_t>(f.prefill_nodes);
-  if (f.kv_bytes_per_token >= 0) {
-    if (f.kv_bytes_per_token == 0 || f.kv_bytes_per_token % 2 != 0) {
-      return absl::InvalidArgumentError("--kv-bytes-per-token must be even and > 0 (K and V)");
-    }
-    // A one-layer, one-head, one-byte model whose head_dim yields the raw figure.
-    model->layers = model->kv_heads = model->dtype_bytes = 1;
-    model->head_dim = static_cast<uint32_t>(f.kv_bytes_per_token / 2);
-  }
-  if (hw->rdma_gb_per_s <= 0) return absl::InvalidArgumentError("--rdma-gbps must be > 0");
-  if (hw->prefill_nodes == 0) return absl::InvalidArgumentError("--prefill-nodes must be >= 1");
-  return CostModel(*model, *hw);
-}
 
 std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
   const ModelProfile& m = cost.model();
@@ -106,7 +82,7 @@ int Fail(const absl::Status& status) {
 }
 
 int RunCompare(const CompareFlags& f) {
-  auto cost = ResolveCostModel(f);
+  auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
   if (f.print_config) {
     std::cout << ConfigText(f, *cost);
@@ -138,6 +114,17 @@ int RunCompare(const CompareFlags& f) {
                            ? f.pool_bytes
                            : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   options.eval_from = f.eval_from;
+  if (!f.model.empty()) {
+    auto model = LearnedModel::Load(f.model);
+    if (!model.ok()) return Fail(model.status());
+    options.model = *model;
+  }
+  for (const auto& p : policies) {
+    if (PolicyNeedsModel(p) && options.model == nullptr) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
+    }
+  }
 
   std::cerr << absl::StrFormat("replaying %d requests (%d block accesses) under %d policies\n",
                                trace->requests.size(), replay->block_accesses(), policies.size());
@@ -189,20 +176,9 @@ Command AddCompareCommand(CLI::App& root) {
                        ->capture_default_str()
                        ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--pool-bytes", flags->pool_bytes, "pool capacity in bytes")->excludes(fraction);
-  cmd->add_option("--model-profile", flags->model_profile,
-                  "model profile (KV bytes per token): llama3-8b, llama3.3-70b, qwen3-8b")
-      ->capture_default_str();
-  cmd->add_option("--hardware-profile", flags->hardware_profile,
-                  "hardware profile (prefill speed, links): a100, h100")
-      ->capture_default_str();
-  cmd->add_option("--alpha-bw", flags->alpha_bw, "override: recompute ms per token below L_cross");
-  cmd->add_option("--alpha-flop", flags->alpha_flop,
-                  "override: recompute ms per token^2 from L_cross on");
-  cmd->add_option("--l-cross", flags->l_cross, "override: L_cross in tokens");
-  cmd->add_option("--rdma-gbps", flags->rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)");
-  cmd->add_option("--prefill-nodes", flags->prefill_nodes, "override: number of prefill nodes");
-  cmd->add_option("--kv-bytes-per-token", flags->kv_bytes_per_token,
-                  "override: KV bytes per token (replaces the model profile's)");
+  flags->cost.Register(cmd);
+  cmd->add_option("--model", flags->model,
+                  "learned model file from `kvlearn train` (needed by policy 'learned')");
   cmd->add_option("--block-size", flags->block_size, "tokens per block in the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   std::vector<kvlearn::Command> commands = {
       kvlearn::AddCompareCommand(app),
       kvlearn::AddGenCommand(app),
+      kvlearn::AddTrainCommand(app),
   };
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {

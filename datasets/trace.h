@@ -42,6 +42,20 @@ struct Trace {
     const uint64_t left = r.input_length - start;
     return left < block_size ? static_cast<uint32_t>(left) : block_size;
   }
+  // FNV-1a over arrival times, lengths and ids: names the traffic a model was
+  // trained on.
+  uint64_t Fingerprint() const {
+    uint64_t h = 1469598103934665603ull;
+    const auto mix = [&h](uint64_t v) {
+      for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+    };
+    for (const TraceRequest& r : requests) {
+      mix(static_cast<uint64_t>(r.timestamp_ms));
+      mix(r.input_length);
+      for (const uint64_t id : BlocksOf(r)) mix(id);
+    }
+    return h;
+  }
   // Appends a request; `ids` are copied.
   void Add(int64_t timestamp_ms, uint32_t input_length, uint32_t output_length,
            std::span<const uint64_t> ids, uint32_t line = 0) {

@@ -24,6 +24,7 @@
 // The model is swappable at run time (SwapModel); keys already in the heap
 // stay until their blocks are touched again.
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "features/access_history.h"
@@ -49,7 +50,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     now_ms_ = access.time_ms;
-    const size_t head = HorizonHead();
+    size_t head = HorizonHead();
+    static const char* forced = getenv("KVLEARN_HEAD");
+    if (forced) head = atoi(forced);
+    static const int variant = getenv("KVLEARN_VARIANT") ? atoi(getenv("KVLEARN_VARIANT")) : 0;
     std::array<float, kNumFeatures> x;
     std::vector<float> p(model_->num_outputs());
     if (value_.size() < catalog_.size()) {
@@ -64,6 +68,17 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       const double t_ms = extractor_.TransferMs(m);
       const double saving = p[head] * std::max(m.recompute_ms - t_ms, 0.0);
       value_[b] = m.bytes ? saving / (static_cast<double>(m.bytes) / 1e6) : 0;
+      if (variant == 1) {  // rate: divide by restricted mean time to reuse
+        const auto& hs = model_->metadata().horizons_seconds;
+        double rmst = 0, prev_h = 0, prev_s = 1;
+        for (size_t k = 0; k < hs.size(); ++k) {
+          rmst += (hs[k] - prev_h) * (prev_s + (1 - p[k])) / 2;
+          prev_h = hs[k];
+          prev_s = 1 - p[k];
+        }
+        value_[b] = value_[b] / p[head] * 1000.0 / rmst;  // value per byte per second (scaled)
+      }
+      if (variant == 2) value_[b] = p[head];
       worth_copying_[b] = saving > t_ms;
     }
   }

@@ -1,0 +1,157 @@
+// `kvlearn train`: records samples from a trace replay, labels them from the
+// future, trains the reuse MLP with LibTorch and writes the model file.
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/command.h"
+#include "cli/cost_flags.h"
+#include "datasets/mooncake_reader.h"
+#include "learner/model_file.h"
+#include "learner/sample_recorder.h"
+#include "learner/trainer.h"
+
+namespace kvlearn {
+namespace {
+
+struct TrainFlags {
+  std::string trace;
+  std::string out;
+  double train_until = 0.6;
+  double valid_until = 0.8;
+  std::vector<double> horizons = {30, 120, 480, 1920};
+  double horizon = 0;
+  double pool_fraction = 0.1;
+  std::string record_policy = "lru";
+  int epochs = 40;
+  int patience = 5;
+  uint64_t seed = 1;
+  CostFlags cost;
+  uint32_t block_size = 512;
+  bool lenient = false;
+  std::string command_line;
+};
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kvlearn train: " << s.message() << "\n";
+  return 1;
+}
+
+int RunTrain(const TrainFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (!(0 < f.train_until && f.train_until < f.valid_until && f.valid_until <= 1)) {
+    return Fail(absl::InvalidArgumentError(
+        "need 0 < --train-until < --valid-until <= 1 (shares of the trace's requests)"));
+  }
+  auto cost = f.cost.Resolve();
+  if (!cost.ok()) return Fail(cost.status());
+  TraceReadOptions read_options;
+  read_options.block_size = f.block_size;
+  read_options.lenient = f.lenient;
+  auto trace = ReadMooncakeTrace(f.trace, read_options);
+  if (!trace.ok()) return Fail(trace.status());
+  if (trace->requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
+  auto replay = BuildReplayTrace(*trace, *cost);
+  if (!replay.ok()) return Fail(replay.status());
+
+  const auto n = static_cast<uint32_t>(trace->requests.size());
+  const auto train_end = static_cast<uint32_t>(f.train_until * n);
+  const auto valid_end = static_cast<uint32_t>(f.valid_until * n);
+  RecordOptions record;
+  record.policy = f.record_policy;
+  record.pool_bytes = static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
+  record.end_request = valid_end;
+  record.horizons_seconds = f.horizon > 0 ? std::vector<double>{f.horizon} : f.horizons;
+  std::cerr << absl::StrFormat(
+      "recording samples: requests [0, %d) of %d under %s, pool %.1f GB, horizons %s s\n",
+      valid_end, n, record.policy, record.pool_bytes / 1e9,
+      absl::StrJoin(record.horizons_seconds, ","));
+  auto samples = RecordSamples(*replay, *cost, record);
+  if (!samples.ok()) return Fail(samples.status());
+  const SampleSet train = samples->Slice(0, train_end);
+  const SampleSet valid = samples->Slice(train_end, valid_end);
+  std::cerr << absl::StrFormat("%d training samples (requests < %d), %d validation (< %d), %.1f s\n",
+                               train.size(), train_end, valid.size(), valid_end, elapsed());
+
+  TrainOptions options;
+  options.seed = f.seed;
+  options.max_epochs = f.epochs;
+  options.patience = f.patience;
+  auto mlp = TrainMlp(train, valid, options, [&](const EpochReport& r) {
+    std::cerr << absl::StrFormat("epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n",
+                                 r.epoch, f.epochs, r.train_loss, r.valid_loss,
+                                 absl::StrJoin(r.valid_auc, " ",
+                                               [](std::string* o, double a) {
+                                                 o->append(absl::StrFormat("%.3f", a));
+                                               }),
+                                 elapsed());
+  });
+  if (!mlp.ok()) return Fail(mlp.status());
+
+  ModelMetadata meta;
+  meta.schema_version = kFeatureSchemaVersion;
+  meta.horizons_seconds = record.horizons_seconds;
+  meta.feature_mean = mlp->feature_mean;
+  meta.feature_std = mlp->feature_std;
+  meta.trace_fingerprint = absl::StrFormat("%016x", trace->Fingerprint());
+  meta.created_by = f.command_line;
+  if (auto s = SaveModelFile(f.out, *mlp, meta); !s.ok()) return Fail(s);
+  // Read it back the way every consumer will: a file we cannot load is a failure here.
+  if (auto loaded = LearnedModel::Load(f.out); !loaded.ok()) return Fail(loaded.status());
+  std::cout << absl::StrFormat("wrote %s: best epoch %d of %d, valid loss %.4f, %.1f s\n", f.out,
+                               mlp->best_epoch, mlp->history.size(),
+                               mlp->history[mlp->best_epoch - 1].valid_loss, elapsed());
+  return 0;
+}
+
+}  // namespace
+
+Command AddTrainCommand(CLI::App& root) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "train",
+      "Train the learned retention model from a trace: replay it (under --record-policy), label "
+      "every block access from the future, fit an MLP with LibTorch, write a TorchScript model.");
+  cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from")->required();
+  cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
+  cmd->add_option("--train-until", f->train_until,
+                  "share of requests (from the start) used for training")
+      ->capture_default_str();
+  cmd->add_option("--valid-until", f->valid_until,
+                  "training stops early on the requests between --train-until and this share")
+      ->capture_default_str();
+  auto* hs = cmd->add_option("--horizons", f->horizons,
+                             "reuse horizons in seconds, one model output each; the policy uses "
+                             "the one nearest the pool's eviction age")
+                 ->delimiter(',')
+                 ->capture_default_str();
+  cmd->add_option("--horizon", f->horizon, "a single reuse horizon in seconds (instead of --horizons)")
+      ->excludes(hs);
+  cmd->add_option("--pool-fraction", f->pool_fraction,
+                  "pool size while recording, as a share of distinct-block bytes")
+      ->capture_default_str();
+  cmd->add_option("--record-policy", f->record_policy, "policy that runs the pool while recording")
+      ->capture_default_str();
+  cmd->add_option("--epochs", f->epochs, "maximum training epochs")->capture_default_str();
+  cmd->add_option("--patience", f->patience, "stop after this many epochs without improvement")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")->capture_default_str();
+  cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
+      ->capture_default_str();
+  cmd->add_flag("--lenient", f->lenient, "skip and count bad trace lines instead of failing");
+  f->cost.Register(cmd);
+  return {cmd, [f, cmd] {
+            f->command_line = absl::StrCat("kvlearn train --trace ", f->trace, " --out ", f->out);
+            return RunTrain(*f);
+          }};
+}
+
+}  // namespace kvlearn
