@@ -10,8 +10,7 @@ void CostFlags::Register(CLI::App* cmd) {
                   "hardware profile (prefill speed, links, nodes): a100, h100")
       ->capture_default_str();
   cmd->add_option("--alpha-bw", alpha_bw, "override: recompute ms per token");
-  cmd->add_option("--alpha-flop", alpha_flop,
-                  "override: recompute ms per token^2 past L_cross");
+  cmd->add_option("--alpha-flop", alpha_flop, "override: recompute ms per token^2 past L_cross");
   cmd->add_option("--l-cross", l_cross, "override: L_cross in tokens");
   cmd->add_option("--rdma-gbps", rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)");
   cmd->add_option("--prefill-nodes", prefill_nodes, "override: number of prefill nodes");

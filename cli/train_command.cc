@@ -24,7 +24,7 @@ struct TrainFlags {
   std::string out;
   double train_until = 0.6;
   double valid_until = 0.8;
-  std::vector<double> horizons = {30, 120, 480, 1920};
+  std::vector<double> horizons = {15, 30, 60, 120, 240, 480, 960, 1920, 3840};
   double horizon = 0;
   double pool_fraction = 0.1;
   std::string record_policy = "lru";
@@ -78,21 +78,21 @@ int RunTrain(const TrainFlags& f) {
   if (!samples.ok()) return Fail(samples.status());
   const SampleSet train = samples->Slice(0, train_end);
   const SampleSet valid = samples->Slice(train_end, valid_end);
-  std::cerr << absl::StrFormat("%d training samples (requests < %d), %d validation (< %d), %.1f s\n",
-                               train.size(), train_end, valid.size(), valid_end, elapsed());
+  std::cerr << absl::StrFormat(
+      "%d training samples (requests < %d), %d validation (< %d), %.1f s\n", train.size(),
+      train_end, valid.size(), valid_end, elapsed());
 
   TrainOptions options;
   options.seed = f.seed;
   options.max_epochs = f.epochs;
   options.patience = f.patience;
   auto mlp = TrainMlp(train, valid, options, [&](const EpochReport& r) {
-    std::cerr << absl::StrFormat("epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n",
-                                 r.epoch, f.epochs, r.train_loss, r.valid_loss,
-                                 absl::StrJoin(r.valid_auc, " ",
-                                               [](std::string* o, double a) {
-                                                 o->append(absl::StrFormat("%.3f", a));
-                                               }),
-                                 elapsed());
+    std::cerr << absl::StrFormat(
+        "epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n", r.epoch, f.epochs,
+        r.train_loss, r.valid_loss,
+        absl::StrJoin(r.valid_auc, " ",
+                      [](std::string* o, double a) { o->append(absl::StrFormat("%.3f", a)); }),
+        elapsed());
   });
   if (!mlp.ok()) return Fail(mlp.status());
 
@@ -133,7 +133,8 @@ Command AddTrainCommand(CLI::App& root) {
                              "the one nearest the pool's eviction age")
                  ->delimiter(',')
                  ->capture_default_str();
-  cmd->add_option("--horizon", f->horizon, "a single reuse horizon in seconds (instead of --horizons)")
+  cmd->add_option("--horizon", f->horizon,
+                  "a single reuse horizon in seconds (instead of --horizons)")
       ->excludes(hs);
   cmd->add_option("--pool-fraction", f->pool_fraction,
                   "pool size while recording, as a share of distinct-block bytes")
@@ -143,7 +144,8 @@ Command AddTrainCommand(CLI::App& root) {
   cmd->add_option("--epochs", f->epochs, "maximum training epochs")->capture_default_str();
   cmd->add_option("--patience", f->patience, "stop after this many epochs without improvement")
       ->capture_default_str();
-  cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")
+      ->capture_default_str();
   cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
       ->capture_default_str();
   cmd->add_flag("--lenient", f->lenient, "skip and count bad trace lines instead of failing");

@@ -8,7 +8,8 @@ namespace kvlearn {
 void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
   if (!chain.empty()) {
     const BlockIndex deepest = *std::max_element(chain.begin(), chain.end());
-    if (deepest >= blocks_.size()) blocks_.resize(std::max<size_t>(deepest + 1, blocks_.size() * 2));
+    if (deepest >= blocks_.size())
+      blocks_.resize(std::max<size_t>(deepest + 1, blocks_.size() * 2));
   }
   for (size_t i = 0; i < chain.size(); ++i) {
     BlockHistory& h = blocks_[chain[i]];

@@ -22,8 +22,8 @@ struct BlockHistory {
   std::array<int64_t, kKeptTimes> times_ms{};
   uint8_t kept = 0;
   uint32_t accesses = 0;
-  uint32_t subtree_accesses = 0;  // accesses whose request continued deeper
-  uint32_t children = 0;          // distinct children seen
+  uint32_t subtree_accesses = 0;   // accesses whose request continued deeper
+  uint32_t children = 0;           // distinct children seen
   std::array<float, 3> decayed{};  // at times_ms[0], time constants kDecaySeconds
 };
 

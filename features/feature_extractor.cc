@@ -38,10 +38,10 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
                                              : kMissingGapSeconds);
   }
   for (size_t k = 0; k < h.decayed.size(); ++k) {
-    const double decayed =
-        h.kept ? h.decayed[k] * std::exp(-seconds_between(now_ms, h.times_ms[0]) /
-                                         AccessHistory::kDecaySeconds[k])
-               : 0.0;
+    const double decayed = h.kept
+                               ? h.decayed[k] * std::exp(-seconds_between(now_ms, h.times_ms[0]) /
+                                                         AccessHistory::kDecaySeconds[k])
+                               : 0.0;
     out[kDecayed1mLog + k] = Log1p(decayed);
   }
   out[kAccessesLog] = Log1p(h.accesses);
@@ -54,8 +54,8 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
   }
   out[kBurst1s] = static_cast<float>(within_1s);
   out[kBurst10s] = static_cast<float>(within_10s);
-  out[kPoolOccupancy] =
-      pool.capacity_bytes() ? static_cast<float>(static_cast<double>(pool.used_bytes()) /
+  out[kPoolOccupancy] = pool.capacity_bytes()
+                            ? static_cast<float>(static_cast<double>(pool.used_bytes()) /
                                                  static_cast<double>(pool.capacity_bytes()))
                             : 1.0f;
   out[kEvictionRate] = history.eviction_rate();

@@ -14,39 +14,56 @@ inline constexpr uint32_t kFeatureSchemaVersion = 1;
 
 // Index of each feature in a feature vector. Logs are natural logs of 1 + x.
 enum Feature : uint32_t {
-  kDepth,              // position in the chain (0 = first block)
-  kPrefixTokensLog,    // log1p(tokens up to and including this block)
-  kBlockTokens,        // tokens in this block / 512
-  kChildrenLog,        // log1p(distinct child blocks seen so far)
-  kIsLeaf,             // 1 if resident with no resident child
-  kBlockBytesLog,      // log1p(KV bytes of the block)
-  kRecomputeMsLog,     // log1p(marginal recompute cost R, ms)
-  kTransferMsLog,      // log1p(load cost T over the pool link, ms)
-  kSavingMsLog,        // sign(R - T) * log1p(|R - T|)
-  kAgeLog,             // log1p(seconds since the previous access)
-  kGap1Log,            // log1p(seconds between the last two accesses)...
-  kGap2Log,            // ...and the ones before (LRB-style gap history;
-  kGap3Log,            //    a missing gap reads as a day)
+  kDepth,            // position in the chain (0 = first block)
+  kPrefixTokensLog,  // log1p(tokens up to and including this block)
+  kBlockTokens,      // tokens in this block / 512
+  kChildrenLog,      // log1p(distinct child blocks seen so far)
+  kIsLeaf,           // 1 if resident with no resident child
+  kBlockBytesLog,    // log1p(KV bytes of the block)
+  kRecomputeMsLog,   // log1p(marginal recompute cost R, ms)
+  kTransferMsLog,    // log1p(load cost T over the pool link, ms)
+  kSavingMsLog,      // sign(R - T) * log1p(|R - T|)
+  kAgeLog,           // log1p(seconds since the previous access)
+  kGap1Log,          // log1p(seconds between the last two accesses)...
+  kGap2Log,          // ...and the ones before (LRB-style gap history;
+  kGap3Log,          //    a missing gap reads as a day)
   kGap4Log,
-  kDecayed1mLog,       // log1p(access count decayed with a 1 min time constant)
-  kDecayed10mLog,      // ... 10 min
-  kDecayed1hLog,       // ... 1 h
-  kAccessesLog,        // log1p(accesses ever)
+  kDecayed1mLog,        // log1p(access count decayed with a 1 min time constant)
+  kDecayed10mLog,       // ... 10 min
+  kDecayed1hLog,        // ... 1 h
+  kAccessesLog,         // log1p(accesses ever)
   kSubtreeAccessesLog,  // log1p(accesses that went on to a deeper block)
-  kBurst1s,            // accesses within the last 1 s (of the last 6 kept)
-  kBurst10s,           // accesses within the last 10 s (of the last 6 kept)
-  kPoolOccupancy,      // used bytes / capacity of the pool
-  kEvictionRate,       // evictions per request, moving average
+  kBurst1s,             // accesses within the last 1 s (of the last 6 kept)
+  kBurst10s,            // accesses within the last 10 s (of the last 6 kept)
+  kPoolOccupancy,       // used bytes / capacity of the pool
+  kEvictionRate,        // evictions per request, moving average
   kNumFeatures
 };
 
 inline constexpr std::array<std::string_view, kNumFeatures> kFeatureNames = {
-    "depth",          "prefix_tokens_log", "block_tokens",     "children_log",
-    "is_leaf",        "block_bytes_log",   "recompute_ms_log", "transfer_ms_log",
-    "saving_ms_log",  "age_log",           "gap1_log",         "gap2_log",
-    "gap3_log",       "gap4_log",          "decayed_1m_log",   "decayed_10m_log",
-    "decayed_1h_log", "accesses_log",      "subtree_accesses_log", "burst_1s",
-    "burst_10s",      "pool_occupancy",    "eviction_rate",
+    "depth",
+    "prefix_tokens_log",
+    "block_tokens",
+    "children_log",
+    "is_leaf",
+    "block_bytes_log",
+    "recompute_ms_log",
+    "transfer_ms_log",
+    "saving_ms_log",
+    "age_log",
+    "gap1_log",
+    "gap2_log",
+    "gap3_log",
+    "gap4_log",
+    "decayed_1m_log",
+    "decayed_10m_log",
+    "decayed_1h_log",
+    "accesses_log",
+    "subtree_accesses_log",
+    "burst_1s",
+    "burst_10s",
+    "pool_occupancy",
+    "eviction_rate",
 };
 
 }  // namespace kvlearn

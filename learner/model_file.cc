@@ -30,9 +30,8 @@ torch::Tensor ToTensor(const std::vector<float>& v) {
 
 std::string MetadataJson(const ModelMetadata& m) {
   const auto floats = [](const auto& v) {
-    return absl::StrJoin(v, ", ", [](std::string* out, double x) {
-      out->append(absl::StrFormat("%.9g", x));
-    });
+    return absl::StrJoin(
+        v, ", ", [](std::string* out, double x) { out->append(absl::StrFormat("%.9g", x)); });
   };
   std::vector<std::string> names;
   for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", std::string(n), "\""));
@@ -45,9 +44,8 @@ std::string MetadataJson(const ModelMetadata& m) {
                       "P(next use of the block within horizons_seconds[k]) per output k",
                       "\",\n \"horizons_seconds\": [", floats(m.horizons_seconds),
                       "],\n \"feature_names\": [", absl::StrJoin(names, ", "),
-                      "],\n \"feature_mean\": [", floats(m.feature_mean),
-                      "],\n \"feature_std\": [", floats(m.feature_std),
-                      "],\n \"trace_fingerprint\": \"", m.trace_fingerprint,
+                      "],\n \"feature_mean\": [", floats(m.feature_mean), "],\n \"feature_std\": [",
+                      floats(m.feature_std), "],\n \"trace_fingerprint\": \"", m.trace_fingerprint,
                       "\",\n \"created_by\": \"", created_by, "\"}\n");
 }
 
@@ -90,14 +88,15 @@ absl::Status SaveModelFile(const std::string& path, const TrainedMlp& mlp,
     torch::jit::Module module("KvlearnReuseMlp");
     module.register_buffer("feature_mean", ToTensor(mlp.feature_mean));
     module.register_buffer("feature_std", ToTensor(mlp.feature_std));
-    std::string forward = "def forward(self, x):\n    h = (x - self.feature_mean) / self.feature_std\n";
+    std::string forward =
+        "def forward(self, x):\n    h = (x - self.feature_mean) / self.feature_std\n";
     for (size_t i = 0; i < mlp.layers.size(); ++i) {
       module.register_parameter(absl::StrCat("w", i), ToTensor(mlp.layers[i].weight), false);
-      module.register_parameter(absl::StrCat("b", i),
-                                ToTensor(std::vector<float>(mlp.layers[i].bias.data(),
-                                                            mlp.layers[i].bias.data() +
-                                                                mlp.layers[i].bias.size())),
-                                false);
+      module.register_parameter(
+          absl::StrCat("b", i),
+          ToTensor(std::vector<float>(mlp.layers[i].bias.data(),
+                                      mlp.layers[i].bias.data() + mlp.layers[i].bias.size())),
+          false);
       const std::string affine = absl::StrCat("torch.addmm(self.b", i, ", h, self.w", i, ".t())");
       absl::StrAppend(&forward, "    h = ",
                       i + 1 < mlp.layers.size() ? absl::StrCat("torch.relu(", affine, ")")
@@ -164,9 +163,9 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   auto metadata = ParseMetadata(extra[kMetadataFile], path);
   if (!metadata.ok()) return metadata.status();
   if (metadata->schema_version != kFeatureSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " was trained on feature schema ", metadata->schema_version,
-        " but this build computes schema ", kFeatureSchemaVersion, "; retrain it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was trained on feature schema ", metadata->schema_version,
+                     " but this build computes schema ", kFeatureSchemaVersion, "; retrain it"));
   }
   if (metadata->feature_mean.size() != kNumFeatures) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expects ",
@@ -174,9 +173,8 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
                                                    " features, this build has ", kNumFeatures));
   }
   const std::string base = path.substr(path.find_last_of('/') + 1);
-  auto model = MlpModel::Create(
-      std::move(layers), *metadata,
-      absl::StrCat(base, "@", metadata->trace_fingerprint.substr(0, 8)));
+  auto model = MlpModel::Create(std::move(layers), *metadata,
+                                absl::StrCat(base, "@", metadata->trace_fingerprint.substr(0, 8)));
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
   }

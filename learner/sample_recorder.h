@@ -27,11 +27,11 @@ namespace kvlearn {
 
 struct SampleSet {
   size_t num_horizons = 0;
-  std::vector<float> features;     // size() x kNumFeatures, row-major
-  std::vector<float> reused;       // size() x num_horizons: 1 = next use within horizon
-  std::vector<uint8_t> known;      // size() x num_horizons: 0 = censored by the trace's end
-  std::vector<uint32_t> request;   // request index of the access
-  std::vector<uint32_t> block;     // BlockIndex
+  std::vector<float> features;           // size() x kNumFeatures, row-major
+  std::vector<float> reused;             // size() x num_horizons: 1 = next use within horizon
+  std::vector<uint8_t> known;            // size() x num_horizons: 0 = censored by the trace's end
+  std::vector<uint32_t> request;         // request index of the access
+  std::vector<uint32_t> block;           // BlockIndex
   std::vector<double> next_use_seconds;  // +inf when never used again
   std::vector<uint32_t> requests_to_next_use;  // 0 when never used again
   std::vector<float> saved_ms;
@@ -42,10 +42,10 @@ struct SampleSet {
 };
 
 struct RecordOptions {
-  std::string policy = "lru";          // drives the pool while recording
+  std::string policy = "lru";  // drives the pool while recording
   uint64_t pool_bytes = 0;
-  uint32_t end_request = UINT32_MAX;   // record requests before this index
-  std::vector<double> horizons_seconds = {30, 120, 480, 1920};
+  uint32_t end_request = UINT32_MAX;  // record requests before this index
+  std::vector<double> horizons_seconds = {15, 30, 60, 120, 240, 480, 960, 1920, 3840};
   std::shared_ptr<const LearnedModel> model;  // when `policy` is "learned"
   FeatureSink policy_feature_sink;            // tests: the driving policy's own vectors
 };

@@ -20,16 +20,15 @@ Tensors ToTensors(const SampleSet& s, const std::vector<float>& mean,
                   const std::vector<float>& stddev) {
   const auto n = static_cast<int64_t>(s.size());
   const auto k = static_cast<int64_t>(s.num_horizons);
-  torch::Tensor x = torch::from_blob(const_cast<float*>(s.features.data()), {n, kNumFeatures},
-                                     torch::kFloat32)
-                        .clone();
+  torch::Tensor x =
+      torch::from_blob(const_cast<float*>(s.features.data()), {n, kNumFeatures}, torch::kFloat32)
+          .clone();
   x = (x - torch::from_blob(const_cast<float*>(mean.data()), {kNumFeatures}).clone()) /
       torch::from_blob(const_cast<float*>(stddev.data()), {kNumFeatures}).clone();
   torch::Tensor y =
       torch::from_blob(const_cast<float*>(s.reused.data()), {n, k}, torch::kFloat32).clone();
-  torch::Tensor mask =
-      torch::from_blob(const_cast<uint8_t*>(s.known.data()), {n, k}, torch::kUInt8)
-          .to(torch::kFloat32);
+  torch::Tensor mask = torch::from_blob(const_cast<uint8_t*>(s.known.data()), {n, k}, torch::kUInt8)
+                           .to(torch::kFloat32);
   return {x, y, mask};
 }
 
@@ -46,8 +45,9 @@ DenseLayer ToDense(const torch::nn::Linear& linear) {
   const torch::Tensor w = linear->weight.detach().contiguous();
   const torch::Tensor b = linear->bias.detach().contiguous();
   DenseLayer d;
-  d.weight = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-      w.data_ptr<float>(), w.size(0), w.size(1));
+  d.weight =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+          w.data_ptr<float>(), w.size(0), w.size(1));
   d.bias = Eigen::Map<const Eigen::VectorXf>(b.data_ptr<float>(), b.size(0));
   return d;
 }
@@ -141,8 +141,7 @@ absl::StatusOr<TrainedMlp> TrainMlp(const SampleSet& train, const SampleSet& val
     for (size_t start = 0; start < order.size(); start += options.batch_size) {
       const size_t end = std::min(order.size(), start + options.batch_size);
       const torch::Tensor rows =
-          torch::from_blob(order.data() + start, {static_cast<int64_t>(end - start)},
-                           torch::kInt64)
+          torch::from_blob(order.data() + start, {static_cast<int64_t>(end - start)}, torch::kInt64)
               .clone();
       adam.zero_grad();
       const torch::Tensor loss = MaskedBce(net->forward(tr.x.index_select(0, rows)), tr, rows);

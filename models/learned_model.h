@@ -22,7 +22,7 @@
 namespace kvlearn {
 
 struct ModelMetadata {
-  uint32_t schema_version = 0;          // features/feature_schema.h
+  uint32_t schema_version = 0;           // features/feature_schema.h
   std::vector<double> horizons_seconds;  // output k = P(next use within horizons_seconds[k])
   std::vector<float> feature_mean;       // normalisation, from the training split
   std::vector<float> feature_std;

@@ -29,8 +29,7 @@ absl::StatusOr<std::shared_ptr<const MlpModel>> MlpModel::Create(std::vector<Den
   }
   if (width != static_cast<Eigen::Index>(metadata.horizons_seconds.size())) {
     return absl::InvalidArgumentError(absl::StrCat("model has ", width, " outputs but ",
-                                                   metadata.horizons_seconds.size(),
-                                                   " horizons"));
+                                                   metadata.horizons_seconds.size(), " horizons"));
   }
   // x_norm = (x - mean) / std, so W x_norm + b = (W / std) x + (b - W (mean / std)).
   Eigen::VectorXf inv_std(inputs), mean(inputs);
