@@ -21,6 +21,7 @@
 #include "sim/cost_model.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
+#include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
@@ -177,9 +178,16 @@ std::string Describe(const GeneratedTrace& g, uint64_t pool_bytes) {
   return ::testing::AssertionSuccess();
 }
 
-ReplayResult Replay(const ReplayTrace& replay, std::string_view policy, uint64_t pool_bytes) {
+// Policies that score with a model get a fixed in-memory one.
+PoolReplayOptions OptionsFor(std::string_view policy, uint64_t pool_bytes) {
   PoolReplayOptions options;
   options.pool_bytes = pool_bytes;
+  if (PolicyNeedsModel(policy)) options.model = MakeTestModel();
+  return options;
+}
+
+ReplayResult Replay(const ReplayTrace& replay, std::string_view policy, uint64_t pool_bytes) {
+  PoolReplayOptions options = OptionsFor(policy, pool_bytes);
   auto result = ReplayPool(replay, Cost(), policy, options);
   EXPECT_TRUE(result.ok()) << policy << ": " << result.status();
   return result.ok() ? *std::move(result) : ReplayResult{};
@@ -199,8 +207,7 @@ TEST_P(PolicyContractTest, PoolStaysWithinCapacityWithoutOrphansAndExactBookkeep
   for (const auto& g : GeneratedTraces()) {
     for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
       SCOPED_TRACE(Describe(*g, pool_bytes));
-      PoolReplayOptions options;
-      options.pool_bytes = pool_bytes;
+      PoolReplayOptions options = OptionsFor(GetParam(), pool_bytes);
       bool failed = false;
       options.after_request = [&](uint32_t request, const PoolState& pool) {
         if (failed) return;  // the first broken request is the interesting one
@@ -282,11 +289,16 @@ TEST_P(PolicyContractTest, OracleHitRatioIsAnUpperBound) {
 }
 
 TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
-  // The factory row itself: the policy reports its own name, and an offline
-  // policy refuses to run without the future.
+  // The factory row itself: the policy reports its own name, an offline
+  // policy refuses to run without the future, and a learned one without a
+  // model.
   const auto& g = *GeneratedTraces().front();
   PoolState pool(&g.replay.catalog, g.replay.distinct_block_bytes);
   PolicyEnv env{&g.replay.catalog, &pool, &g.replay.next_use};
+  if (PolicyNeedsModel(GetParam())) {
+    EXPECT_FALSE(CreatePolicy(GetParam(), env).ok());
+    env.model = MakeTestModel();
+  }
   auto policy = CreatePolicy(GetParam(), env);
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ((*policy)->name(), GetParam());

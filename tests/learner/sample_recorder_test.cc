@@ -1,0 +1,142 @@
+// Labels from the future on hand-made traces, and feature parity between the
+// learner's recorder and the learned policy inside the simulator.
+#include "learner/sample_recorder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "datasets/workload_generator.h"
+#include "tests/support/test_model.h"
+
+namespace kvlearn {
+namespace {
+
+CostModel Cost() { return CostModel(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")); }
+
+// Block 7 is used at t=0, then three requests with other blocks at t=1,2,3 s,
+// then block 7 again at t=5 s, then nothing for 100 s.
+Trace HandTrace() {
+  Trace t;
+  t.source = "hand";
+  t.block_size = 512;
+  t.Add(0, 512, 1, std::vector<uint64_t>{7});
+  t.Add(1000, 512, 1, std::vector<uint64_t>{1});
+  t.Add(2000, 512, 1, std::vector<uint64_t>{2});
+  t.Add(3000, 512, 1, std::vector<uint64_t>{3});
+  t.Add(5000, 512, 1, std::vector<uint64_t>{7});
+  t.Add(105000, 512, 1, std::vector<uint64_t>{9});
+  return t;
+}
+
+TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
+  const Trace trace = HandTrace();
+  const CostModel cost = Cost();
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok());
+  RecordOptions o;
+  o.pool_bytes = 1ull << 40;
+  o.horizons_seconds = {4, 6, 200};
+  auto s = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 6u);  // one sample per block access
+  // First use of block 7: next use 5 s and 4 requests later.
+  EXPECT_EQ(s->request[0], 0u);
+  EXPECT_DOUBLE_EQ(s->next_use_seconds[0], 5.0);
+  EXPECT_EQ(s->requests_to_next_use[0], 4u);
+  // Within 4 s: no; within 6 s: yes; 200 s: the trace ends 105 s after t=0,
+  // so whether the next use falls within 200 s is not known.
+  EXPECT_EQ(s->reused[0], 0.0f);
+  EXPECT_EQ(s->reused[1], 1.0f);
+  EXPECT_EQ(s->known[0], 1);
+  EXPECT_EQ(s->known[1], 1);
+  EXPECT_EQ(s->known[2], 0);
+  // The saving: R - T of a 512-token first block, since it is reused within
+  // the longest horizon.
+  const BlockMeta& m = replay->catalog[replay->blocks[0]];
+  const double t_ms = static_cast<double>(m.bytes) / 25e6;
+  EXPECT_NEAR(s->saved_ms[0], m.recompute_ms - t_ms, 1e-3);
+  // Block 1 is never used again: infinite wait, negative labels, no saving.
+  EXPECT_TRUE(std::isinf(s->next_use_seconds[1]));
+  EXPECT_EQ(s->requests_to_next_use[1], 0u);
+  EXPECT_EQ(s->reused[3 * 1 + 1], 0.0f);
+  EXPECT_EQ(s->saved_ms[1], 0.0f);
+  // Second use of block 7 (request 4, t=5 s): never again; the trace runs
+  // 100 s on, so "not within 4 s / 6 s" is known and "within 200 s" is not.
+  EXPECT_EQ(s->known[4 * 3 + 0], 1);
+  EXPECT_EQ(s->known[4 * 3 + 2], 0);
+}
+
+TEST(SampleRecorderTest, HistoryFeaturesCountTheAccessesSoFar) {
+  const Trace trace = HandTrace();
+  const CostModel cost = Cost();
+  auto replay = BuildReplayTrace(trace, cost);
+  RecordOptions o;
+  o.pool_bytes = 1ull << 40;
+  auto s = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(s.ok());
+  // Features are taken after the access is recorded: 1 access, then 2.
+  EXPECT_FLOAT_EQ(s->features[0 * kNumFeatures + kAccessesLog], std::log1p(1.0f));
+  EXPECT_FLOAT_EQ(s->features[4 * kNumFeatures + kAccessesLog], std::log1p(2.0f));
+  // The gap between block 7's two uses is 5 s.
+  EXPECT_FLOAT_EQ(s->features[4 * kNumFeatures + kGap1Log], std::log1p(5.0f));
+  // Two uses within the last 10 s, one within the last 1 s.
+  EXPECT_EQ(s->features[4 * kNumFeatures + kBurst10s], 2.0f);
+  EXPECT_EQ(s->features[4 * kNumFeatures + kBurst1s], 1.0f);
+}
+
+TEST(SampleRecorderTest, SliceKeepsRowsOfTheRequestRange) {
+  const Trace trace = HandTrace();
+  const CostModel cost = Cost();
+  auto replay = BuildReplayTrace(trace, cost);
+  RecordOptions o;
+  auto s = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(s.ok());
+  const SampleSet mid = s->Slice(1, 4);
+  ASSERT_EQ(mid.size(), 3u);
+  EXPECT_EQ(mid.request, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(0, std::memcmp(mid.features.data(), s->features.data() + kNumFeatures,
+                           3 * kNumFeatures * sizeof(float)));
+}
+
+// The learned policy computes features inside the simulator; the recorder
+// computes them on its own history, at the same point of each request. Both
+// must be the same bits, or a model would be served features it never saw.
+TEST(FeatureParityTest, RecorderAndLearnedPolicySeeIdenticalVectors) {
+  ChatWorkloadOptions g;
+  g.seed = 5;
+  g.requests = 3000;
+  const Trace trace = GenerateChatTrace(g);
+  const CostModel cost = Cost();
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok());
+  std::vector<float> policy_vectors;
+  std::vector<uint32_t> policy_blocks;
+  RecordOptions o;
+  o.policy = "learned";
+  o.model = MakeTestModel();
+  o.pool_bytes = replay->distinct_block_bytes / 20;  // evictions happen
+  o.policy_feature_sink = [&](BlockIndex b, uint32_t, std::span<const float> x) {
+    policy_blocks.push_back(b);
+    policy_vectors.insert(policy_vectors.end(), x.begin(), x.end());
+  };
+  auto s = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(policy_blocks, s->block);
+  ASSERT_EQ(policy_vectors.size(), s->features.size());
+  EXPECT_EQ(0, std::memcmp(policy_vectors.data(), s->features.data(),
+                           policy_vectors.size() * sizeof(float)));
+  // The pool-dependent features did vary, so the comparison covered them.
+  float min_occupancy = 1, max_rate = 0;
+  for (size_t i = 0; i < s->size(); ++i) {
+    min_occupancy = std::min(min_occupancy, s->features[i * kNumFeatures + kPoolOccupancy]);
+    max_rate = std::max(max_rate, s->features[i * kNumFeatures + kEvictionRate]);
+  }
+  EXPECT_LT(min_occupancy, 0.5f);
+  EXPECT_GT(max_rate, 0.0f);
+}
+
+}  // namespace
+}  // namespace kvlearn

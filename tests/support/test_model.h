@@ -1,0 +1,41 @@
+// A small learned model built in memory for tests that need one but do not
+// test training: deterministic pseudo-random weights, schema of this build.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "features/feature_schema.h"
+#include "models/mlp_model.h"
+
+namespace kvlearn {
+
+inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  const auto next = [&state] {  // LCG in [-1, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+  };
+  std::vector<DenseLayer> layers;
+  int width = kNumFeatures;
+  for (const int out : {8, 2}) {
+    DenseLayer l;
+    l.weight.resize(out, width);
+    l.bias.resize(out);
+    for (int r = 0; r < out; ++r) {
+      for (int c = 0; c < width; ++c) l.weight(r, c) = next();
+      l.bias[r] = next();
+    }
+    layers.push_back(std::move(l));
+    width = out;
+  }
+  ModelMetadata meta;
+  meta.schema_version = kFeatureSchemaVersion;
+  meta.horizons_seconds = {60, 600};
+  meta.feature_mean.assign(kNumFeatures, 0.0f);
+  meta.feature_std.assign(kNumFeatures, 1.0f);
+  return *MlpModel::Create(std::move(layers), meta, "test-model");
+}
+
+}  // namespace kvlearn
