@@ -27,7 +27,7 @@ namespace {
 
 struct CompareFlags {
   std::string trace;
-  std::string policies = "lru,lfu,fifo,gdsf,s3fifo,belady,no-cache";
+  std::string policies;  // empty: every policy that can run (learned ones need --model)
   double pool_fraction = 0.1;
   uint64_t pool_bytes = 0;
   CostFlags cost;
@@ -72,7 +72,8 @@ std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
                                      f.pool_fraction),
       absl::StrFormat("eval from           %g (share of requests used only to warm the pool)\n",
                       f.eval_from),
-      absl::StrFormat("policies            %s\n", f.policies));
+      absl::StrFormat("policies            %s\n",
+                      f.policies.empty() ? "all (learned ones with --model)" : f.policies));
   return out;
 }
 
@@ -91,6 +92,11 @@ int RunCompare(const CompareFlags& f) {
   if (f.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
 
   std::vector<std::string> policies = absl::StrSplit(f.policies, ',', absl::SkipEmpty());
+  if (f.policies.empty()) {
+    for (const auto name : PolicyNames()) {
+      if (!PolicyNeedsModel(name) || !f.model.empty()) policies.emplace_back(name);
+    }
+  }
   for (const auto& p : policies) {
     if (auto s = CheckPolicyName(p); !s.ok()) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("--policies: ", s.message())));
@@ -169,7 +175,8 @@ Command AddCompareCommand(CLI::App& root) {
       "print the A/B table (columns explained in README.md, 'Reading the table').");
   cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to replay");
   cmd->add_option("--policies", flags->policies,
-                  absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(",")))
+                  absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),
+                               " (default: all; those needing a model only with --model)"))
       ->capture_default_str();
   auto* fraction = cmd->add_option("--pool-fraction", flags->pool_fraction,
                                    "pool capacity as a share of the trace's distinct-block bytes")

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and prints the A/B table of retention
-# policies on the sample trace shipped in datasets/.
+# Installs what is missing, builds, trains the learned policy on the first 60%
+# of the sample trace shipped in datasets/, and prints the A/B table of every
+# policy on its last 20% (the 60-80% slice is the training's validation set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh "$@"
 build_dir=${KVLEARN_BUILD_DIR:-build}
-"$build_dir/cli/kvlearn" compare --trace datasets/mooncake_conversation_trace.jsonl
+kvlearn="$build_dir/cli/kvlearn"
+trace=datasets/mooncake_conversation_trace.jsonl
+model="$build_dir/models/mooncake_conversation.pt"
+mkdir -p "$(dirname "$model")"
+"$kvlearn" train --trace "$trace" --train-until 0.6 --valid-until 0.8 --out "$model"
+"$kvlearn" compare --trace "$trace" --model "$model" --eval-from 0.8
