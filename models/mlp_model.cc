@@ -59,14 +59,16 @@ absl::StatusOr<std::shared_ptr<const MlpModel>> MlpModel::Create(std::vector<Den
 }
 
 void MlpModel::Predict(std::span<const float> features, std::span<float> out) const {
-  Eigen::VectorXf x = Eigen::Map<const Eigen::VectorXf>(features.data(), features.size());
+  // Per-thread scratch: no allocation on the hot path once warmed up.
+  thread_local Eigen::VectorXf a, b;
+  a = Eigen::Map<const Eigen::VectorXf>(features.data(), features.size());
   for (size_t i = 0; i < layers_.size(); ++i) {
-    Eigen::VectorXf y = layers_[i].bias;
-    y.noalias() += layers_[i].weight * x;
-    if (i + 1 < layers_.size()) y = y.cwiseMax(0.0f);
-    x.swap(y);
+    b = layers_[i].bias;
+    b.noalias() += layers_[i].weight * a;
+    if (i + 1 < layers_.size()) b = b.cwiseMax(0.0f);
+    a.swap(b);
   }
-  for (Eigen::Index k = 0; k < x.size(); ++k) out[k] = 1.0f / (1.0f + std::exp(-x[k]));
+  for (Eigen::Index k = 0; k < a.size(); ++k) out[k] = 1.0f / (1.0f + std::exp(-a[k]));
 }
 
 }  // namespace kvlearn
