@@ -1,5 +1,7 @@
 // Replay throughput of the pool simulator per policy, in block accesses per
-// second, on a generated chat trace (kvlearn gen --kind chat, seed 7).
+// second, on a generated chat trace (kvlearn gen --kind chat, seed 7), pool =
+// 10% of the distinct-block bytes. The learned policy runs a model trained
+// at start-up on the trace's first 20k requests (as `kvlearn train` would).
 //   build/bench/replay_bench [--requests=N]  (default 200000 requests)
 #include <benchmark/benchmark.h>
 
@@ -8,6 +10,8 @@
 #include <string>
 
 #include "datasets/workload_generator.h"
+#include "learner/sample_recorder.h"
+#include "learner/trainer.h"
 #include "sim/cost_model.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
@@ -21,7 +25,25 @@ struct Fixture {
   Trace trace;
   CostModel cost{*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")};
   std::unique_ptr<ReplayTrace> replay;
+  std::shared_ptr<const LearnedModel> model;
 };
+
+std::shared_ptr<const LearnedModel> TrainBenchModel(const ReplayTrace& replay,
+                                                    const CostModel& cost) {
+  RecordOptions record;
+  record.pool_bytes = replay.distinct_block_bytes / 10;
+  record.end_request = 20000;
+  auto samples = RecordSamples(replay, cost, record);
+  TrainOptions options;
+  options.max_epochs = 3;
+  auto mlp = TrainMlp(samples->Slice(0, 15000), samples->Slice(15000, 20000), options, nullptr);
+  ModelMetadata meta;
+  meta.schema_version = kFeatureSchemaVersion;
+  meta.horizons_seconds = record.horizons_seconds;
+  meta.feature_mean = mlp->feature_mean;
+  meta.feature_std = mlp->feature_std;
+  return *MlpModel::Create(mlp->layers, meta, "bench");
+}
 
 const Fixture& SharedFixture() {
   static Fixture* f = [] {
@@ -31,6 +53,7 @@ const Fixture& SharedFixture() {
     o.requests = g_requests;
     fx->trace = GenerateChatTrace(o);
     fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
+    fx->model = TrainBenchModel(*fx->replay, fx->cost);
     return fx;
   }();
   return *f;
@@ -40,6 +63,7 @@ void BM_Replay(benchmark::State& state, std::string policy) {
   const Fixture& f = SharedFixture();
   PoolReplayOptions options;
   options.pool_bytes = f.replay->distinct_block_bytes / 10;
+  if (PolicyNeedsModel(policy)) options.model = f.model;
   for (auto _ : state) {
     auto result = ReplayPool(*f.replay, f.cost, policy, options);
     if (!result.ok()) {
