@@ -16,6 +16,7 @@ std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeKvlearnCarsPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeLearnedPolicy(const PolicyEnv& env);
 
 namespace {
@@ -33,9 +34,10 @@ constexpr std::array kPolicies = {
     PolicyEntry{"fifo", false, false, MakeFifoPolicy},
     PolicyEntry{"gdsf", false, false, MakeGdsfPolicy},
     PolicyEntry{"s3fifo", false, false, MakeS3FifoPolicy},
+    PolicyEntry{"kvlearn-cars", false, false, MakeKvlearnCarsPolicy},
+    PolicyEntry{"learned", false, true, MakeLearnedPolicy},
     PolicyEntry{"belady", true, false, MakeBeladyPolicy},
     PolicyEntry{"no-cache", false, false, MakeNoCachePolicy},
-    PolicyEntry{"learned", false, true, MakeLearnedPolicy},
 };
 
 constexpr auto kNames = [] {
