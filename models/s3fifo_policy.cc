@@ -16,7 +16,7 @@
 //     from S.
 //
 // The move-to-main threshold follows the SOSP '23 artifact
-// (github.com/Thesys-lab/sosp23-s3fifo, libCacheSim/cache/eviction/S3FIFO.c:
+// (repository Thesys-lab/sosp23-s3fifo, libCacheSim/cache/eviction/S3FIFO.c:
 // DEFAULT_CACHE_PARAMS "move-to-main-threshold=2", tested as
 // `freq >= move_to_main_threshold`, with freq set to 0 on insert and +1 per
 // hit), which libCacheSim's current S3FIFO.c and S3FIFOv0.c keep: two hits
