@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/cluster_compare.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "datasets/mooncake_reader.h"
@@ -200,7 +201,15 @@ Command AddCompareCommand(CLI::App& root) {
   cmd->add_option("--out", flags->out, "write the output to this file instead of stdout");
   cmd->add_flag("--print-config", flags->print_config,
                 "print the resolved cost model and pool settings, then exit");
-  return {cmd, [flags] { return RunCompare(*flags); }};
+  auto cluster = AddClusterCompareFlags(cmd);  // --cluster: cli/cluster_compare.cc
+  return {cmd, [flags, cluster] {
+            const CompareFlags& f = *flags;
+            return cluster->enabled
+                       ? RunClusterCompare(*cluster, {f.trace, f.policies, f.pool_fraction,
+                                                      f.pool_bytes, f.cost, f.model, f.block_size,
+                                                      f.lenient, f.eval_from, f.format, f.out})
+                       : RunCompare(f);
+          }};
 }
 
 }  // namespace kvlearn

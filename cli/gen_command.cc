@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cli/command.h"
 #include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
@@ -16,13 +17,44 @@ namespace kvlearn {
 namespace {
 
 // Workload kinds `--kind` accepts; each has a Generate<Kind>Trace function.
-const std::vector<std::string> kKinds = {"chat"};
+const std::vector<std::string> kKinds = {"chat", "fanout", "batch", "mixed"};
 
 struct GenFlags {
   std::string kind = "chat";
   std::string out;
+  // Shared by every kind; copied into the chosen kind's options.
+  uint32_t requests = 10000;
+  uint64_t seed = 1;
+  uint32_t block_size = 512;
   ChatWorkloadOptions chat;
+  FanoutWorkloadOptions fanout;
+  BatchWorkloadOptions batch;
+  MixedWorkloadOptions mixed;  // its chat/fanout/batch come from the flags above
 };
+
+// Validates and generates the kind `f.kind` names.
+absl::StatusOr<Trace> Generate(GenFlags f) {
+  f.chat.requests = f.fanout.requests = f.batch.requests = f.mixed.requests = f.requests;
+  f.chat.seed = f.fanout.seed = f.batch.seed = f.mixed.seed = f.seed;
+  f.chat.block_size = f.fanout.block_size = f.batch.block_size = f.mixed.block_size = f.block_size;
+  if (f.kind == "fanout") {
+    if (auto s = ValidateFanoutWorkloadOptions(f.fanout); !s.ok()) return s;
+    return GenerateFanoutTrace(f.fanout);
+  }
+  if (f.kind == "batch") {
+    if (auto s = ValidateBatchWorkloadOptions(f.batch); !s.ok()) return s;
+    return GenerateBatchTrace(f.batch);
+  }
+  if (f.kind == "mixed") {
+    f.mixed.chat = f.chat;
+    f.mixed.fanout = f.fanout;
+    f.mixed.batch = f.batch;
+    if (auto s = ValidateMixedWorkloadOptions(f.mixed); !s.ok()) return s;
+    return GenerateMixedTrace(f.mixed);
+  }
+  if (auto s = ValidateChatWorkloadOptions(f.chat); !s.ok()) return s;
+  return GenerateChatTrace(f.chat);
+}
 
 // Distinct ids; generated ids are dense from 0, so a bitmap is usually enough.
 uint64_t CountDistinctBlocks(const Trace& trace) {
@@ -50,10 +82,10 @@ int Fail(const absl::Status& status) {
 }
 
 int RunGen(const GenFlags& f) {
-  // Only chat exists so far; other kinds dispatch here as they are added.
-  if (auto s = ValidateChatWorkloadOptions(f.chat); !s.ok()) return Fail(s);
-  const Trace trace = GenerateChatTrace(f.chat);
-  if (trace.requests.size() < f.chat.requests) {
+  auto generated = Generate(f);
+  if (!generated.ok()) return Fail(generated.status());
+  const Trace& trace = *generated;
+  if (trace.requests.size() < f.requests) {
     std::cerr << "kvlearn gen: stopped at " << trace.requests.size()
               << " requests: a trace holds at most 2^32 block ids\n";
   }
@@ -73,12 +105,12 @@ Command AddGenCommand(CLI::App& root) {
   cmd->add_option("--kind", flags->kind, "workload kind")
       ->capture_default_str()
       ->check(CLI::IsMember(kKinds));
-  cmd->add_option("--requests", chat.requests, "number of requests to generate")
+  cmd->add_option("--requests", flags->requests, "number of requests to generate")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 30));
-  cmd->add_option("--seed", chat.seed, "random seed; the same seed gives the same trace")
+  cmd->add_option("--seed", flags->seed, "random seed; the same seed gives the same trace")
       ->capture_default_str();
-  cmd->add_option("--block-size", chat.block_size, "tokens per block")
+  cmd->add_option("--block-size", flags->block_size, "tokens per block")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--out", flags->out, "output file (Mooncake JSONL)")->required();
@@ -119,6 +151,61 @@ Command AddGenCommand(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--max-input-tokens", chat.max_input_tokens,
                   "chat: context window in tokens; a conversation ends before exceeding it")
+      ->capture_default_str();
+
+  // Fan-out knobs (--kind fanout, and the fan-out share of --kind mixed).
+  FanoutWorkloadOptions& fan = flags->fanout;
+  cmd->add_option("--agents-per-second", fan.agents_per_second,
+                  "fanout: agents arriving per second (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--fanout", fan.mean_fanout,
+                  "fanout: mean sub-agents per round W (geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--fork-window", fan.fork_window_s,
+                  "fanout: seconds within which a round's sub-agents arrive (uniform)")
+      ->capture_default_str();
+  cmd->add_option("--rounds", fan.mean_rounds, "fanout: mean rounds per agent (geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--round-gap", fan.mean_round_gap_s,
+                  "fanout: mean seconds between an agent's rounds (exponential)")
+      ->capture_default_str();
+  cmd->add_option("--context-tokens", fan.context_median_tokens,
+                  "fanout: median task context in tokens, shared by the agent's sub-agents")
+      ->capture_default_str();
+  cmd->add_option("--subtask-tokens", fan.subtask_median_tokens,
+                  "fanout: median sub-task in tokens, fresh per sub-agent (log-normal)")
+      ->capture_default_str();
+  cmd->add_option("--result-tokens", fan.result_median_tokens,
+                  "fanout: median tokens of results added to the context per round")
+      ->capture_default_str();
+
+  // Batch knobs (--kind batch, and the batch share of --kind mixed).
+  BatchWorkloadOptions& batch = flags->batch;
+  cmd->add_option("--jobs-per-second", batch.jobs_per_second,
+                  "batch: jobs arriving per second (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--documents", batch.mean_documents,
+                  "batch: mean requests (documents) per job (geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--job-rate", batch.job_requests_per_second,
+                  "batch: requests per second within a job (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--instructions", batch.instructions,
+                  "batch: distinct instruction templates (Zipf popularity, exponent 1)")
+      ->capture_default_str();
+  cmd->add_option("--instruction-tokens", batch.instruction_median_tokens,
+                  "batch: median instruction prefix in tokens (log-normal, sigma 0.3)")
+      ->capture_default_str();
+  cmd->add_option("--document-tokens", batch.document_median_tokens,
+                  "batch: median document in tokens, fresh per request (log-normal)")
+      ->capture_default_str();
+
+  // Mix knobs (--kind mixed): shares of the requests, normalised by their sum.
+  cmd->add_option("--chat-share", flags->mixed.chat_share, "mixed: share of chat requests")
+      ->capture_default_str();
+  cmd->add_option("--fanout-share", flags->mixed.fanout_share, "mixed: share of fan-out requests")
+      ->capture_default_str();
+  cmd->add_option("--batch-share", flags->mixed.batch_share, "mixed: share of batch requests")
       ->capture_default_str();
   return {cmd, [flags] { return RunGen(*flags); }};
 }

@@ -1,5 +1,5 @@
-// Synthetic workload generators. Each kind of traffic (chat today; agent fan-out,
-// batch extraction and mixes later) has an options struct and a
+// Synthetic workload generators. Each kind of traffic (chat, agent fan-out,
+// batch extraction, a mix of the three) has an options struct and a
 // Generate<Kind>Trace function here, implemented in its own <kind>_workload.cc.
 //
 // A generator is a pure function of its options: the same options, seed
@@ -61,6 +61,88 @@ absl::Status ValidateChatWorkloadOptions(const ChatWorkloadOptions& options);
 // Returns options.requests requests, or fewer if the trace would hold more than
 // 2^32 block ids (Trace's offset limit). About a second per million requests.
 Trace GenerateChatTrace(const ChatWorkloadOptions& options);
+
+// Agent fan-out: agents arrive as a Poisson process; each opens with one of a
+// few shared system prompts (tool definitions, Zipf popularity) and a long task
+// context of its own, then forks sub-agents a geometric number of rounds.
+// In a round, W sub-agents (geometric, mean `mean_fanout`) arrive uniformly
+// within `fork_window_s` of the fork, each sending the agent's whole context
+// plus a short sub-task of its own; the next round's context adds the
+// sub-agents' results. All sub-agents of a round share one long prefix and
+// arrive within seconds: the burst that prefix replication is for.
+struct FanoutWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+
+  // Rates are set so the default traffic keeps 4 A100 prefill nodes busy
+  // about 40% of the time on average, queueing only in bursts.
+  double agents_per_second = 0.05;  // arrival rate of agents
+  double mean_fanout = 16;          // sub-agents per round, geometric, >= 1
+  double fork_window_s = 2.0;       // a round's sub-agents arrive uniformly within this window
+  double mean_rounds = 2.0;         // rounds per agent, geometric, >= 1
+  double mean_round_gap_s = 20.0;   // seconds between an agent's rounds, exponential
+
+  uint32_t system_prompts = 4;
+  double system_prompt_zipf = 1.0;
+  double system_prompt_median_tokens = 4096;  // log-normal, sigma 0.3
+  double context_median_tokens = 12000;       // the agent's task context, log-normal
+  double context_sigma = 0.5;
+  double subtask_median_tokens = 1000;  // per sub-agent, log-normal
+  double subtask_sigma = 0.8;
+  double result_median_tokens = 1500;  // added to the context per round, log-normal, sigma 0.5
+  double output_median_tokens = 400;   // log-normal, sigma 0.75
+  uint32_t max_input_tokens = 131072;
+};
+absl::Status ValidateFanoutWorkloadOptions(const FanoutWorkloadOptions& options);
+// REQUIRES: ValidateFanoutWorkloadOptions(options).ok(). Same size rule as chat.
+Trace GenerateFanoutTrace(const FanoutWorkloadOptions& options);
+
+// Batch extraction / labelling jobs: jobs arrive as a Poisson process; each
+// uses one instruction prefix (picked from a few templates by Zipf popularity,
+// so popular instructions recur across jobs) and sends a geometric number of
+// requests, each the instruction plus a fresh document, at a dense Poisson
+// rate: a burst of same-prefix requests with a fresh tail each.
+struct BatchWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+
+  // Defaults: ~1.6 requests/s on average (about 25% of 4 A100 prefill
+  // nodes), 20/s while a job runs.
+  double jobs_per_second = 0.05;            // arrival rate of jobs
+  double mean_documents = 32;               // requests per job, geometric, >= 1
+  double job_requests_per_second = 20;      // arrival rate within a job
+  uint32_t instructions = 32;               // distinct instruction templates
+  double instruction_zipf = 1.0;            // template k (1-based) has weight 1 / k^zipf
+  double instruction_median_tokens = 6000;  // log-normal, sigma 0.3
+  double document_median_tokens = 3000;     // log-normal
+  double document_sigma = 0.6;
+  double output_median_tokens = 200;  // log-normal, sigma 0.5
+  uint32_t max_input_tokens = 131072;
+};
+absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& options);
+// REQUIRES: ValidateBatchWorkloadOptions(options).ok(). Same size rule as chat.
+Trace GenerateBatchTrace(const BatchWorkloadOptions& options);
+
+// A mix of the three kinds on one cluster: each component is generated with
+// its share of the requests (and a seed derived from `seed`), its ids moved to
+// a range of their own, and the three merged by arrival time. The components'
+// own `seed`, `requests` and `block_size` are overridden.
+struct MixedWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+  double chat_share = 0.5;
+  double fanout_share = 0.25;
+  double batch_share = 0.25;
+  ChatWorkloadOptions chat;
+  FanoutWorkloadOptions fanout;
+  BatchWorkloadOptions batch;
+};
+absl::Status ValidateMixedWorkloadOptions(const MixedWorkloadOptions& options);
+// REQUIRES: ValidateMixedWorkloadOptions(options).ok().
+Trace GenerateMixedTrace(const MixedWorkloadOptions& options);
 
 // Deterministic sampling shared by the generators.
 class WorkloadRng {

@@ -10,6 +10,7 @@ packages=(
   libtbb-dev libeigen3-dev librocksdb-dev libabsl-dev
   libsimdjson-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-matplotlib
 )
 
 missing=()

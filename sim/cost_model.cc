@@ -20,9 +20,14 @@ const std::array<ModelProfile, 3> kModels = {{
 // (312 vs 989 TFLOP/s). Link bandwidths are per direction. Prefill nodes:
 // enough that a Mooncake-like load (about 3 requests/s of 12k-token prompts,
 // ~1 s of prefill each on an A100) does not queue without bound.
+// Cluster fields: dense BF16 peak from the datasheets; MFU 0.5, typical of
+// long-prompt prefill; HBM for KV = 80 GB x 0.88 (SGLang's default static
+// memory fraction) - 16 GB of Llama-3-8B weights, about 54 GB; 256 GB of host
+// DRAM per node for the second tier.
 const std::array<HardwareProfile, 2> kHardware = {{
-    {"a100", 0.026, 8e-6, 512, 8.03, 25.0, 25.0, 7.0, 2039.0, 16},
-    {"h100", 0.026 * 2.0 / 3.35, 8e-6 * 312.0 / 989.0, 512, 8.03, 50.0, 50.0, 12.0, 3350.0, 8},
+    {"a100", 0.026, 8e-6, 512, 8.03, 25.0, 25.0, 7.0, 2039.0, 16, 312.0, 0.5, 54.0, 256.0},
+    {"h100", 0.026 * 2.0 / 3.35, 8e-6 * 312.0 / 989.0, 512, 8.03, 50.0, 50.0, 12.0, 3350.0, 8,
+     989.0, 0.5, 54.0, 256.0},
 }};
 
 template <typename Profile, size_t N>

@@ -40,6 +40,11 @@ struct HardwareProfile {
   double nvme_gb_per_s = 0;
   double hbm_gb_per_s = 0;
   uint32_t prefill_nodes = 0;
+  // Cluster simulation (sim/cluster_simulator.h); zero = not set.
+  double peak_tflops = 0;            // dense BF16 peak of one prefill node
+  double mfu = 0;                    // model FLOPs utilisation reached in prefill
+  double hbm_kv_gb_per_node = 0;     // HBM left for the KV prefix cache on a prefill node
+  double host_dram_gb_per_node = 0;  // host DRAM given to the KV cache (second tier)
 };
 
 std::span<const ModelProfile> ModelProfiles();
@@ -71,6 +76,13 @@ class CostModel {
   // Marginal cost of tokens [begin, end) given that [0, begin) is already there.
   double RecomputeMs(uint64_t begin, uint64_t end) const {
     return RecomputeMs(end) - RecomputeMs(begin);
+  }
+  // Prefill time of `tokens` new tokens from FLOPs, in ms: 2 * params * tokens
+  // / (peak * MFU). Linear: it leaves out attention's quadratic term, which
+  // RecomputeMs keeps. REQUIRES: peak_tflops and mfu > 0.
+  double PrefillFlopsMs(uint64_t tokens) const {
+    return 2.0 * model_.params_billions * 1e9 * static_cast<double>(tokens) /
+           (hardware_.peak_tflops * 1e12 * hardware_.mfu) * 1e3;
   }
   // Moving `bytes` between the pool and a prefill node over RDMA, in ms.
   double TransferMs(uint64_t bytes) const {

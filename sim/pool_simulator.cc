@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/tier_cache.h"
 
 namespace kvlearn {
 namespace {
@@ -18,54 +20,25 @@ struct RequestOutcome {
   uint64_t evicted_blocks = 0;
 };
 
-absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index,
-                          RetentionPolicy& policy, PoolState& pool, RequestOutcome& out) {
+// The pool's half of serving a request, shared with the cluster simulator
+// through TierCache: the hit is the resident prefix; the rest is recomputed
+// and offered for admission root first.
+absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, TierCache& tier,
+                          RequestOutcome& out) {
   const TraceRequest& r = replay.trace->requests[request_index];
-  const BlockIndex* chain = replay.blocks.data() + r.first_block;
+  const std::span<const BlockIndex> chain(replay.blocks.data() + r.first_block, r.num_blocks);
   const BlockCatalog& catalog = replay.catalog;
-  AccessInfo access;
-  access.time_ms = r.timestamp_ms;
-  access.request = request_index;
+  const AccessInfo access{r.timestamp_ms, request_index, r.first_block};
 
-  pool.BeginRequest();
-  access.access_pos = r.first_block;
-  policy.OnRequest({chain, r.num_blocks}, access);
-  // Residents are prefix-closed, so the hit is everything before the first miss.
-  uint32_t hits = 0;
-  while (hits < r.num_blocks && pool.IsResident(chain[hits])) ++hits;
-  for (uint32_t i = hits; i-- > 0;) {  // deepest first: see RetentionPolicy
-    pool.Pin(chain[i]);
-    access.access_pos = r.first_block + i;
-    policy.OnHit(chain[i], access);
+  const uint32_t hits = tier.Lookup(chain);
+  tier.Touch(chain, hits, access);
+  for (uint32_t i = 0; i < hits; ++i) {
     out.hit_tokens += replay.trace->TokensOfBlock(r, i);
     out.loaded_bytes += catalog[chain[i]].bytes;
   }
   out.hit_blocks = hits;
-
-  for (uint32_t i = hits; i < r.num_blocks; ++i) {
-    const BlockIndex b = chain[i];
-    access.access_pos = r.first_block + i;
-    const uint64_t bytes = catalog[b].bytes;
-    if (bytes > pool.capacity_bytes() || !policy.ShouldAdmit(b, access)) break;
-    while (pool.free_bytes() < bytes) {
-      const BlockIndex victim = policy.SelectVictim();
-      if (victim == kNoBlock) break;
-      if (!pool.IsEvictable(victim)) {
-        return absl::InternalError(absl::StrCat("policy '", std::string(policy.name()),
-                                                "' chose block ", catalog[victim].hash_id,
-                                                " which is not an evictable leaf"));
-      }
-      pool.Evict(victim);
-      policy.OnEvict(victim);
-      ++out.evicted_blocks;
-    }
-    if (pool.free_bytes() < bytes) break;  // everything left is pinned
-    pool.Insert(b);
-    pool.Pin(b);
-    policy.OnInsert(b, access);
-    out.admitted_bytes += bytes;
-  }
-  return absl::OkStatus();
+  return tier.Admit(chain, hits, r.num_blocks, access, out.admitted_bytes, out.evicted_blocks,
+                    [](BlockIndex) {});
 }
 
 }  // namespace
@@ -79,12 +52,20 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   }
   const uint32_t nodes = cost.hardware().prefill_nodes;
   if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
-  PoolState pool(&replay.catalog, options.pool_bytes);
-  PolicyEnv env{&replay.catalog, &pool, &replay.next_use, options.model};
+  // `env` outlives `tier` (declared first): a policy may use it until it is
+  // destroyed with the tier.
+  PolicyEnv env;
+  TierCache tier(&replay.catalog, options.pool_bytes);
+  const PoolState& pool = tier.pool();
+  env.catalog = &replay.catalog;
+  env.pool = &pool;
+  env.next_use = &replay.next_use;
+  env.model = options.model;
   env.features.link_bytes_per_ms = cost.hardware().rdma_gb_per_s * 1e6;
   env.feature_sink = options.feature_sink;
   auto policy = options.make_policy ? options.make_policy(env) : CreatePolicy(policy_name, env);
   if (!policy.ok()) return policy.status();
+  tier.SetPolicy(std::move(*policy));
 
   const Trace& trace = *replay.trace;
   const auto n = static_cast<uint32_t>(trace.requests.size());
@@ -100,7 +81,7 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   for (uint32_t ri = 0; ri < n; ++ri) {
     const TraceRequest& r = trace.requests[ri];
     RequestOutcome o;
-    if (auto s = ServeRequest(replay, ri, **policy, pool, o); !s.ok()) return s;
+    if (auto s = ServeRequest(replay, ri, tier, o); !s.ok()) return s;
 
     const double load_ms = cost.TransferMs(o.loaded_bytes);
     const double prefill_ms = cost.RecomputeMs(o.hit_tokens, r.input_length);

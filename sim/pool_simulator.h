@@ -6,6 +6,11 @@
 //
 // TTFT = queue wait + load of the hit prefix + prefill of the missed tokens.
 // Counters cover requests from `eval_from` on; earlier ones only warm the pool.
+//
+// This is the fast path of the replay engine: the pool alone, no per-node
+// caches, no link contention. It serves each request through the same
+// TierCache (sim/tier_cache.h) the cluster simulator (sim/cluster_simulator.h)
+// runs every tier with, so the two apply the policy protocol identically.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,51 @@
+// `kvlearn compare --cluster`: the cluster path of the compare command
+// (sim/cluster_simulator.h). compare_command.cc registers these flags next to
+// its own and hands over the flags the two paths share.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "cli/cost_flags.h"
+
+namespace kvlearn {
+
+struct ClusterCompareFlags {
+  bool enabled = false;  // --cluster
+  std::string routers = "round-robin,least-load,cache-aware,burst-replicate";
+  uint32_t decode_nodes = 1;
+  double hbm_gb = -1;                  // per node; negative = the hardware profile's
+  double dram_gb = -1;                 // per node; negative = the profile's; 0 = no DRAM tier
+  uint32_t burst_arrivals = 2;         // X
+  double burst_window_s = 1.0;         // Z
+  uint32_t burst_prefix_blocks = 128;  // Y
+  uint32_t replicate_targets = 4;      // M
+  double cache_threshold = 0.3;
+  uint32_t balance_abs_threshold = 64;
+  double balance_rel_threshold = 1.5;
+  bool flops_prefill = false;
+  double mfu = -1;
+  std::string ttft_samples;  // file for per-request TTFTs
+};
+
+// What compare's own flags say, for the cluster path.
+struct SharedCompareFlags {
+  std::string trace;
+  std::string policies;
+  double pool_fraction = 0;
+  uint64_t pool_bytes = 0;
+  CostFlags cost;
+  std::string model;
+  uint32_t block_size = 512;
+  bool lenient = false;
+  double eval_from = 0;
+  std::string format;
+  std::string out;
+};
+
+std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd);
+int RunClusterCompare(const ClusterCompareFlags& cluster, const SharedCompareFlags& shared);
+
+}  // namespace kvlearn

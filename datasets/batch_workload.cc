@@ -1,0 +1,138 @@
+// Batch extraction workload (see BatchWorkloadOptions).
+//
+// Jobs are planned one at a time in arrival order, so the random stream is
+// consumed in a fixed order; their requests are then sorted by time and
+// numbered (PrefixTable, EmitPlanned). Planning stops once no job still to
+// come could arrive before the last request kept.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "datasets/prefix_table.h"
+#include "datasets/workload_generator.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr double kInstructionSigma = 0.3;
+constexpr double kOutputSigma = 0.5;
+
+uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
+  const double r = std::round(x);
+  if (!(r >= static_cast<double>(lo))) return lo;  // also catches NaN
+  if (r >= static_cast<double>(hi)) return hi;
+  return static_cast<uint64_t>(r);
+}
+
+int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
+
+bool Positive(double x) { return std::isfinite(x) && x > 0; }
+bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+class BatchGenerator {
+ public:
+  explicit BatchGenerator(const BatchWorkloadOptions& o)
+      : o_(o), rng_(o.seed), table_(o.block_size), picker_(o.instructions, o.instruction_zipf) {
+    for (uint32_t k = 0; k < o.instructions; ++k) {
+      // At most half the context, so a document always fits.
+      instructions_.push_back(table_.Add(
+          PrefixTable::kNone, Tokens(rng_.LogNormal(o.instruction_median_tokens, kInstructionSigma),
+                                     1, o.max_input_tokens / 2)));
+    }
+  }
+
+  Trace Run() {
+    std::vector<PlannedRequest> planned;
+    int64_t arrival_ms = 0;
+    int64_t cutoff_ms = INT64_MAX;  // time of the requests-th earliest planned request
+    while (arrival_ms <= cutoff_ms) {
+      PlanJob(arrival_ms, planned);
+      arrival_ms += Millis(rng_.Exponential(1.0 / o_.jobs_per_second));
+      if (planned.size() >= o_.requests) cutoff_ms = NthTime(planned);
+    }
+    return EmitPlanned(planned, table_, o_.requests, o_.block_size,
+                       absl::StrCat("batch(seed=", o_.seed, ", requests=", o_.requests, ")"));
+  }
+
+ private:
+  int64_t NthTime(const std::vector<PlannedRequest>& planned) const {
+    std::vector<int64_t> times;
+    times.reserve(planned.size());
+    for (const PlannedRequest& p : planned) times.push_back(p.at_ms);
+    std::nth_element(times.begin(), times.begin() + (o_.requests - 1), times.end());
+    return times[o_.requests - 1];
+  }
+
+  void PlanJob(int64_t start_ms, std::vector<PlannedRequest>& planned) {
+    const uint32_t instruction = instructions_[picker_.Sample(rng_)];
+    const uint64_t prefix_tokens = table_.Tokens(instruction);
+    const uint32_t documents = rng_.Geometric(o_.mean_documents);
+    double at_s = 0;
+    for (uint32_t d = 0; d < documents; ++d) {
+      PlannedRequest p;
+      p.at_ms = start_ms + Millis(at_s);
+      p.seq = seq_++;
+      p.prefix = instruction;
+      p.input_tokens = static_cast<uint32_t>(
+          prefix_tokens + Tokens(rng_.LogNormal(o_.document_median_tokens, o_.document_sigma), 1,
+                                 o_.max_input_tokens - prefix_tokens));
+      p.output_tokens = static_cast<uint32_t>(
+          Tokens(rng_.LogNormal(o_.output_median_tokens, kOutputSigma), 1, o_.max_input_tokens));
+      planned.push_back(p);
+      at_s += rng_.Exponential(1.0 / o_.job_requests_per_second);
+    }
+  }
+
+  const BatchWorkloadOptions o_;
+  WorkloadRng rng_;
+  PrefixTable table_;
+  ZipfSampler picker_;
+  std::vector<uint32_t> instructions_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& o) {
+  auto bad = [](const char* field, auto value, const char* rule) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch workload: ", field, " must be ", rule, ", got ", value));
+  };
+  if (o.block_size == 0 || o.block_size > (1u << 20)) {
+    return bad("block_size", o.block_size, "in [1, 2^20]");
+  }
+  if (o.requests == 0) return bad("requests", o.requests, "> 0");
+  if (!Positive(o.jobs_per_second)) return bad("jobs_per_second", o.jobs_per_second, "> 0");
+  if (!(std::isfinite(o.mean_documents) && o.mean_documents >= 1)) {
+    return bad("mean_documents", o.mean_documents, ">= 1");
+  }
+  if (!Positive(o.job_requests_per_second)) {
+    return bad("job_requests_per_second", o.job_requests_per_second, "> 0");
+  }
+  if (o.instructions == 0) return bad("instructions", o.instructions, "> 0");
+  if (!NonNegative(o.instruction_zipf)) return bad("instruction_zipf", o.instruction_zipf, ">= 0");
+  if (!Positive(o.instruction_median_tokens)) {
+    return bad("instruction_median_tokens", o.instruction_median_tokens, "> 0");
+  }
+  if (!Positive(o.document_median_tokens)) {
+    return bad("document_median_tokens", o.document_median_tokens, "> 0");
+  }
+  if (!NonNegative(o.document_sigma)) return bad("document_sigma", o.document_sigma, ">= 0");
+  if (!Positive(o.output_median_tokens)) {
+    return bad("output_median_tokens", o.output_median_tokens, "> 0");
+  }
+  if (o.max_input_tokens < 2 || o.max_input_tokens > (1u << 30)) {
+    return bad("max_input_tokens", o.max_input_tokens, "in [2, 2^30]");
+  }
+  return absl::OkStatus();
+}
+
+Trace GenerateBatchTrace(const BatchWorkloadOptions& options) {
+  return BatchGenerator(options).Run();
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,170 @@
+// Agent fan-out workload (see FanoutWorkloadOptions).
+//
+// Agents are planned one at a time in arrival order, so the random stream is
+// consumed in a fixed order; their requests are then sorted by time and
+// numbered (PrefixTable, EmitPlanned). Planning stops once no agent still to
+// come could arrive before the last request kept.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "datasets/prefix_table.h"
+#include "datasets/workload_generator.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr double kSystemPromptSigma = 0.3;
+constexpr double kResultSigma = 0.5;
+constexpr double kOutputSigma = 0.75;
+
+uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
+  const double r = std::round(x);
+  if (!(r >= static_cast<double>(lo))) return lo;  // also catches NaN
+  if (r >= static_cast<double>(hi)) return hi;
+  return static_cast<uint64_t>(r);
+}
+
+int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
+
+bool Positive(double x) { return std::isfinite(x) && x > 0; }
+bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+class FanoutGenerator {
+ public:
+  explicit FanoutGenerator(const FanoutWorkloadOptions& o)
+      : o_(o),
+        rng_(o.seed),
+        table_(o.block_size),
+        prompt_picker_(o.system_prompts, o.system_prompt_zipf) {
+    // Prefixes leave room for at least one sub-task token.
+    max_prefix_ = o.max_input_tokens - 1;
+    for (uint32_t k = 0; k < o.system_prompts; ++k) {
+      prompts_.push_back(
+          table_.Add(PrefixTable::kNone,
+                     Tokens(rng_.LogNormal(o.system_prompt_median_tokens, kSystemPromptSigma), 1,
+                            o.max_input_tokens / 2)));
+    }
+  }
+
+  Trace Run() {
+    std::vector<PlannedRequest> planned;
+    int64_t arrival_ms = 0;
+    int64_t cutoff_ms = INT64_MAX;  // time of the requests-th earliest planned request
+    while (arrival_ms <= cutoff_ms) {
+      PlanAgent(arrival_ms, planned);
+      arrival_ms += Millis(rng_.Exponential(1.0 / o_.agents_per_second));
+      if (planned.size() >= o_.requests) cutoff_ms = NthTime(planned);
+    }
+    return EmitPlanned(planned, table_, o_.requests, o_.block_size,
+                       absl::StrCat("fanout(seed=", o_.seed, ", requests=", o_.requests, ")"));
+  }
+
+ private:
+  int64_t NthTime(const std::vector<PlannedRequest>& planned) const {
+    std::vector<int64_t> times;
+    times.reserve(planned.size());
+    for (const PlannedRequest& p : planned) times.push_back(p.at_ms);
+    std::nth_element(times.begin(), times.begin() + (o_.requests - 1), times.end());
+    return times[o_.requests - 1];
+  }
+
+  void PlanAgent(int64_t start_ms, std::vector<PlannedRequest>& planned) {
+    const uint32_t system = prompts_[prompt_picker_.Sample(rng_)];
+    uint64_t context =
+        table_.Tokens(system) +
+        Tokens(rng_.LogNormal(o_.context_median_tokens, o_.context_sigma), 1, o_.max_input_tokens);
+    uint32_t prefix = table_.Add(system, std::min(context, max_prefix_));
+    const uint32_t rounds = rng_.Geometric(o_.mean_rounds);
+    int64_t fork_ms = start_ms;
+    for (uint32_t round = 0; round < rounds; ++round) {
+      const uint64_t prefix_tokens = table_.Tokens(prefix);
+      const uint32_t width = rng_.Geometric(o_.mean_fanout);
+      for (uint32_t w = 0; w < width; ++w) {
+        PlannedRequest p;
+        p.at_ms = fork_ms + Millis(rng_.Uniform() * o_.fork_window_s);
+        p.seq = seq_++;
+        p.prefix = prefix;
+        p.input_tokens = static_cast<uint32_t>(
+            prefix_tokens + Tokens(rng_.LogNormal(o_.subtask_median_tokens, o_.subtask_sigma), 1,
+                                   o_.max_input_tokens - prefix_tokens));
+        p.output_tokens = static_cast<uint32_t>(
+            Tokens(rng_.LogNormal(o_.output_median_tokens, kOutputSigma), 1, o_.max_input_tokens));
+        planned.push_back(p);
+      }
+      // The next round's context adds what the sub-agents reported.
+      const uint64_t grown =
+          prefix_tokens +
+          Tokens(rng_.LogNormal(o_.result_median_tokens, kResultSigma), 1, o_.max_input_tokens);
+      if (grown > max_prefix_) break;  // out of context: the agent stops
+      prefix = table_.Add(prefix, grown);
+      fork_ms += Millis(o_.fork_window_s + rng_.Exponential(o_.mean_round_gap_s));
+    }
+  }
+
+  const FanoutWorkloadOptions o_;
+  WorkloadRng rng_;
+  PrefixTable table_;
+  ZipfSampler prompt_picker_;
+  std::vector<uint32_t> prompts_;
+  uint64_t max_prefix_ = 0;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+absl::Status ValidateFanoutWorkloadOptions(const FanoutWorkloadOptions& o) {
+  auto bad = [](const char* field, auto value, const char* rule) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fanout workload: ", field, " must be ", rule, ", got ", value));
+  };
+  if (o.block_size == 0 || o.block_size > (1u << 20)) {
+    return bad("block_size", o.block_size, "in [1, 2^20]");
+  }
+  if (o.requests == 0) return bad("requests", o.requests, "> 0");
+  if (!Positive(o.agents_per_second)) return bad("agents_per_second", o.agents_per_second, "> 0");
+  if (!(std::isfinite(o.mean_fanout) && o.mean_fanout >= 1)) {
+    return bad("mean_fanout", o.mean_fanout, ">= 1");
+  }
+  if (!NonNegative(o.fork_window_s)) return bad("fork_window_s", o.fork_window_s, ">= 0");
+  if (!(std::isfinite(o.mean_rounds) && o.mean_rounds >= 1)) {
+    return bad("mean_rounds", o.mean_rounds, ">= 1");
+  }
+  if (!NonNegative(o.mean_round_gap_s)) return bad("mean_round_gap_s", o.mean_round_gap_s, ">= 0");
+  if (o.system_prompts == 0) return bad("system_prompts", o.system_prompts, "> 0");
+  if (!NonNegative(o.system_prompt_zipf)) {
+    return bad("system_prompt_zipf", o.system_prompt_zipf, ">= 0");
+  }
+  if (!Positive(o.system_prompt_median_tokens)) {
+    return bad("system_prompt_median_tokens", o.system_prompt_median_tokens, "> 0");
+  }
+  if (!Positive(o.context_median_tokens)) {
+    return bad("context_median_tokens", o.context_median_tokens, "> 0");
+  }
+  if (!NonNegative(o.context_sigma)) return bad("context_sigma", o.context_sigma, ">= 0");
+  if (!Positive(o.subtask_median_tokens)) {
+    return bad("subtask_median_tokens", o.subtask_median_tokens, "> 0");
+  }
+  if (!NonNegative(o.subtask_sigma)) return bad("subtask_sigma", o.subtask_sigma, ">= 0");
+  if (!Positive(o.result_median_tokens)) {
+    return bad("result_median_tokens", o.result_median_tokens, "> 0");
+  }
+  if (!Positive(o.output_median_tokens)) {
+    return bad("output_median_tokens", o.output_median_tokens, "> 0");
+  }
+  // Room for a system prompt token, a context token and a sub-task token.
+  if (o.max_input_tokens < 4 || o.max_input_tokens > (1u << 30)) {
+    return bad("max_input_tokens", o.max_input_tokens, "in [4, 2^30]");
+  }
+  return absl::OkStatus();
+}
+
+Trace GenerateFanoutTrace(const FanoutWorkloadOptions& options) {
+  return FanoutGenerator(options).Run();
+}
+
+}  // namespace kvlearn

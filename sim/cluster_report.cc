@@ -1,0 +1,143 @@
+#include "sim/cluster_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kvlearn {
+namespace {
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += absl::StrFormat("\\u%04x", ch);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Number(double v) { return absl::StrFormat("%.17g", v); }
+double Gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+double Ratio(uint64_t part, uint64_t whole) {
+  return whole ? static_cast<double>(part) / whole : 0;
+}
+
+// The fields of one row, in output order: JSON keys and CSV columns.
+std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c) {
+  const ReplayResult& r = c.replay;
+  return {
+      {"router", JsonString(c.router)},
+      {"policy", JsonString(r.policy)},
+      {"block_hit_ratio", Number(r.block_hit_ratio())},
+      {"token_hit_ratio", Number(r.token_hit_ratio())},
+      {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
+      {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
+      {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
+      {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
+      {"prefill_gpu_seconds", Number(r.prefill_gpu_seconds)},
+      {"ttft_mean_ms", Number(r.ttft_ms.mean)},
+      {"ttft_p50_ms", Number(r.ttft_ms.p50)},
+      {"ttft_p95_ms", Number(r.ttft_ms.p95)},
+      {"ttft_p99_ms", Number(r.ttft_ms.p99)},
+      {"accesses_per_second", Number(r.accesses_per_second())},
+      {"gap_closed", "null"},
+      {"queue_mean_ms", Number(c.queue_ms.mean)},
+      {"queue_p95_ms", Number(c.queue_ms.p95)},
+      {"load_mean_ms", Number(c.load_ms.mean)},
+      {"prefill_mean_ms", Number(c.prefill_ms.mean)},
+      {"hbm_hit_ratio", Number(c.hbm_hit_ratio())},
+      {"dram_hit_ratio", Number(Ratio(c.dram_hit_blocks, r.block_accesses))},
+      {"pool_hit_ratio", Number(Ratio(c.pool_hit_blocks, r.block_accesses))},
+      {"replication_bytes", absl::StrCat(c.replication_bytes)},
+      {"replications", absl::StrCat(c.replications)},
+      {"burst_triggers", absl::StrCat(c.burst_triggers)},
+      {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
+      {"link_bytes", absl::StrCat(c.link_bytes)},
+  };
+}
+
+}  // namespace
+
+std::string FormatClusterJson(const ClusterComparison& c) {
+  std::string out =
+      absl::StrCat("{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
+                   ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
+                   ", \"prefill_nodes\": ", c.prefill_nodes, ", \"decode_nodes\": ", c.decode_nodes,
+                   ", \"hbm_bytes_per_node\": ", c.hbm_bytes_per_node,
+                   ", \"dram_bytes_per_node\": ", c.dram_bytes_per_node, ", \"results\": [");
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", "{");
+    const auto fields = Fields(c.results[i]);
+    for (size_t k = 0; k < fields.size(); ++k) {
+      absl::StrAppend(&out, k ? ", " : "", "\"", fields[k].first, "\": ", fields[k].second);
+    }
+    absl::StrAppend(&out, "}");
+  }
+  return out + "]}\n";
+}
+
+std::string FormatClusterCsv(const ClusterComparison& c) {
+  std::string out;
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    const auto fields = Fields(c.results[i]);
+    if (i == 0) {
+      for (size_t k = 0; k < fields.size(); ++k)
+        absl::StrAppend(&out, k ? "," : "", fields[k].first);
+      out += "\n";
+    }
+    for (size_t k = 0; k < fields.size(); ++k) {
+      std::string v = fields[k].second;
+      if (v == "null") v.clear();
+      if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
+      absl::StrAppend(&out, k ? "," : "", v);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string FormatClusterTable(const ClusterComparison& c) {
+  std::string out = absl::StrFormat(
+      "trace %s: %d requests, %d block accesses evaluated; %d prefill nodes (HBM %.1f GB, "
+      "DRAM %.1f GB each), pool %.1f GB\n\n",
+      c.trace, c.requests, c.block_accesses, c.prefill_nodes, Gb(c.hbm_bytes_per_node),
+      Gb(c.dram_bytes_per_node), Gb(c.pool_bytes));
+  absl::StrAppend(&out,
+                  absl::StrFormat("%-22s %-8s %9s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s\n",
+                                  "router", "policy", "TTFT", "TTFT", "TTFT", "TTFT", "queue",
+                                  "load", "prefill", "HBM hit", "blk hit", "repl", "loaded"),
+                  absl::StrFormat("%-22s %-8s %9s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s\n", "",
+                                  "", "mean ms", "p50 ms", "p95 ms", "p99 ms", "mean ms", "mean ms",
+                                  "mean ms", "%", "%", "GB", "GB"));
+  for (const ClusterResult& r : c.results) {
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "%-22s %-8s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %9.2f %9.2f\n",
+                  r.router, r.replay.policy, r.replay.ttft_ms.mean, r.replay.ttft_ms.p50,
+                  r.replay.ttft_ms.p95, r.replay.ttft_ms.p99, r.queue_ms.mean, r.load_ms.mean,
+                  r.prefill_ms.mean, 100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(),
+                  Gb(r.replication_bytes), Gb(r.replay.loaded_bytes)));
+  }
+  return out;
+}
+
+std::string FormatTtftSamplesJson(const ClusterComparison& c) {
+  std::string out = absl::StrCat("{\"trace\": ", JsonString(c.trace), ", \"samples\": [");
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    const ClusterResult& r = c.results[i];
+    absl::StrAppend(&out, i ? ", " : "", "{\"router\": ", JsonString(r.router),
+                    ", \"policy\": ", JsonString(r.replay.policy), ", \"ttft_ms\": [");
+    for (size_t k = 0; k < r.ttft_samples_ms.size(); ++k) {
+      absl::StrAppend(&out, k ? "," : "", absl::StrFormat("%.6g", r.ttft_samples_ms[k]));
+    }
+    out += "]}";
+  }
+  return out + "]}\n";
+}
+
+}  // namespace kvlearn

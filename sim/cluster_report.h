@@ -1,0 +1,35 @@
+// Renders a cluster comparison (one ClusterResult per router x retention
+// policy on the same trace, cluster and cost model) as a table, JSON or CSV.
+// The JSON keeps `kvlearn compare`'s schema (README, "Reading the table") and
+// adds "router" and the cluster fields to each result (README, "Cluster
+// simulation").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/cluster_simulator.h"
+
+namespace kvlearn {
+
+struct ClusterComparison {
+  std::string trace;
+  uint64_t requests = 0;        // evaluated requests
+  uint64_t block_accesses = 0;  // evaluated block accesses
+  uint64_t pool_bytes = 0;
+  uint32_t prefill_nodes = 0;
+  uint32_t decode_nodes = 0;
+  uint64_t hbm_bytes_per_node = 0;
+  uint64_t dram_bytes_per_node = 0;
+  std::vector<ClusterResult> results;
+};
+
+std::string FormatClusterTable(const ClusterComparison& comparison);
+std::string FormatClusterJson(const ClusterComparison& comparison);
+std::string FormatClusterCsv(const ClusterComparison& comparison);
+// {"trace": ..., "samples": [{"router", "policy", "ttft_ms": [...]}]}: every
+// evaluated request's TTFT, in trace order (scripts/plot_ttft.py reads it).
+std::string FormatTtftSamplesJson(const ClusterComparison& comparison);
+
+}  // namespace kvlearn

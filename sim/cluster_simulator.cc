@@ -1,0 +1,627 @@
+#include "sim/cluster_simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// What a finished transfer was for; the low two bits of its tag.
+enum TransferKind : uint64_t { kBackground = 0, kLoad = 1, kCopy = 2 };
+uint64_t Tag(TransferKind kind, uint64_t id) { return id << 2 | kind; }
+
+enum class EventKind : uint8_t { kLinkDone, kPrefillDone };
+struct Event {
+  double t;
+  uint64_t seq;  // insertion order: equal times run first-scheduled first
+  EventKind kind;
+  uint32_t target;   // link or node
+  uint64_t version;  // link events: stale unless equal to the link's version
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// A replication copy of the first `prefix_blocks` blocks of request
+// `request`'s chain; requests sharing its first `key_blocks` blocks may wait
+// for it.
+struct Copy {
+  uint32_t source = 0;
+  uint32_t target = 0;
+  uint32_t request = 0;
+  uint32_t key_blocks = 0;
+  uint32_t prefix_blocks = 0;
+  uint32_t held_blocks = 0;  // leading blocks the target already had: not sent
+  bool started = false;
+  bool finished = false;
+};
+
+struct Node {
+  Node(const BlockCatalog* catalog, uint64_t hbm_bytes) : hbm(catalog, hbm_bytes) {}
+  TierCache hbm;
+  std::unique_ptr<TierCache> dram;
+  std::deque<uint32_t> queue;
+  uint32_t load = 0;  // routed and not yet prefilled
+  // Blocks promised to this node by routed requests and incoming copies.
+  absl::flat_hash_map<BlockIndex, uint32_t> pending;
+  std::vector<uint32_t> incoming;  // copies into this node not finished
+  std::vector<uint32_t> deferred;  // copies from this node waiting for the prefix
+  // The request being served.
+  uint32_t current = kNone;
+  uint32_t blocked_on = kNone;  // copy the current request waits for
+  uint32_t pending_loads = 0;
+  double start_ms = 0, loads_done_ms = 0, prefill_ms = 0;
+  double prefill_end_ms = 0;  // when the current request's prefill ends (estimate while loading)
+  uint32_t used_blocks = 0;   // blocks not recomputed
+  uint64_t used_tokens = 0;
+  uint32_t hbm_blocks = 0, dram_blocks = 0, pool_blocks = 0;
+  uint64_t loaded_bytes = 0;
+};
+
+class Simulator final : public ClusterView, public ClusterState {
+ public:
+  Simulator(const ReplayTrace& replay, const CostModel& cost, const ClusterOptions& o)
+      : replay_(replay), trace_(*replay.trace), cost_(cost), o_(o) {}
+
+  absl::StatusOr<ClusterResult> Run();
+
+  // ClusterView.
+  uint32_t nodes() const override { return static_cast<uint32_t>(nodes_.size()); }
+  uint32_t Load(uint32_t n) const override { return nodes_[n]->load; }
+  uint32_t MatchedBlocks(uint32_t n, std::span<const BlockIndex> chain) const override {
+    const Node& node = *nodes_[n];
+    uint32_t k = 0;
+    while (k < chain.size() &&
+           (node.hbm.pool().IsResident(chain[k]) || node.pending.contains(chain[k]))) {
+      ++k;
+    }
+    return k;
+  }
+  uint64_t CachedBytes(uint32_t n) const override { return nodes_[n]->hbm.pool().used_bytes(); }
+  const BlockCatalog& catalog() const override { return replay_.catalog; }
+
+  // ClusterState.
+  const PoolState& Hbm(uint32_t n) const override { return nodes_[n]->hbm.pool(); }
+  const PoolState* Dram(uint32_t n) const override {
+    return nodes_[n]->dram ? &nodes_[n]->dram->pool() : nullptr;
+  }
+  const std::vector<Link>& Links() const override { return links_; }
+  double now_ms() const override { return now_; }
+
+ private:
+  std::span<const BlockIndex> Chain(uint32_t ri) const {
+    const TraceRequest& r = trace_.requests[ri];
+    return {replay_.blocks.data() + r.first_block, r.num_blocks};
+  }
+  AccessInfo Access(uint32_t ri) const {
+    const TraceRequest& r = trace_.requests[ri];
+    return {r.timestamp_ms, ri, r.first_block};
+  }
+  Link& Rdma(uint32_t n) { return links_[2 * n]; }
+  Link& Pcie(uint32_t n) { return links_[2 * n + 1]; }
+  uint32_t RdmaId(uint32_t n) const { return 2 * n; }
+  uint32_t PcieId(uint32_t n) const { return 2 * n + 1; }
+
+  absl::StatusOr<std::unique_ptr<RetentionPolicy>> NewPolicy(const PoolState& pool) const {
+    PolicyEnv env;
+    env.catalog = &replay_.catalog;
+    env.pool = &pool;
+    env.next_use = &replay_.next_use;
+    env.model = o_.model;
+    env.features.link_bytes_per_ms = cost_.hardware().rdma_gb_per_s * 1e6;
+    return CreatePolicy(o_.retention_policy, env);
+  }
+  absl::StatusOr<std::unique_ptr<TierCache>> NewTier(uint64_t bytes) const {
+    auto tier = std::make_unique<TierCache>(&replay_.catalog, bytes);
+    auto policy = NewPolicy(tier->pool());
+    if (!policy.ok()) return policy.status();
+    tier->SetPolicy(std::move(*policy));
+    return tier;
+  }
+
+  void Push(double t, EventKind kind, uint32_t target, uint64_t version = 0) {
+    events_.push({t, seq_++, kind, target, version});
+  }
+  void StartTransfer(uint32_t link, uint64_t bytes, uint64_t tag) {
+    links_[link].Start(now_, bytes, tag);
+    Push(links_[link].NextCompletionMs(), EventKind::kLinkDone, link, ++link_version_[link]);
+  }
+
+  void AddPending(Node& node, std::span<const BlockIndex> chain) {
+    for (BlockIndex b : chain) ++node.pending[b];
+  }
+  void RemovePending(Node& node, std::span<const BlockIndex> chain) {
+    for (BlockIndex b : chain) {
+      auto it = node.pending.find(b);
+      if (--it->second == 0) node.pending.erase(it);
+    }
+  }
+
+  double PrefillMs(uint64_t done_tokens, uint64_t tokens) const {
+    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
+                            : cost_.RecomputeMs(done_tokens, tokens);
+  }
+
+  void Arrive(uint32_t ri);
+  void Replicate(uint32_t ri, const ReplicationOrder& order);
+  void StartCopy(uint32_t copy_id);
+  void DropCopy(uint32_t copy_id);
+  void Unblock(uint32_t node, uint32_t copy_id);
+  bool WorthWaiting(const Copy& c) const;
+  absl::Status FinishCopy(uint32_t copy_id);
+  void ServeDeferred(uint32_t n);
+  void StartNext(uint32_t n);
+  void Begin(uint32_t n);
+  void LoadsDone(uint32_t n);
+  absl::Status PrefillDone(uint32_t n);
+  absl::Status LinkDone(uint32_t link);
+
+  const ReplayTrace& replay_;
+  const Trace& trace_;
+  const CostModel& cost_;
+  const ClusterOptions& o_;
+
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unique_ptr<TierCache> pool_;
+  std::vector<Link> links_;
+  std::vector<uint64_t> link_version_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<ReplicationPolicy> replicator_;
+  std::vector<Copy> copies_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t seq_ = 0;
+  double now_ = 0;
+  uint32_t eval_start_ = 0;
+  uint32_t completed_ = 0;
+  ReplicationOrder order_;
+
+  ClusterResult result_;
+  std::vector<double> ttft_, queue_, load_, prefill_;
+};
+
+void Simulator::Arrive(uint32_t ri) {
+  const TraceRequest& r = trace_.requests[ri];
+  const RouteRequest request{ri, r.timestamp_ms, r.input_length, Chain(ri)};
+  if (replicator_->OnArrival(request, *this, order_)) Replicate(ri, order_);
+  uint32_t n = replicator_->Route(request, *this);
+  if (n >= nodes()) n = router_->Route(request, *this);
+  Node& node = *nodes_[n];
+  AddPending(node, request.chain);
+  ++node.load;
+  node.queue.push_back(ri);
+  StartNext(n);
+}
+
+void Simulator::Replicate(uint32_t ri, const ReplicationOrder& order) {
+  const auto chain = Chain(ri);
+  if (order.prefix_blocks == 0 || chain.size() < order.prefix_blocks) return;
+  // Source: the node sharing the longest prefix with this prompt, resident
+  // or being computed there (at least the ordered prefix); ties prefer a node
+  // that holds all of it now, then the least loaded. The copy carries that
+  // whole shared prefix, since copying only the burst key would leave the
+  // targets recomputing the rest of a long shared context. A source still
+  // computing part of it sends once that prefill ends.
+  uint32_t source = kNone, copy_blocks = 0;
+  bool ready = false;
+  for (uint32_t n = 0; n < nodes(); ++n) {
+    const uint32_t m = MatchedBlocks(n, chain);
+    if (m < order.prefix_blocks) continue;
+    const bool holds = nodes_[n]->hbm.Lookup(chain) >= m;
+    if (source == kNone || m > copy_blocks ||
+        (m == copy_blocks && (holds > ready || (holds == ready && Load(n) < Load(source))))) {
+      source = n;
+      copy_blocks = m;
+      ready = holds;
+    }
+  }
+  if (source == kNone) return;
+  for (uint32_t t : order.targets) {
+    if (t >= nodes() || t == source) continue;
+    Node& target = *nodes_[t];
+    const uint32_t held = MatchedBlocks(t, chain.first(copy_blocks));
+    if (held == copy_blocks) continue;  // holds it already, or will
+    const auto id = static_cast<uint32_t>(copies_.size());
+    copies_.push_back({source, t, ri, order.prefix_blocks, copy_blocks, held, false, false});
+    AddPending(target, chain.first(copy_blocks));
+    target.incoming.push_back(id);
+    if (ready) {
+      StartCopy(id);
+    } else {
+      nodes_[source]->deferred.push_back(id);
+    }
+  }
+}
+
+void Simulator::StartCopy(uint32_t id) {
+  Copy& c = copies_[id];
+  const auto prefix = Chain(c.request).first(c.prefix_blocks);
+  // A deferred copy may find its target already computed the prefix itself.
+  const uint32_t held = nodes_[c.target]->hbm.Lookup(prefix);
+  if (held == c.prefix_blocks) {
+    DropCopy(id);
+    return;
+  }
+  c.held_blocks = held;
+  uint64_t bytes = 0;
+  for (BlockIndex b : prefix.subspan(c.held_blocks)) bytes += replay_.catalog[b].bytes;
+  c.started = true;
+  result_.replication_bytes += bytes;
+  ++result_.replications;
+  StartTransfer(RdmaId(c.source), bytes, Tag(kCopy, id));
+}
+
+// Removes a copy that will not happen (its source lost the prefix, or its
+// target already has it).
+void Simulator::DropCopy(uint32_t id) {
+  Copy& c = copies_[id];
+  c.finished = true;
+  Node& target = *nodes_[c.target];
+  RemovePending(target, Chain(c.request).first(c.prefix_blocks));
+  std::erase(target.incoming, id);
+  Unblock(c.target, id);
+}
+
+// The request at the head of `node` stops waiting for copy `id` (which
+// arrived, or will not come soon) and starts.
+void Simulator::Unblock(uint32_t n, uint32_t id) {
+  Node& node = *nodes_[n];
+  if (node.blocked_on != id) return;
+  node.blocked_on = kNone;
+  Begin(n);
+}
+
+// Whether a request should wait for copy `c`, not yet started, rather than
+// recompute the prefix: only when the source is running the request that
+// computes the prefix (so the wait is bounded by that prefill plus the copy)
+// and that wait is shorter than recomputing the prefix.
+bool Simulator::WorthWaiting(const Copy& c) const {
+  const Node& source = *nodes_[c.source];
+  if (source.current == kNone || source.blocked_on != kNone) return false;
+  const auto prefix = Chain(c.request).first(c.prefix_blocks);
+  const auto running = Chain(source.current);
+  if (running.size() < c.prefix_blocks || running[c.prefix_blocks - 1] != prefix.back()) {
+    return false;
+  }
+  uint64_t bytes = 0, tokens = 0, held_tokens = 0;
+  for (uint32_t i = 0; i < prefix.size(); ++i) {
+    const BlockMeta& m = replay_.catalog[prefix[i]];
+    (i < c.held_blocks ? held_tokens : tokens) += m.tokens;
+    if (i >= c.held_blocks) bytes += m.bytes;
+  }
+  tokens += held_tokens;
+  // The copies queued behind this source share its NIC.
+  const double copy_ms = static_cast<double>(bytes) * std::max<size_t>(1, source.deferred.size()) /
+                         (cost_.hardware().rdma_gb_per_s * 1e6);
+  return source.prefill_end_ms - now_ + copy_ms < PrefillMs(held_tokens, tokens);
+}
+
+absl::Status Simulator::FinishCopy(uint32_t id) {
+  Copy& c = copies_[id];
+  c.finished = true;
+  Node& target = *nodes_[c.target];
+  const auto prefix = Chain(c.request).first(c.prefix_blocks);
+  uint64_t inserted = 0, evicted = 0;
+  if (auto s = target.hbm.Admit(prefix, 0, c.prefix_blocks, Access(c.request), inserted, evicted,
+                                [](BlockIndex) {});
+      !s.ok()) {
+    return s;
+  }
+  RemovePending(target, prefix);
+  std::erase(target.incoming, id);
+  Unblock(c.target, id);
+  ServeDeferred(c.target);
+  return absl::OkStatus();
+}
+
+// Starts the copies waiting on node n whose prefix n now holds; drops those
+// whose prefix n will no longer get.
+void Simulator::ServeDeferred(uint32_t n) {
+  Node& node = *nodes_[n];
+  if (node.deferred.empty()) return;
+  std::vector<uint32_t> waiting;
+  for (uint32_t id : node.deferred) {
+    const Copy& c = copies_[id];
+    const BlockIndex deepest = Chain(c.request)[c.prefix_blocks - 1];
+    if (node.hbm.pool().IsResident(deepest)) {
+      StartCopy(id);
+    } else if (node.pending.contains(deepest)) {
+      waiting.push_back(id);
+      Unblock(copies_[id].target, id);  // a later request computes it: do not wait
+    } else {
+      DropCopy(id);
+    }
+  }
+  node.deferred = std::move(waiting);
+}
+
+void Simulator::StartNext(uint32_t n) {
+  Node& node = *nodes_[n];
+  if (node.current != kNone || node.queue.empty()) return;
+  node.current = node.queue.front();
+  node.queue.pop_front();
+  node.start_ms = now_;
+  // Wait for a copy of this prompt's prefix on its way here, or about to be
+  // (see WorthWaiting); otherwise recompute.
+  const auto chain = Chain(node.current);
+  for (uint32_t id : node.incoming) {
+    const Copy& c = copies_[id];
+    if (chain.size() < c.key_blocks) continue;
+    if (chain[c.key_blocks - 1] != Chain(c.request)[c.key_blocks - 1]) continue;
+    if (node.hbm.Lookup(chain) >= std::min<size_t>(c.prefix_blocks, chain.size())) continue;
+    if (!c.started && !WorthWaiting(c)) continue;
+    node.blocked_on = id;
+    return;
+  }
+  Begin(n);
+}
+
+void Simulator::Begin(uint32_t n) {
+  Node& node = *nodes_[n];
+  const uint32_t ri = node.current;
+  const TraceRequest& r = trace_.requests[ri];
+  const auto chain = Chain(ri);
+  const BlockCatalog& catalog = replay_.catalog;
+  const HardwareProfile& hw = cost_.hardware();
+
+  const uint32_t kh = node.hbm.Lookup(chain);
+  const uint32_t kd = node.dram ? node.dram->Lookup(chain) : 0;
+  const uint32_t kp = pool_ ? pool_->Lookup(chain) : 0;
+  const uint32_t reach = std::max({kh, kd, kp});
+
+  // Load blocks [kh, j) (from DRAM where it holds them, else from the pool)
+  // and recompute the rest: pick the j with the least estimated time.
+  uint64_t tokens = 0;
+  for (uint32_t i = 0; i < kh; ++i) tokens += catalog[chain[i]].tokens;
+  double load_est = 0, best = PrefillMs(tokens, r.input_length);
+  uint32_t best_j = kh;
+  uint64_t best_tokens = tokens;
+  for (uint32_t j = kh; j < reach; ++j) {
+    const BlockMeta& m = catalog[chain[j]];
+    const double gbps = j < kd ? hw.pcie_gb_per_s : hw.rdma_gb_per_s;
+    load_est += static_cast<double>(m.bytes) / (gbps * 1e6);
+    tokens += m.tokens;
+    const double total = load_est + PrefillMs(tokens, r.input_length);
+    if (total < best) {
+      best = total;
+      best_j = j + 1;
+      best_tokens = tokens;
+    }
+  }
+
+  const AccessInfo access = Access(ri);
+  node.hbm.Touch(chain, kh, access);
+  const uint32_t from_dram_end = std::min(kd, best_j);
+  if (node.dram) node.dram->Touch(chain, from_dram_end, access);
+  if (pool_) pool_->Touch(chain, std::min(kp, best_j), access);
+
+  uint64_t dram_bytes = 0, pool_bytes = 0;
+  for (uint32_t j = kh; j < best_j; ++j) {
+    (j < kd ? dram_bytes : pool_bytes) += catalog[chain[j]].bytes;
+  }
+  node.used_blocks = best_j;
+  node.used_tokens = best_tokens;
+  node.hbm_blocks = kh;
+  node.dram_blocks = from_dram_end > kh ? from_dram_end - kh : 0;
+  node.pool_blocks = best_j - kh - node.dram_blocks;
+  node.loaded_bytes = dram_bytes + pool_bytes;
+  node.prefill_ms = PrefillMs(best_tokens, r.input_length);
+  node.prefill_end_ms = now_ + best;  // estimate: loads at nominal bandwidth
+  node.pending_loads = 0;
+  if (dram_bytes > 0) {
+    ++node.pending_loads;
+    StartTransfer(PcieId(n), dram_bytes, Tag(kLoad, n));
+  }
+  if (pool_bytes > 0) {
+    ++node.pending_loads;
+    StartTransfer(RdmaId(n), pool_bytes, Tag(kLoad, n));
+  }
+  if (node.pending_loads == 0) LoadsDone(n);
+}
+
+void Simulator::LoadsDone(uint32_t n) {
+  Node& node = *nodes_[n];
+  node.loads_done_ms = now_;
+  node.prefill_end_ms = now_ + node.prefill_ms;
+  Push(now_ + node.prefill_ms, EventKind::kPrefillDone, n);
+}
+
+absl::Status Simulator::PrefillDone(uint32_t n) {
+  Node& node = *nodes_[n];
+  const uint32_t ri = node.current;
+  const TraceRequest& r = trace_.requests[ri];
+  const auto chain = Chain(ri);
+  const AccessInfo access = Access(ri);
+  const uint32_t blocks = r.num_blocks;
+
+  uint64_t hbm_in = 0, hbm_evicted = 0;
+  if (auto s = node.hbm.Admit(chain, 0, blocks, access, hbm_in, hbm_evicted, [](BlockIndex) {});
+      !s.ok()) {
+    return s;
+  }
+  if (node.dram) {
+    uint64_t dram_in = 0, dram_evicted = 0;
+    if (auto s =
+            node.dram->Admit(chain, 0, blocks, access, dram_in, dram_evicted, [](BlockIndex) {});
+        !s.ok()) {
+      return s;
+    }
+    result_.dram_write_bytes += dram_in;
+    if (dram_in > 0) StartTransfer(PcieId(n), dram_in, Tag(kBackground, 0));
+  }
+  uint64_t admitted = 0, pool_evicted = 0;
+  if (pool_) {
+    // Other nodes' requests ran since this one started; re-pin its prefix as
+    // the walk goes so making room never evicts the blocks it builds on.
+    pool_->pool().BeginRequest();
+    if (auto s = pool_->Admit(chain, 0, blocks, access, admitted, pool_evicted, [](BlockIndex) {});
+        !s.ok()) {
+      return s;
+    }
+    if (admitted > 0) StartTransfer(RdmaId(n), admitted, Tag(kBackground, 0));
+  }
+  RemovePending(node, chain);
+  --node.load;
+  ++completed_;
+
+  if (ri >= eval_start_) {
+    ReplayResult& m = result_.replay;
+    ++m.requests;
+    m.block_accesses += blocks;
+    m.block_hits += node.used_blocks;
+    m.prompt_tokens += r.input_length;
+    m.hit_tokens += node.used_tokens;
+    m.loaded_bytes += node.loaded_bytes;
+    m.admitted_bytes += admitted;
+    m.evicted_blocks += pool_evicted;
+    m.recomputed_tokens += r.input_length - node.used_tokens;
+    m.prefill_gpu_seconds += node.prefill_ms / 1000.0;
+    result_.hbm_hit_blocks += node.hbm_blocks;
+    result_.dram_hit_blocks += node.dram_blocks;
+    result_.pool_hit_blocks += node.pool_blocks;
+    const double arrival = static_cast<double>(r.timestamp_ms);
+    ttft_[ri - eval_start_] = now_ - arrival;
+    queue_.push_back(node.start_ms - arrival);
+    load_.push_back(node.loads_done_ms - node.start_ms);
+    prefill_.push_back(node.prefill_ms);
+  }
+  node.current = kNone;
+  ServeDeferred(n);
+  StartNext(n);
+  return absl::OkStatus();
+}
+
+absl::Status Simulator::LinkDone(uint32_t link) {
+  const uint64_t tag = links_[link].PopCompletion();
+  Push(links_[link].NextCompletionMs(), EventKind::kLinkDone, link, ++link_version_[link]);
+  const uint64_t id = tag >> 2;
+  switch (tag & 3) {
+    case kLoad: {
+      Node& node = *nodes_[id];
+      if (--node.pending_loads == 0) LoadsDone(static_cast<uint32_t>(id));
+      return absl::OkStatus();
+    }
+    case kCopy:
+      return FinishCopy(static_cast<uint32_t>(id));
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<ClusterResult> Simulator::Run() {
+  if (!(o_.eval_from >= 0 && o_.eval_from < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_from must be in [0, 1), got ", o_.eval_from));
+  }
+  if (o_.prefill_nodes == 0) return absl::InvalidArgumentError("prefill nodes must be >= 1");
+  const HardwareProfile& hw = cost_.hardware();
+  if (!(hw.rdma_gb_per_s > 0) || !(hw.pcie_gb_per_s > 0)) {
+    return absl::InvalidArgumentError("RDMA and PCIe bandwidths must be > 0");
+  }
+  if (o_.flops_prefill && !(hw.peak_tflops > 0 && hw.mfu > 0)) {
+    return absl::InvalidArgumentError("FLOPs prefill needs peak TFLOP/s and MFU > 0");
+  }
+  auto setup = ResolveRouterName(o_.router);
+  if (!setup.ok()) return setup.status();
+  auto router = CreateRouter(setup->routing, o_.cache_aware);
+  if (!router.ok()) return router.status();
+  router_ = std::move(*router);
+  auto replicator = CreateReplicationPolicy(setup->replication, o_.replication);
+  if (!replicator.ok()) return replicator.status();
+  replicator_ = std::move(*replicator);
+
+  for (uint32_t n = 0; n < o_.prefill_nodes; ++n) {
+    auto node = std::make_unique<Node>(&replay_.catalog, o_.hbm_bytes_per_node);
+    auto policy = NewPolicy(node->hbm.pool());
+    if (!policy.ok()) return policy.status();
+    node->hbm.SetPolicy(std::move(*policy));
+    if (o_.dram_bytes_per_node > 0) {
+      auto dram = NewTier(o_.dram_bytes_per_node);
+      if (!dram.ok()) return dram.status();
+      node->dram = std::move(*dram);
+    }
+    nodes_.push_back(std::move(node));
+    links_.emplace_back(hw.rdma_gb_per_s * 1e6);
+    links_.emplace_back(hw.pcie_gb_per_s * 1e6);
+  }
+  link_version_.assign(links_.size(), 0);
+  if (o_.pool_bytes > 0) {
+    auto pool = NewTier(o_.pool_bytes);
+    if (!pool.ok()) return pool.status();
+    pool_ = std::move(*pool);
+  }
+
+  const auto n = static_cast<uint32_t>(trace_.requests.size());
+  eval_start_ = static_cast<uint32_t>(o_.eval_from * n);
+  ttft_.assign(n - eval_start_, 0.0);
+  result_.router = o_.router;
+  result_.replay.policy = o_.retention_policy;
+
+  const auto wall_start = std::chrono::steady_clock::now();
+  uint32_t next = 0;
+  while (true) {
+    const double t_event =
+        events_.empty() ? std::numeric_limits<double>::infinity() : events_.top().t;
+    const double t_arrival = next < n ? static_cast<double>(trace_.requests[next].timestamp_ms)
+                                      : std::numeric_limits<double>::infinity();
+    if (t_event == std::numeric_limits<double>::infinity() &&
+        t_arrival == std::numeric_limits<double>::infinity()) {
+      break;
+    }
+    // At equal times events (completions) go first, so a node freed at t can
+    // take a request arriving at t.
+    if (t_event <= t_arrival) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.kind == EventKind::kLinkDone && e.version != link_version_[e.target]) continue;
+      now_ = e.t;
+      const absl::Status s =
+          e.kind == EventKind::kLinkDone ? LinkDone(e.target) : PrefillDone(e.target);
+      if (!s.ok()) return s;
+    } else {
+      now_ = t_arrival;
+      Arrive(next++);
+    }
+    if (o_.after_event) o_.after_event(*this);
+  }
+  if (completed_ != n) {
+    return absl::InternalError(
+        absl::StrCat("cluster replay finished ", completed_, " of ", n, " requests"));
+  }
+
+  ClusterResult& out = result_;
+  out.replay.replay_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  out.replay.replayed_accesses = replay_.block_accesses();
+  if (o_.keep_ttft_samples) out.ttft_samples_ms = ttft_;
+  out.replay.ttft_ms = Summarize(ttft_);
+  out.queue_ms = Summarize(queue_);
+  out.load_ms = Summarize(load_);
+  out.prefill_ms = Summarize(prefill_);
+  out.burst_triggers = replicator_->triggers();
+  for (const Link& l : links_) out.link_bytes += l.started_bytes();
+  return std::move(out);
+}
+
+}  // namespace
+
+void FillClusterCapacities(const CostModel& cost, ClusterOptions& options) {
+  options.hbm_bytes_per_node = static_cast<uint64_t>(cost.hardware().hbm_kv_gb_per_node * 1e9);
+  options.dram_bytes_per_node = static_cast<uint64_t>(cost.hardware().host_dram_gb_per_node * 1e9);
+}
+
+absl::StatusOr<ClusterResult> ReplayCluster(const ReplayTrace& replay, const CostModel& cost,
+                                            const ClusterOptions& options) {
+  Simulator sim(replay, cost, options);
+  return sim.Run();
+}
+
+}  // namespace kvlearn

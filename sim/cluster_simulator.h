@@ -1,0 +1,112 @@
+// Replays a trace through a disaggregated prefill cluster (DESIGN.md, "The
+// world it models"), event by event:
+//
+//   arrival --router--> prefill node FIFO queue --start--> loads --> prefill --> done
+//
+// - Prefill nodes: each has an HBM prefix cache and a host-DRAM tier, each a
+//   TierCache run by its own instance of the retention policy (CreatePolicy),
+//   and serves one request at a time from a FIFO queue (batch size 1: for the
+//   long prompts simulated here prefill is compute-bound, so batching would
+//   not raise throughput; admission is unbounded). Decode nodes are counted
+//   only: the P->D transfer streams during prefill and is left out of TTFT.
+// - The global pool (as in ReplayPool) is shared by all nodes.
+// - Links, each shared by its concurrent transfers (Link, processor sharing):
+//   per node one RDMA NIC (pool -> node loads, node -> pool admissions, and
+//   replication copies sent from this node) and one PCIe link (host DRAM <->
+//   HBM). A copy occupies the sender's NIC only.
+// - When a request starts it looks its prompt up in HBM, then DRAM (the
+//   blocks after the HBM prefix), then the pool; of the loadable prefix it
+//   loads the part that is cheaper to load than to recompute (nominal link
+//   bandwidth against marginal prefill time) and recomputes the rest.
+//   Prefill time is CostModel::RecomputeMs (alpha model) or, with
+//   `flops_prefill`, CostModel::PrefillFlopsMs. When the prefill ends the
+//   prompt's blocks enter HBM (retention policy decides), are written through
+//   to DRAM, and new blocks are offered to the pool; the DRAM and pool writes
+//   are background transfers on the node's links.
+// - TTFT = queue wait + tier loads (including waiting for a replication copy
+//   the request was routed for) + prefill of the missed tokens.
+// - Replication (ReplicationPolicy): a copy goes from a node holding the
+//   prefix in HBM (or, if it is still being computed, from the node computing
+//   it, once that prefill ends) to each target's HBM over the sender's NIC.
+//
+// Counters cover requests from `eval_from` on. Not thread-safe; run one
+// replay per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/retention_policy.h"
+#include "sim/cost_model.h"
+#include "sim/link.h"
+#include "sim/replay_result.h"
+#include "sim/replay_trace.h"
+#include "sim/replication_policy.h"
+#include "sim/router.h"
+#include "sim/tier_cache.h"
+
+namespace kvlearn {
+
+struct ClusterOptions {
+  uint32_t prefill_nodes = 4;
+  uint32_t decode_nodes = 1;
+  uint64_t hbm_bytes_per_node = 0;       // HBM prefix cache per prefill node
+  uint64_t dram_bytes_per_node = 0;      // host-DRAM tier per node; 0 = none
+  uint64_t pool_bytes = 0;               // global pool; 0 = none
+  std::string retention_policy = "lru";  // in every tier
+  std::string router = "cache-aware";    // see RouterNames()
+  CacheAwareOptions cache_aware;
+  ReplicationOptions replication;
+  bool flops_prefill = false;  // prefill time from FLOPs instead of the alpha model
+  double eval_from = 0;
+  std::shared_ptr<const LearnedModel> model;
+  bool keep_ttft_samples = false;  // fill ClusterResult::ttft_samples_ms
+  // Tests: called after every event with the simulator's state.
+  std::function<void(const class ClusterState&)> after_event;
+};
+
+struct ClusterResult {
+  ReplayResult replay;  // the pool-replay metrics; hits = blocks not recomputed
+  std::string router;
+  LatencySummary queue_ms;    // arrival -> start on the node
+  LatencySummary load_ms;     // start -> loads done (tier loads, replication waits)
+  LatencySummary prefill_ms;  // prefill of the missed tokens
+  uint64_t hbm_hit_blocks = 0;
+  uint64_t dram_hit_blocks = 0;
+  uint64_t pool_hit_blocks = 0;
+  uint64_t replication_bytes = 0;  // bytes copied node -> node for replication
+  uint64_t replications = 0;       // copies started (one per target)
+  uint64_t burst_triggers = 0;
+  uint64_t dram_write_bytes = 0;  // HBM -> host DRAM write-through (background)
+  // Bytes over all links: loaded + admitted + replication + DRAM writes
+  // (warm-up requests included).
+  uint64_t link_bytes = 0;
+  std::vector<double> ttft_samples_ms;  // per evaluated request, in trace order
+  double hbm_hit_ratio() const {
+    return replay.block_accesses ? static_cast<double>(hbm_hit_blocks) / replay.block_accesses : 0;
+  }
+};
+
+// Read-only state handed to ClusterOptions::after_event.
+class ClusterState {
+ public:
+  virtual ~ClusterState() = default;
+  virtual uint32_t nodes() const = 0;
+  virtual const PoolState& Hbm(uint32_t node) const = 0;
+  virtual const PoolState* Dram(uint32_t node) const = 0;  // nullptr: no DRAM tier
+  virtual const std::vector<Link>& Links() const = 0;
+  virtual double now_ms() const = 0;
+};
+
+// REQUIRES: options.hbm_bytes_per_node etc. set (see ClusterOptionsFromCost).
+absl::StatusOr<ClusterResult> ReplayCluster(const ReplayTrace& replay, const CostModel& cost,
+                                            const ClusterOptions& options);
+
+// Capacities from the hardware profile (HBM and DRAM per node, in GB).
+void FillClusterCapacities(const CostModel& cost, ClusterOptions& options);
+
+}  // namespace kvlearn

@@ -1,0 +1,110 @@
+#include "sim/router.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr std::array<std::string_view, 4> kRouterNames = {"round-robin", "least-load",
+                                                          "cache-aware", "burst-replicate"};
+
+uint32_t LeastLoaded(const ClusterView& view) {
+  uint32_t best = 0;
+  for (uint32_t n = 1; n < view.nodes(); ++n) {
+    if (view.Load(n) < view.Load(best)) best = n;
+  }
+  return best;
+}
+
+class RoundRobinRouter final : public Router {
+ public:
+  std::string_view name() const override { return "round-robin"; }
+  uint32_t Route(const RouteRequest&, const ClusterView& view) override {
+    return next_++ % view.nodes();
+  }
+
+ private:
+  uint64_t next_ = 0;
+};
+
+class LeastLoadRouter final : public Router {
+ public:
+  std::string_view name() const override { return "least-load"; }
+  uint32_t Route(const RouteRequest&, const ClusterView& view) override {
+    return LeastLoaded(view);
+  }
+};
+
+class CacheAwareRouter final : public Router {
+ public:
+  explicit CacheAwareRouter(const CacheAwareOptions& o) : o_(o) {}
+  std::string_view name() const override { return "cache-aware"; }
+
+  uint32_t Route(const RouteRequest& r, const ClusterView& view) override {
+    uint32_t max_load = 0, min_load = std::numeric_limits<uint32_t>::max();
+    for (uint32_t n = 0; n < view.nodes(); ++n) {
+      max_load = std::max(max_load, view.Load(n));
+      min_load = std::min(min_load, view.Load(n));
+    }
+    const bool imbalanced = max_load - min_load > o_.balance_abs_threshold &&
+                            max_load > o_.balance_rel_threshold * min_load;
+    if (imbalanced) return LeastLoaded(view);
+
+    uint32_t best = 0, best_match = 0;
+    for (uint32_t n = 0; n < view.nodes(); ++n) {
+      const uint32_t m = view.MatchedBlocks(n, r.chain);
+      if (m > best_match || (m == best_match && view.Load(n) < view.Load(best))) {
+        best = n;
+        best_match = m;
+      }
+    }
+    uint64_t matched_tokens = 0;
+    for (uint32_t i = 0; i < best_match; ++i) matched_tokens += view.catalog()[r.chain[i]].tokens;
+    if (r.input_tokens > 0 &&
+        static_cast<double>(matched_tokens) / r.input_tokens > o_.cache_threshold) {
+      return best;
+    }
+    // Low match: the node with the most room (smallest cache), ties least load.
+    uint32_t emptiest = 0;
+    for (uint32_t n = 1; n < view.nodes(); ++n) {
+      const uint64_t a = view.CachedBytes(n), b = view.CachedBytes(emptiest);
+      if (a < b || (a == b && view.Load(n) < view.Load(emptiest))) emptiest = n;
+    }
+    return emptiest;
+  }
+
+ private:
+  CacheAwareOptions o_;
+};
+
+}  // namespace
+
+std::span<const std::string_view> RouterNames() { return kRouterNames; }
+
+absl::StatusOr<RouterSetup> ResolveRouterName(std::string_view name) {
+  if (name == "round-robin" || name == "least-load" || name == "cache-aware") {
+    return RouterSetup{std::string(name), "none"};
+  }
+  if (name == "burst-replicate") return RouterSetup{"cache-aware", "btb"};
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown router '", std::string(name), "' (known: ",
+      absl::StrJoin(kRouterNames, ", ",
+                    [](std::string* out, std::string_view n) { out->append(n.data(), n.size()); }),
+      ")"));
+}
+
+absl::StatusOr<std::unique_ptr<Router>> CreateRouter(std::string_view routing,
+                                                     const CacheAwareOptions& options) {
+  if (routing == "round-robin") return std::make_unique<RoundRobinRouter>();
+  if (routing == "least-load") return std::make_unique<LeastLoadRouter>();
+  if (routing == "cache-aware") return std::make_unique<CacheAwareRouter>(options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown routing rule '", std::string(routing), "'"));
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,71 @@
+// The cluster output keeps `kvlearn compare`'s JSON schema and adds the
+// cluster fields.
+#include "sim/cluster_report.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "sim/comparison_report.h"
+
+namespace kvlearn {
+namespace {
+
+std::set<std::string> Keys(const std::string& json, const std::string& after) {
+  std::set<std::string> keys;
+  const std::string rows = json.substr(json.find(after));
+  const std::regex key("\"([a-z_0-9]+)\": ");
+  for (auto it = std::sregex_iterator(rows.begin(), rows.end(), key); it != std::sregex_iterator();
+       ++it) {
+    keys.insert((*it)[1]);
+  }
+  return keys;
+}
+
+TEST(ClusterReportTest, JsonRowsHavePoolFieldsPlusClusterFields) {
+  ReplayResult r;
+  r.policy = "lru";
+  Comparison pool;
+  pool.results.push_back(r);
+  ClusterResult c;
+  c.replay = r;
+  c.router = "burst-replicate:4";
+  c.replication_bytes = 123;
+  ClusterComparison cluster;
+  cluster.prefill_nodes = 4;
+  cluster.results.push_back(c);
+
+  const std::string json = FormatClusterJson(cluster);
+  const std::set<std::string> pool_keys = Keys(FormatJson(pool), "\"results\"");
+  const std::set<std::string> cluster_keys = Keys(json, "\"results\"");
+  for (const std::string& k : pool_keys) EXPECT_TRUE(cluster_keys.count(k)) << k;
+  for (const char* k : {"router", "queue_mean_ms", "load_mean_ms", "prefill_mean_ms",
+                        "hbm_hit_ratio", "replication_bytes", "burst_triggers", "link_bytes"}) {
+    EXPECT_TRUE(cluster_keys.count(k)) << k;
+  }
+  EXPECT_NE(json.find("\"router\": \"burst-replicate:4\""), std::string::npos);
+  EXPECT_NE(json.find("\"replication_bytes\": 123"), std::string::npos);
+  EXPECT_NE(json.find("\"prefill_nodes\": 4"), std::string::npos);
+
+  const std::string csv = FormatClusterCsv(cluster);
+  EXPECT_EQ(csv.substr(0, csv.find(',')), "router");
+  EXPECT_NE(csv.find("\nburst-replicate:4,lru,"), std::string::npos);
+}
+
+TEST(ClusterReportTest, SamplesFileListsEveryTtft) {
+  ClusterResult c;
+  c.router = "least-load";
+  c.replay.policy = "lru";
+  c.ttft_samples_ms = {1.5, 20};
+  ClusterComparison cluster;
+  cluster.trace = "t.jsonl";
+  cluster.results.push_back(c);
+  EXPECT_EQ(FormatTtftSamplesJson(cluster),
+            "{\"trace\": \"t.jsonl\", \"samples\": [{\"router\": \"least-load\", \"policy\": "
+            "\"lru\", \"ttft_ms\": [1.5,20]}]}\n");
+}
+
+}  // namespace
+}  // namespace kvlearn

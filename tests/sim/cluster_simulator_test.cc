@@ -1,0 +1,297 @@
+// Hand-computed cluster scenarios (TTFT to the millisecond) and invariants.
+#include "sim/cluster_simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "datasets/workload_generator.h"
+
+namespace kvlearn {
+namespace {
+
+// Round numbers: 1e6 KV bytes per token (a 4-token block is 4e6 B), prefill
+// 1 ms per token (linear: L_cross out of reach), RDMA 2 GB/s = 2e6 B/ms (a
+// block loads in 2 ms), PCIe 4 GB/s (1 ms per block).
+CostModel RoundCosts() {
+  ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
+  HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 2.0, 4.0, 1.0, 1.0, 1};
+  return CostModel(m, h);
+}
+
+Trace HandTrace() {
+  Trace t;
+  t.source = "hand";
+  t.block_size = 4;
+  return t;
+}
+
+ClusterOptions Options(uint32_t nodes, std::string router = "round-robin") {
+  ClusterOptions o;
+  o.prefill_nodes = nodes;
+  o.hbm_bytes_per_node = 1'000'000'000;  // 250 blocks
+  o.dram_bytes_per_node = 0;
+  o.pool_bytes = 0;
+  o.router = router;
+  o.keep_ttft_samples = true;
+  return o;
+}
+
+ClusterResult Simulate(const Trace& t, const ClusterOptions& o) {
+  static const CostModel cost = RoundCosts();
+  auto replay = BuildReplayTrace(t, cost);
+  EXPECT_TRUE(replay.ok()) << replay.status();
+  auto r = ReplayCluster(*replay, cost, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : ClusterResult{};
+}
+
+TEST(ClusterSimulatorTest, OneNodeOneRequest) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  const ClusterResult r = Simulate(t, Options(1));
+  ASSERT_EQ(r.ttft_samples_ms.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[0], 8);  // 8 tokens at 1 ms
+  EXPECT_DOUBLE_EQ(r.queue_ms.mean, 0);
+  EXPECT_DOUBLE_EQ(r.load_ms.mean, 0);
+  EXPECT_DOUBLE_EQ(r.prefill_ms.mean, 8);
+  EXPECT_EQ(r.replay.recomputed_tokens, 8u);
+  EXPECT_EQ(r.link_bytes, 0u);  // no DRAM, no pool: nothing moves
+}
+
+// r1 (8 tokens) at 0 runs 0-8; r2 (4 tokens) at 2 waits until 8 and ends at
+// 12; r3 at 20 shares r1's two blocks, which the node's HBM now holds, and
+// prefills only its last 4 tokens.
+TEST(ClusterSimulatorTest, TwoRequestsQueueThenAnHbmHit) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(2, 4, 1, std::vector<uint64_t>{3});
+  t.Add(20, 12, 1, std::vector<uint64_t>{1, 2, 4});
+  const ClusterResult r = Simulate(t, Options(1));
+  ASSERT_EQ(r.ttft_samples_ms.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[0], 8);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 10);  // 6 queued + 4 prefill
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[2], 4);
+  EXPECT_DOUBLE_EQ(r.queue_ms.p99, 6);
+  EXPECT_EQ(r.hbm_hit_blocks, 2u);
+  EXPECT_EQ(r.replay.block_hits, 2u);
+  EXPECT_NEAR(r.hbm_hit_ratio(), 2.0 / 6, 1e-12);
+}
+
+// With two nodes round-robin, r2 does not wait.
+TEST(ClusterSimulatorTest, SecondNodeTakesTheSecondRequest) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(2, 4, 1, std::vector<uint64_t>{3});
+  const ClusterResult r = Simulate(t, Options(2));
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 4);
+}
+
+// No HBM cache, a pool. r1 (0-8) admits its 2 blocks (8e6 B) to the pool at
+// 8, a background transfer on the node's RDMA link. r2 arrives at 8 and finds
+// them in the pool: loading (8e6 B / 2e6 B/ms = 4 ms) beats recomputing (8 ms),
+// but the load shares the link with the admission: 1e6 B/ms each, both end at
+// 16. Then 4 tokens of prefill: TTFT 12 = 0 queue + 8 load + 4 prefill.
+TEST(ClusterSimulatorTest, LoadSharesTheLinkWithAnAdmission) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(8, 12, 1, std::vector<uint64_t>{1, 2, 3});
+  ClusterOptions o = Options(1);
+  o.hbm_bytes_per_node = 0;
+  o.pool_bytes = 1'000'000'000;
+  const ClusterResult r = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[0], 8);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 12);
+  EXPECT_DOUBLE_EQ(r.load_ms.p99, 8);
+  EXPECT_EQ(r.pool_hit_blocks, 2u);
+  EXPECT_EQ(r.replay.loaded_bytes, 8'000'000u);
+  EXPECT_EQ(r.replay.admitted_bytes, 12'000'000u);  // r1's 2 blocks, then r2's third
+  EXPECT_EQ(r.link_bytes, 20'000'000u);
+}
+
+// HBM holds one block, DRAM everything. r1 leaves block 1 in HBM and writes
+// both through to DRAM. r2 at 20: block 1 from HBM, block 2 from DRAM over
+// PCIe (4e6 B at 4e6 B/ms = 1 ms, cheaper than 4 ms of prefill), then 4
+// tokens: TTFT 5.
+TEST(ClusterSimulatorTest, DramTierLoadsOverPcie) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(20, 12, 1, std::vector<uint64_t>{1, 2, 3});
+  ClusterOptions o = Options(1);
+  o.hbm_bytes_per_node = 4'000'000;
+  o.dram_bytes_per_node = 1'000'000'000;
+  const ClusterResult r = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 5);
+  EXPECT_EQ(r.hbm_hit_blocks, 1u);
+  EXPECT_EQ(r.dram_hit_blocks, 1u);
+  EXPECT_EQ(r.dram_write_bytes, 12'000'000u);  // 2 blocks, then r2's third
+}
+
+// FLOPs prefill: 2 * 1e9 params * 8 tokens / (1e12 FLOP/s * 0.5) = 32 ms.
+TEST(ClusterSimulatorTest, FlopsPrefill) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
+  HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 2.0, 4.0, 1.0, 1.0, 1, 1.0, 0.5, 1.0, 1.0};
+  const CostModel flops(m, h);
+  auto replay = BuildReplayTrace(t, flops);
+  ASSERT_TRUE(replay.ok());
+  ClusterOptions o = Options(1);
+  o.flops_prefill = true;
+  auto r = ReplayCluster(*replay, flops, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->ttft_samples_ms[0], 32);
+}
+
+// Loading is skipped when recomputing is cheaper: at 0.5 GB/s a block takes
+// 8 ms to load but 4 ms to recompute.
+TEST(ClusterSimulatorTest, RecomputesWhenLoadingCostsMore) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(20, 12, 1, std::vector<uint64_t>{1, 2, 3});
+  ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
+  HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 0.5, 4.0, 1.0, 1.0, 1};
+  const CostModel slow(m, h);
+  auto replay = BuildReplayTrace(t, slow);
+  ASSERT_TRUE(replay.ok());
+  ClusterOptions o = Options(1);
+  o.hbm_bytes_per_node = 0;
+  o.pool_bytes = 1'000'000'000;
+  o.keep_ttft_samples = true;
+  auto r = ReplayCluster(*replay, slow, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->ttft_samples_ms[1], 12);
+  EXPECT_EQ(r->replay.loaded_bytes, 0u);
+}
+
+// Burst replication on two nodes, Y = 2 blocks, X = 2, M = 2.
+// r1 {1,2,3} at 0 goes to node 0 (nothing cached anywhere; ties -> node 0),
+// 12 ms. r2 and r3 share the 2-block prefix and arrive at 100: r2 completes
+// the burst, so the prefix (8e6 B) is copied from node 0 to node 1 over node
+// 0's NIC, 100-104. r2 goes to node 0 (both warm, equal load), prefills its
+// 12 new tokens: TTFT 12. r3 goes to node 1 (less loaded), waits for the copy
+// until 104, prefills 12 tokens: TTFT 16. Under cache-aware r3 queues behind
+// r2 on node 0: TTFT 24.
+TEST(ClusterSimulatorTest, BurstReplicationCopiesAheadOfTheQueue) {
+  Trace t = HandTrace();
+  t.Add(0, 12, 1, std::vector<uint64_t>{1, 2, 3});
+  t.Add(100, 20, 1, std::vector<uint64_t>{1, 2, 4, 5, 6});
+  t.Add(100, 20, 1, std::vector<uint64_t>{1, 2, 7, 8, 9});
+  ClusterOptions o = Options(2, "burst-replicate");
+  o.replication.rule = {2, 1000, 2};
+  o.replication.targets = 2;
+  const ClusterResult r = Simulate(t, o);
+  EXPECT_EQ(r.burst_triggers, 1u);
+  EXPECT_EQ(r.replications, 1u);
+  EXPECT_EQ(r.replication_bytes, 8'000'000u);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[0], 12);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 12);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[2], 16);
+  EXPECT_EQ(r.hbm_hit_blocks, 4u);
+
+  const ClusterResult base = Simulate(t, Options(2, "cache-aware"));
+  EXPECT_DOUBLE_EQ(base.ttft_samples_ms[2], 24);
+  EXPECT_EQ(base.replication_bytes, 0u);
+}
+
+// Two copies leave node 0 at once and share its NIC: 8e6 B each at 1e6 B/ms
+// instead of 2e6, so both arrive at 108 instead of 104. r2 stays on node 0
+// (12 ms), r3 and r4 go to nodes 1 and 2, wait for their copies until 108 and
+// prefill 12 tokens: TTFT 20 each.
+TEST(ClusterSimulatorTest, CopiesFromOneNodeShareItsLink) {
+  Trace t = HandTrace();
+  t.Add(0, 12, 1, std::vector<uint64_t>{1, 2, 3});
+  t.Add(100, 20, 1, std::vector<uint64_t>{1, 2, 4, 5, 6});
+  t.Add(100, 20, 1, std::vector<uint64_t>{1, 2, 7, 8, 9});
+  t.Add(100, 20, 1, std::vector<uint64_t>{1, 2, 10, 11, 12});
+  ClusterOptions o = Options(3, "burst-replicate");
+  o.replication.rule = {2, 1000, 2};
+  o.replication.targets = 3;
+  const ClusterResult r = Simulate(t, o);
+  EXPECT_EQ(r.replications, 2u);
+  EXPECT_EQ(r.replication_bytes, 16'000'000u);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 12);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[2], 20);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[3], 20);
+  EXPECT_DOUBLE_EQ(r.load_ms.p99, 8);
+}
+
+// Cache-aware falls back to the least-loaded node once the load is imbalanced
+// (max - min > 64 and max > 1.5 min). 70 requests arrive at 0 sharing block 1
+// (half of each prompt: a match of 0.5 > 0.3). r0 goes to node 0 (ties) and
+// computes 8 tokens; r1..r64 follow it there and prefill 4 tokens each, so r64
+// ends at 8 + 64 * 4 = 264. When r65 arrives node 0 holds 65 requests, node 1
+// none: 65 > 64, so r65 goes to node 1 (cold: 8 ms). For r66 the loads are 65
+// and 1, balanced again; both nodes match block 1 (node 1 through r65), and
+// the less loaded one wins: r66 queues behind r65 on node 1 and hits: 8 + 4.
+TEST(ClusterSimulatorTest, CacheAwareBalancesPastTheThresholds) {
+  Trace t = HandTrace();
+  for (uint64_t i = 0; i < 70; ++i) t.Add(0, 8, 1, std::vector<uint64_t>{1, 100 + i});
+  const ClusterResult r = Simulate(t, Options(2, "cache-aware"));
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[0], 8);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[64], 264);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[65], 8);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[66], 12);
+}
+
+TEST(ClusterSimulatorTest, RejectsUnknownRouterAndPolicy) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  const CostModel cost = RoundCosts();
+  auto replay = BuildReplayTrace(t, cost);
+  ASSERT_TRUE(replay.ok());
+  ClusterOptions o = Options(1, "nope");
+  EXPECT_FALSE(ReplayCluster(*replay, cost, o).ok());
+  o = Options(1);
+  o.retention_policy = "nope";
+  EXPECT_FALSE(ReplayCluster(*replay, cost, o).ok());
+}
+
+// Invariants on a bursty trace with small caches, every router: no tier over
+// capacity after any event; every byte started on a link completes; link
+// bytes = loads + admissions + replication copies + DRAM write-through.
+TEST(ClusterSimulatorTest, InvariantsHoldOnABurstyTrace) {
+  FanoutWorkloadOptions g;
+  g.requests = 400;
+  g.block_size = 64;
+  g.context_median_tokens = 2000;
+  g.system_prompt_median_tokens = 500;
+  const Trace trace = GenerateFanoutTrace(g);
+  ModelProfile m{"toy", 1, 1, 250, 2, 8.03};
+  HardwareProfile h = *FindHardwareProfile("a100");
+  const CostModel cost(m, h);  // 1000 B per token
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok());
+  for (const char* router : {"round-robin", "least-load", "cache-aware", "burst-replicate"}) {
+    ClusterOptions o = Options(4, router);
+    o.hbm_bytes_per_node = 2'000'000;  // ~30 blocks of 64 tokens: evictions happen
+    o.dram_bytes_per_node = 6'000'000;
+    o.pool_bytes = 20'000'000;
+    o.replication.rule = {2, 1000, 8};
+    uint64_t checks = 0;
+    bool ok = true;
+    o.after_event = [&](const ClusterState& s) {
+      ++checks;
+      for (uint32_t n = 0; n < s.nodes(); ++n) {
+        ok &= s.Hbm(n).used_bytes() <= s.Hbm(n).capacity_bytes();
+        ok &= s.Dram(n)->used_bytes() <= s.Dram(n)->capacity_bytes();
+      }
+    };
+    auto r = ReplayCluster(*replay, cost, o);
+    ASSERT_TRUE(r.ok()) << router << ": " << r.status();
+    EXPECT_TRUE(ok) << router;
+    EXPECT_GT(checks, 400u);
+    EXPECT_EQ(r->replay.requests, 400u);
+    EXPECT_EQ(r->link_bytes, r->replay.loaded_bytes + r->replay.admitted_bytes +
+                                 r->replication_bytes + r->dram_write_bytes)
+        << router;
+    if (std::string(router) == "burst-replicate") {
+      EXPECT_GT(r->replication_bytes, 0u);
+    } else {
+      EXPECT_EQ(r->replication_bytes, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvlearn
