@@ -154,6 +154,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   if (s.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
 
   std::vector<std::string> policies = absl::StrSplit(s.policies, ',', absl::SkipEmpty());
+  if (policies.empty()) policies = {"lru"};  // --policies not given: one retention policy
   for (const auto& p : policies) {
     if (auto st = CheckPolicyName(p); !st.ok()) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("--policies: ", st.message())));
