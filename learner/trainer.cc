@@ -97,7 +97,7 @@ absl::StatusOr<TrainedMlp> TrainMlp(const SampleSet& train, const SampleSet& val
   TrainedMlp out;
   out.feature_mean.assign(kNumFeatures, 0);
   out.feature_std.assign(kNumFeatures, 1);
-  for (int f = 0; f < kNumFeatures; ++f) {
+  for (uint32_t f = 0; f < kNumFeatures; ++f) {
     double sum = 0, sq = 0;
     for (size_t i = 0; i < train.size(); ++i) {
       const double v = train.features[i * kNumFeatures + f];
