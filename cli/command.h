@@ -17,5 +17,8 @@ using Command = std::pair<CLI::App*, CommandRunner>;
 Command AddCompareCommand(CLI::App& root);
 Command AddGenCommand(CLI::App& root);
 Command AddTrainCommand(CLI::App& root);
+Command AddServeCommand(CLI::App& root);
+Command AddLoadgenCommand(CLI::App& root);
+Command AddExportLogCommand(CLI::App& root);
 
 }  // namespace kvlearn

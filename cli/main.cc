@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
       kvlearn::AddCompareCommand(app),
       kvlearn::AddGenCommand(app),
       kvlearn::AddTrainCommand(app),
+      kvlearn::AddServeCommand(app),
+      kvlearn::AddLoadgenCommand(app),
+      kvlearn::AddExportLogCommand(app),
   };
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {

@@ -1,0 +1,231 @@
+// RankEviction latency over loopback gRPC with 64 candidates, beside an empty
+// unary call (the standard health Check) on the same server, channel and run:
+// the difference is what kvlearn adds to a call.
+//   build/bench/rank_eviction_bench
+// Reports p50/p99 in microseconds as counters (p50_us, p99_us).
+#include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kvlearn/v1/retention.grpc.pb.h"
+#include "server/node_pools.h"
+#include "server/sidecar_server.h"
+
+namespace kvlearn {
+namespace {
+
+const uint64_t kResident = getenv("KVLEARN_BENCH_RESIDENT")
+                               ? strtoull(getenv("KVLEARN_BENCH_RESIDENT"), nullptr, 10)
+                               : 40000;
+constexpr int kCandidates = 64;
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<SidecarServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Retention::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  std::vector<uint64_t> resident;  // ids the sidecar still holds
+};
+
+v1::Event Event(uint64_t id, bool arrival) {
+  v1::Event e;
+  e.set_node_id("bench");
+  e.set_tier(v1::TIER_POOL);
+  if (arrival) {
+    e.mutable_request_arrival()->add_block_ids(id);
+  } else {
+    auto* s = e.mutable_block_stored();
+    s->set_block_id(id);
+    s->set_tokens(512);
+    s->set_bytes(512 * 131072);
+  }
+  return e;
+}
+
+void Store(v1::Retention::Stub& stub, const std::vector<uint64_t>& ids) {
+  std::vector<v1::EventBatch> batches(1);
+  for (uint64_t id : ids) {
+    if (batches.back().events_size() >= 1024) batches.emplace_back();
+    *batches.back().add_events() = Event(id, true);
+    *batches.back().add_events() = Event(id, false);
+  }
+  v1::ReportSummary summary;
+  grpc::ClientContext ctx;
+  auto w = stub.ReportEvents(&ctx, &summary);
+  for (const auto& b : batches) w->Write(b);
+  w->WritesDone();
+  if (!w->Finish().ok() || summary.rejected() > 0) std::abort();
+}
+
+Fixture& Shared() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
+    fx->dir = mkdtemp(tmpl.data());
+    SidecarOptions o;
+    o.listen = "127.0.0.1:0";
+    o.metrics_listen = "127.0.0.1:0";
+    o.data_dir = fx->dir;
+    o.policy = "lru";
+    fx->server = std::move(*SidecarServer::Start(o));
+    fx->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(fx->server->port()),
+                                      grpc::InsecureChannelCredentials());
+    fx->stub = v1::Retention::NewStub(fx->channel);
+    fx->health = grpc::health::v1::Health::NewStub(fx->channel);
+    std::vector<uint64_t> ids;
+    for (uint64_t id = 1; id <= kResident; ++id) ids.push_back(id);
+    Store(*fx->stub, ids);
+    fx->resident = ids;
+    return fx;
+  }();
+  return *f;
+}
+
+void Report(benchmark::State& state, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  if (us.empty()) return;
+  state.counters["p50_us"] = us[(us.size() - 1) / 2];
+  state.counters["p99_us"] = us[static_cast<size_t>(0.99 * (us.size() - 1))];
+}
+
+void BM_EmptyCall(benchmark::State& state) {
+  Fixture& f = Shared();
+  std::vector<double> us;
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    const auto t0 = std::chrono::steady_clock::now();
+    const grpc::Status s = f.health->Check(&ctx, req, &resp);
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!s.ok()) state.SkipWithError("health Check failed");
+  }
+  Report(state, us);
+}
+
+// GetStatus: a kvlearn method that decides nothing, dispatched like
+// RankEviction (gRPC's sync thread pool; the health service has its own).
+void BM_GetStatusCall(benchmark::State& state) {
+  Fixture& f = Shared();
+  std::vector<double> us;
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse resp;
+    const auto t0 = std::chrono::steady_clock::now();
+    const grpc::Status s = f.stub->GetStatus(&ctx, {}, &resp);
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!s.ok()) state.SkipWithError("GetStatus failed");
+  }
+  Report(state, us);
+}
+
+// Ranks 64 distinct random resident blocks and frees one block's bytes: the
+// sidecar evicts the first-ranked one in its view. The pool starts with
+// kResident blocks and loses one per call; candidates are drawn from what is
+// still resident, so every call ranks 64 real leaves. (Re-storing the victim
+// between calls would put a ReportEvents stream on the same connection
+// between timed calls, which inflates the next call's latency on loopback.)
+void BM_RankEviction64(benchmark::State& state) {
+  Fixture& f = Shared();
+  std::mt19937_64 rng(1);
+  std::vector<uint64_t>& resident = f.resident;
+  std::vector<double> us;
+  for (auto _ : state) {
+    v1::RankRequest req;
+    req.set_node_id("bench");
+    req.set_tier(v1::TIER_POOL);
+    req.set_bytes_to_free(1);
+    // Partial Fisher-Yates: 64 distinct resident ids at the end of the vector.
+    const size_t n = resident.size();
+    for (int i = 0; i < kCandidates; ++i) {
+      std::swap(resident[n - 1 - i], resident[rng() % (n - i)]);
+      req.add_candidate_ids(resident[n - 1 - i]);
+    }
+    v1::RankResponse resp;
+    grpc::ClientContext ctx;
+    const auto t0 = std::chrono::steady_clock::now();
+    const grpc::Status s = f.stub->RankEviction(&ctx, req, &resp);
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!s.ok() || resp.victims_size() != 1) {
+      state.SkipWithError("RankEviction failed");
+      break;
+    }
+    auto it = std::find(resident.end() - kCandidates, resident.end(), resp.victims(0).block_id());
+    std::swap(*it, resident.back());
+    resident.pop_back();
+  }
+  Report(state, us);
+  // Server-side decision time (no transport), from /metrics.
+  httplib::Client http("127.0.0.1", f.server->metrics_port());
+  if (auto res = http.Get("/metrics")) {
+    double sum = 0, count = 0;
+    for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+      if (absl::ConsumePrefix(&line,
+                              "kvlearn_decision_latency_seconds_sum{rpc=\"RankEviction\"} ")) {
+        (void)absl::SimpleAtod(line, &sum);
+      } else if (absl::ConsumePrefix(
+                     &line, "kvlearn_decision_latency_seconds_count{rpc=\"RankEviction\"} ")) {
+        (void)absl::SimpleAtod(line, &count);
+      }
+    }
+    if (count > 0) state.counters["server_mean_us"] = 1e6 * sum / count;
+  }
+}
+
+// The decision alone, in-process (no gRPC): NodePools::RankEviction with
+// the same pool and candidate shape.
+void BM_RankEviction64InProcess(benchmark::State& state) {
+  NodePoolsOptions o;
+  o.cost =
+      std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+  NodePools pools(o);
+  std::vector<uint64_t> resident;
+  for (uint64_t id = 1; id <= kResident; ++id) {
+    if (!pools.Apply(Event(id, true)).ok() || !pools.Apply(Event(id, false)).ok()) std::abort();
+    resident.push_back(id);
+  }
+  std::mt19937_64 rng(1);
+  for (auto _ : state) {
+    v1::RankRequest req;
+    req.set_node_id("bench");
+    req.set_tier(v1::TIER_POOL);
+    req.set_bytes_to_free(1);
+    const size_t n = resident.size();
+    for (int i = 0; i < kCandidates; ++i) {
+      std::swap(resident[n - 1 - i], resident[rng() % (n - i)]);
+      req.add_candidate_ids(resident[n - 1 - i]);
+    }
+    auto resp = pools.RankEviction(req);
+    if (!resp.ok() || resp->victims_size() != 1) std::abort();
+    auto it = std::find(resident.end() - kCandidates, resident.end(), resp->victims(0).block_id());
+    std::swap(*it, resident.back());
+    resident.pop_back();
+  }
+}
+
+// Interleaved so both see the same machine state.
+BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_GetStatusCall)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_RankEviction64)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
+
+}  // namespace
+}  // namespace kvlearn
+
+BENCHMARK_MAIN();

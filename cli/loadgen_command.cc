@@ -1,0 +1,148 @@
+// `kvlearn loadgen`: plays N serving nodes against a running sidecar over
+// gRPC, replaying a trace (server/load_generator.h), and prints compare's
+// result schema plus per-RPC latency percentiles.
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/command.h"
+#include "cli/cost_flags.h"
+#include "datasets/mooncake_reader.h"
+#include "server/load_generator.h"
+#include "sim/comparison_report.h"
+#include "sim/cost_model.h"
+#include "sim/replay_trace.h"
+
+namespace kvlearn {
+namespace {
+
+struct LoadgenFlags {
+  std::string target = "127.0.0.1:50051";
+  std::string trace;
+  uint32_t nodes = 1;
+  uint32_t concurrency = 1;
+  double pool_fraction = 0.1;
+  uint64_t pool_bytes = 0;
+  double eval_from = 0;
+  std::string format = "table";
+  CostFlags cost;
+  uint32_t block_size = 512;
+  std::string tls_ca, tls_cert, tls_key;
+};
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kvlearn loadgen: " << s.message() << "\n";
+  return 1;
+}
+
+absl::StatusOr<std::string> Slurp(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int RunLoadgenCommand(const LoadgenFlags& f) {
+  auto resolved = f.cost.Resolve();
+  if (!resolved.ok()) return Fail(resolved.status());
+  const CostModel& cost = *resolved;
+
+  TraceReadOptions read;
+  read.block_size = f.block_size;
+  auto trace = ReadMooncakeTrace(f.trace, read);
+  if (!trace.ok()) return Fail(trace.status());
+  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
+  auto replay = BuildReplayTrace(*trace, cost);
+  if (!replay.ok()) return Fail(replay.status());
+
+  LoadgenOptions o;
+  o.target = f.target;
+  o.nodes = f.nodes;
+  o.concurrency = f.concurrency;
+  o.eval_from = f.eval_from;
+  o.pool_bytes = f.pool_bytes
+                     ? f.pool_bytes
+                     : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
+  if (!f.tls_ca.empty() || !f.tls_cert.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!f.tls_ca.empty()) {
+      auto ca = Slurp(f.tls_ca, "--tls-ca");
+      if (!ca.ok()) return Fail(ca.status());
+      ssl.pem_root_certs = *ca;
+    }
+    if (!f.tls_cert.empty()) {
+      auto cert = Slurp(f.tls_cert, "--tls-cert");
+      if (!cert.ok()) return Fail(cert.status());
+      auto key = Slurp(f.tls_key, "--tls-key");
+      if (!key.ok()) return Fail(key.status());
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    o.credentials = grpc::SslCredentials(ssl);
+  }
+  std::cerr << absl::StrFormat(
+      "loadgen: %d requests (%d block accesses) over %d node(s), %d thread(s), pool %d bytes "
+      "per node, target %s\n",
+      trace->requests.size(), replay->block_accesses(), o.nodes, o.concurrency, o.pool_bytes,
+      o.target);
+  auto result = RunLoadgen(*replay, cost, o);
+  if (!result.ok()) return Fail(result.status());
+
+  Comparison c;
+  c.trace = f.trace;
+  c.requests = result->result.requests;
+  c.block_accesses = result->result.block_accesses;
+  c.pool_bytes = o.pool_bytes;
+  c.results.push_back(result->result);
+  std::cout << (f.format == "json" ? FormatLoadgenJson(c, *result)
+                                   : FormatLoadgenTable(c, *result));
+  return 0;
+}
+
+}  // namespace
+
+Command AddLoadgenCommand(CLI::App& root) {
+  auto f = std::make_shared<LoadgenFlags>();
+  CLI::App* cmd = root.add_subcommand(
+      "loadgen",
+      "Play N serving nodes (each with its own pool) replaying a trace against a running "
+      "sidecar over gRPC; print compare's columns plus RPC latency percentiles.");
+  cmd->add_option("--target", f->target, "sidecar address HOST:PORT")->capture_default_str();
+  cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to replay")->required();
+  cmd->add_option("--nodes", f->nodes, "serving nodes (request i goes to node i mod N)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 16));
+  cmd->add_option("--concurrency", f->concurrency, "client threads sharing the nodes")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  auto* fraction = cmd->add_option("--pool-fraction", f->pool_fraction,
+                                   "pool capacity per node as a share of the trace's "
+                                   "distinct-block bytes")
+                       ->capture_default_str()
+                       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--pool-bytes", f->pool_bytes, "pool capacity per node in bytes")
+      ->excludes(fraction);
+  cmd->add_option("--eval-from", f->eval_from, "share of requests used only to warm the pools")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  cmd->add_option("--format", f->format, "output format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  f->cost.Register(cmd);  // the same cost model as compare (block bytes, TTFT)
+  cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--tls-ca", f->tls_ca, "CA (PEM) to verify the server with: use TLS");
+  cmd->add_option("--tls-cert", f->tls_cert, "client certificate (PEM), for mutual TLS");
+  cmd->add_option("--tls-key", f->tls_key, "client private key (PEM), for mutual TLS");
+  return {cmd, [f] { return RunLoadgenCommand(*f); }};
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,151 @@
+// `kvlearn serve`: the gRPC retention sidecar (server/sidecar_server.h).
+// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/command.h"
+#include "cli/cost_flags.h"
+#include "models/retention_policy.h"
+#include "server/sidecar_server.h"
+
+namespace kvlearn {
+namespace {
+
+struct ServeFlags {
+  SidecarOptions server;
+  std::string nodes;
+  CostFlags cost;
+};
+
+int RunServe(ServeFlags& f) {
+  SidecarOptions& o = f.server;
+  auto cost = f.cost.Resolve();
+  if (!cost.ok()) {
+    std::cerr << "kvlearn serve: " << cost.status().message() << "\n";
+    return 1;
+  }
+  o.cost = std::make_shared<CostModel>(*cost);
+  for (auto node : absl::StrSplit(f.nodes, ',', absl::SkipEmpty())) {
+    o.known_nodes.insert(std::string(node));
+  }
+  if (o.strict_nodes && o.known_nodes.empty()) {
+    std::cerr << "kvlearn serve: --strict-nodes needs --nodes (the node ids to accept)\n";
+    return 1;
+  }
+  // Block the signals before gRPC starts its threads, so only sigwait below
+  // sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = SidecarServer::Start(o);
+  if (!server.ok()) {
+    std::cerr << "kvlearn serve: " << server.status().message() << "\n";
+    return 1;
+  }
+  SidecarServer& s = **server;
+  if (!s.startup_notes().empty()) std::cerr << "kvlearn serve: " << s.startup_notes();
+  std::string host = o.listen.substr(0, o.listen.rfind(':'));
+  std::cerr << "kvlearn serve: listening on " << host << ":" << s.port() << " ("
+            << (o.tls_cert.empty()        ? "plaintext"
+                : o.tls_client_ca.empty() ? "TLS"
+                                          : "mutual TLS")
+            << "), policy " << s.policy() << ", event log " << o.data_dir;
+  if (s.metrics_port() > 0) {
+    std::cerr << ", metrics http://" << o.metrics_listen.substr(0, o.metrics_listen.rfind(':'))
+              << ":" << s.metrics_port() << "/metrics";
+  }
+  std::cerr << std::endl;
+  // Machine-readable line for scripts and tests (ports may be chosen by the OS).
+  std::cout << "port " << s.port() << " metrics_port " << s.metrics_port() << std::endl;
+
+  while (true) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      if (o.model_path.empty()) {
+        std::cerr << "kvlearn serve: SIGHUP: no --model to reload\n";
+        continue;
+      }
+      auto version = s.ReloadModel(o.model_path);
+      if (version.ok()) {
+        std::cerr << "kvlearn serve: SIGHUP: loaded model " << *version << "\n";
+      } else {
+        std::cerr << "kvlearn serve: SIGHUP: kept the current model: " << version.status().message()
+                  << "\n";
+      }
+      continue;
+    }
+    std::cerr << "kvlearn serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": shutting down\n";
+    break;
+  }
+  s.Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+Command AddServeCommand(CLI::App& root) {
+  auto f = std::make_shared<ServeFlags>();
+  SidecarOptions& o = f->server;
+  CLI::App* cmd = root.add_subcommand(
+      "serve",
+      "Run the gRPC retention sidecar: serving nodes stream block events and ask Admit / "
+      "RankEviction (README.md, 'Sidecar'). SIGHUP reloads --model; SIGINT/SIGTERM stop.");
+  cmd->add_option("--listen", o.listen, "gRPC address HOST:PORT (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o.data_dir, "directory of the RocksDB event log")->required();
+  cmd->add_option("--policy", o.policy,
+                  absl::StrCat("retention policy (", JoinedPolicyNames(", "),
+                               "); default learned with --model, else lru"));
+  cmd->add_option("--model", o.model_path, "model file for the learned policy");
+  cmd->add_option("--metrics-listen", o.metrics_listen,
+                  "Prometheus /metrics address HOST:PORT (empty: off)")
+      ->capture_default_str();
+  f->cost.Register(cmd);  // as in compare: bytes of blocks events give none for, recompute
+  cmd->add_option("--block-size", o.block_size, "tokens per block")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--max-message-bytes", o.max_message_bytes, "largest gRPC message accepted")
+      ->capture_default_str()
+      ->check(CLI::Range(1024u, 1u << 30));
+  cmd->add_option("--max-events-per-batch", o.max_events_per_batch,
+                  "events per EventBatch; a larger batch ends the stream (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-candidates", o.max_candidates,
+                  "candidates per Admit / RankEviction call (RESOURCE_EXHAUSTED above)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--pool-bytes", o.default_pool_bytes,
+                  "capacity assumed for pools whose node sends no pool_configured event "
+                  "(0: unbounded; only s3fifo reads it)")
+      ->capture_default_str();
+  cmd->add_flag("--strict-nodes", o.strict_nodes,
+                "refuse nodes not listed in --nodes (NOT_FOUND) instead of creating them");
+  cmd->add_option("--nodes", f->nodes, "comma-separated node ids accepted with --strict-nodes");
+  cmd->add_option("--log-max-bytes", o.log_max_bytes,
+                  "bound on retained event-log bytes; oldest events are deleted (0: unbounded)")
+      ->capture_default_str();
+  cmd->add_flag("--log-fsync", o.log_sync,
+                "fsync the log on every batch (survives power loss, not only process death)");
+  cmd->add_option("--tls-cert", o.tls_cert, "server certificate chain (PEM)");
+  cmd->add_option("--tls-key", o.tls_key, "server private key (PEM)");
+  cmd->add_option("--tls-client-ca", o.tls_client_ca,
+                  "CA (PEM) that client certificates must chain to: mutual TLS");
+  cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
+                "allow plaintext on a non-loopback --listen address");
+  return {cmd, [f] { return RunServe(*f); }};
+}
+
+}  // namespace kvlearn

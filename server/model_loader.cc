@@ -1,0 +1,38 @@
+#include "server/model_loader.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn {
+
+bool HaveLearnedModelSupport() {
+#ifdef KVLEARN_HAVE_LEARNED
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForServing(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("path: empty");
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("path: model file ", path, " does not exist"));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("path: model file ", path, " is not a regular file"));
+  }
+  // ---- the only learned-model dependency of the server -------------------
+#ifdef KVLEARN_HAVE_LEARNED
+  return LearnedModel::Load(path);
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot load ", path, ": this build has no learned-model support yet"));
+#endif
+}
+
+}  // namespace kvlearn

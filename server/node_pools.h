@@ -1,0 +1,115 @@
+// The sidecar's view of every serving node's caches: one shard per
+// (node, tier), each holding a BlockCatalog, a PoolState and a retention
+// policy from CreatePolicy, driven with exactly the call protocol the replay
+// simulator uses (models/retention_policy.h, sim/pool_simulator.cc):
+//
+//   request arrival  -> PoolState::BeginRequest, RetentionPolicy::OnRequest
+//   block hit        -> Pin + OnHit            (the node sends them deepest first)
+//   Admit            -> ShouldAdmit per candidate; the first refusal ends it
+//   RankEviction     -> SelectVictim / Evict / OnEvict until the bytes are free
+//                       (or RankVictims over a candidate list); the sidecar applies
+//                       the evictions it recommends to its own view at once
+//   block stored     -> Insert + Pin + OnInsert
+//   block removed    -> Evict + OnEvict, or nothing when the sidecar already
+//                       applied it as a recommended eviction
+//
+// so that one node replaying a trace through the sidecar makes the same
+// decisions as `kvlearn compare` on that trace. The node decides when it
+// needs room and asks for the bytes it is missing; the pool capacity a node
+// declares (pool_configured) only matters to policies that size queues from
+// it (s3fifo).
+//
+// Catalogs grow as hash ids arrive: a block's parent is the previous id of the
+// request's chain (or the parent of a stored event / Admit candidate); an id
+// seen behind two different parents is refused with INVALID_ARGUMENT.
+//
+// Thread-safety: all methods may be called concurrently. Each shard has its
+// own mutex; the shard table has a reader/writer mutex taken only to find or
+// create a shard.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kvlearn/v1/retention.pb.h"
+#include "models/retention_policy.h"
+#include "sim/cost_model.h"
+
+namespace kvlearn {
+
+struct NodePoolsOptions {
+  std::string policy = "lru";
+  std::shared_ptr<const LearnedModel> model;  // for policies that score with one
+  // Tokens and KV bytes of blocks whose events do not say (block size, model
+  // profile), and the marginal recompute cost of every block.
+  // REQUIRES: set.
+  std::shared_ptr<const CostModel> cost;
+  uint32_t block_size = 512;
+  // When set, only `known_nodes` are accepted; other nodes get NOT_FOUND.
+  bool strict_nodes = false;
+  absl::flat_hash_set<std::string> known_nodes;
+  uint32_t max_candidates = 1024;  // per Admit / RankEviction call
+  // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
+  uint64_t default_pool_bytes = 0;
+};
+
+// What changed in a shard, for /metrics.
+struct PoolCounters {
+  std::atomic<uint64_t> blocks_tracked{0};
+  std::atomic<uint64_t> resident_blocks{0};
+  std::atomic<uint64_t> resident_bytes{0};
+  std::atomic<uint64_t> shards{0};
+};
+
+class NodePools {
+ public:
+  explicit NodePools(NodePoolsOptions options);
+  ~NodePools();
+
+  const std::string& policy_name() const { return options_.policy; }
+  const NodePoolsOptions& options() const { return options_; }
+
+  // OK if `options.policy` can be built (fails early, at start-up).
+  static absl::Status CheckOptions(const NodePoolsOptions& options);
+
+  // Checks the fields of one event and applies it to its shard. Errors name
+  // the field ("block_stored.bytes: ...") and carry the gRPC-mappable code.
+  absl::Status Apply(const v1::Event& event);
+
+  absl::StatusOr<v1::AdmitResponse> Admit(const v1::AdmitRequest& request);
+  absl::StatusOr<v1::RankResponse> RankEviction(const v1::RankRequest& request);
+  void FillStatus(v1::GetStatusResponse& response) const;
+
+  // Hands `model` to every shard's policy, each under its shard's lock. A
+  // throwaway policy of the same kind is asked first, so a policy without a
+  // model (lru, ...) refuses before anything changes; all shards run the same
+  // policy kind, so they then all accept.
+  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model);
+
+  const PoolCounters& counters() const { return counters_; }
+
+  // Checks a node id: 1..128 characters from [A-Za-z0-9._:/-].
+  static absl::Status ValidateNodeId(std::string_view node_id, const std::string& field);
+
+  // One (node, tier); defined in node_pools.cc.
+  struct Shard;
+
+ private:
+  absl::StatusOr<Shard*> FindOrCreate(const std::string& node, v1::Tier tier,
+                                      const std::string& field);
+
+  NodePoolsOptions options_;
+  PoolCounters counters_;
+  mutable absl::Mutex table_mu_;
+  absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace kvlearn

@@ -1,0 +1,247 @@
+#include "server/sidecar_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/event_log.h"
+#include "server/model_loader.h"
+#include "server/node_pools.h"
+#include "server/retention_service.h"
+#include "server/sidecar_metrics.h"
+
+namespace kvlearn {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Splits "host:port" / "[v6]:port".
+absl::Status SplitHostPort(const std::string& listen, std::string& host, int& port,
+                           const std::string& flag) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": expected HOST:PORT, got '", listen, "'"));
+  }
+  host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": bad port in '", listen, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(const std::string& listen) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(listen, host, port, "").ok()) return false;
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+const std::string& SidecarServer::policy() const { return pools_->policy_name(); }
+
+absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const SidecarOptions& o) {
+  std::unique_ptr<SidecarServer> s(new SidecarServer());
+  s->options_ = o;
+  if (o.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
+  const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
+  if (tls && (o.tls_cert.empty() || o.tls_key.empty())) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls_client_ca.empty() && !tls) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  {
+    std::string host;
+    int port = 0;
+    if (auto st = SplitHostPort(o.listen, host, port, "--listen"); !st.ok()) return st;
+  }
+  if (!tls && !o.allow_insecure_remote && !IsLoopbackAddress(o.listen)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--listen ", o.listen,
+                     " is not a loopback address: give --tls-cert/--tls-key, or "
+                     "--allow-insecure-remote to serve plaintext anyway"));
+  }
+
+  NodePoolsOptions pools;
+  pools.cost = o.cost;
+  if (pools.cost == nullptr) {
+    auto model = FindModelProfile("llama3-8b");
+    if (!model.ok()) return model.status();
+    auto hw = FindHardwareProfile("a100");
+    if (!hw.ok()) return hw.status();
+    pools.cost = std::make_shared<CostModel>(*model, *hw);
+  }
+  pools.block_size = o.block_size;
+  pools.strict_nodes = o.strict_nodes;
+  pools.known_nodes = o.known_nodes;
+  pools.max_candidates = o.max_candidates;
+  pools.default_pool_bytes = o.default_pool_bytes;
+  pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
+  std::string model_version;
+  if (!o.model_path.empty()) {
+    auto loaded = LoadModelForServing(o.model_path);
+    if (loaded.ok()) {
+      pools.model = *loaded;
+      model_version = (*loaded)->version();
+    } else {
+      absl::StrAppend(&s->notes_, "cannot load model ", o.model_path, ": ",
+                      loaded.status().message(), "\n");
+    }
+  }
+  if (auto st = NodePools::CheckOptions(pools); !st.ok()) {
+    if (o.policy.empty() || pools.policy == "learned") {
+      absl::StrAppend(&s->notes_, "policy '", pools.policy, "' unavailable (", st.message(),
+                      "); serving lru\n");
+      pools.policy = "lru";
+      pools.model = nullptr;
+      model_version.clear();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--policy: ", st.message()));
+    }
+  }
+  s->pools_ = std::make_unique<NodePools>(std::move(pools));
+
+  EventLogOptions log_options;
+  log_options.max_bytes = o.log_max_bytes;
+  log_options.sync = o.log_sync;
+  auto log = EventLog::Open(o.data_dir, log_options);
+  if (!log.ok()) return log.status();
+  s->log_ = std::move(*log);
+  s->metrics_ = std::make_unique<SidecarMetrics>();
+  s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+
+  RetentionServiceLimits limits;
+  limits.max_events_per_batch = o.max_events_per_batch;
+  SidecarServer* self = s.get();
+  s->service_ = std::make_unique<RetentionService>(
+      s->pools_.get(), s->log_.get(), s->metrics_.get(), limits,
+      [self](const std::string& path) { return self->ReloadModel(path); });
+  s->service_->set_model_version(model_version);
+
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (tls) {
+    auto cert = ReadFile(o.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(o.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!o.tls_client_ca.empty()) {
+      auto ca = ReadFile(o.tls_client_ca, "--tls-client-ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, creds, &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("--listen: cannot listen on ", o.listen));
+  }
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->server_->GetHealthCheckService()->SetServingStatus("kvlearn.v1.Retention", true);
+
+  if (!o.metrics_listen.empty()) {
+    std::string host;
+    int port = 0;
+    if (auto st = SplitHostPort(o.metrics_listen, host, port, "--metrics-listen"); !st.ok()) {
+      s->Shutdown();
+      return st;
+    }
+    s->http_ = std::make_unique<httplib::Server>();
+    s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+      MetricsGauges g;
+      const PoolCounters& c = self->pools_->counters();
+      g.pools = c.shards.load(std::memory_order_relaxed);
+      g.blocks_tracked = c.blocks_tracked.load(std::memory_order_relaxed);
+      g.resident_blocks = c.resident_blocks.load(std::memory_order_relaxed);
+      g.resident_bytes = c.resident_bytes.load(std::memory_order_relaxed);
+      g.log_bytes = self->log_->retained_bytes();
+      g.log_trimmed_bytes = self->log_->trimmed_bytes();
+      g.log_next_sequence = self->log_->next_sequence();
+      res.set_content(self->metrics_->Render(g), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
+                                 : (s->http_->bind_to_port(host, port) ? port : -1);
+    if (s->metrics_port_ <= 0) {
+      s->Shutdown();
+      return absl::UnavailableError(
+          absl::StrCat("--metrics-listen: cannot listen on ", o.metrics_listen));
+    }
+    s->http_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+    // httplib's stop() does nothing until the listening loop runs: wait for
+    // it (bounded), so an immediate Shutdown cannot hang.
+    for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) {
+  auto model = LoadModelForServing(path);
+  if (!model.ok()) {
+    metrics_->CountReload(false);
+    return model.status();
+  }
+  if (auto st = pools_->SwapModel(*model); !st.ok()) {
+    metrics_->CountReload(false);
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy '", pools_->policy_name(), "' cannot take a model: ", st.message()));
+  }
+  const std::string version = (*model)->version();
+  service_->set_model_version(version);
+  metrics_->SetModelInfo(pools_->policy_name(), version);
+  metrics_->CountReload(true);
+  return version;
+}
+
+void SidecarServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (http_) {
+    http_->stop();
+    if (http_thread_.joinable()) http_thread_.join();
+  }
+  if (server_) server_->Shutdown();
+}
+
+void SidecarServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+SidecarServer::~SidecarServer() {
+  Shutdown();
+  server_.reset();
+  log_.reset();
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,104 @@
+// `kvlearn serve` as a library: the gRPC server (kvlearn.v1.Retention, the
+// standard grpc.health.v1.Health service, server reflection), the RocksDB
+// event log, the Prometheus /metrics endpoint and model hot reload, wired
+// together from SidecarOptions. Tests start it in-process on port 0.
+//
+// Plaintext is accepted only on a loopback address unless
+// allow_insecure_remote; with tls_cert/tls_key the server speaks TLS, and
+// with tls_client_ca it requires and verifies client certificates (mutual
+// TLS).
+//
+// Thread-safety: ReloadModel, Shutdown and the accessors may be called from
+// any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "sim/cost_model.h"
+
+namespace grpc {
+class Server;
+}
+namespace httplib {
+class Server;
+}
+
+namespace kvlearn {
+
+class EventLog;
+class NodePools;
+class RetentionService;
+class SidecarMetrics;
+
+struct SidecarOptions {
+  std::string listen = "127.0.0.1:50051";  // port 0 picks a free one (see port())
+  std::string data_dir;                    // RocksDB event log; required
+  std::string policy;                      // empty: "learned" with a model, else "lru"
+  std::string model_path;
+  std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
+  // Bytes of blocks whose events give none, and every block's recompute
+  // cost (GDSF reads it): use compare's cost flags. nullptr: llama3-8b on a100.
+  std::shared_ptr<const CostModel> cost;
+  uint32_t block_size = 512;
+  // Limits (README, "Sidecar").
+  uint32_t max_message_bytes = 4 << 20;
+  uint32_t max_events_per_batch = 4096;
+  uint32_t max_candidates = 1024;
+  // Capacity of pools whose node sends no pool_configured event (0 = unbounded).
+  uint64_t default_pool_bytes = 0;
+  bool strict_nodes = false;
+  absl::flat_hash_set<std::string> known_nodes;
+  uint64_t log_max_bytes = 0;  // 0 = unbounded
+  bool log_sync = false;
+  std::string tls_cert, tls_key, tls_client_ca;  // PEM file paths
+  bool allow_insecure_remote = false;
+};
+
+// True when the host of "host:port" is a loopback address.
+bool IsLoopbackAddress(const std::string& listen);
+
+class SidecarServer {
+ public:
+  // Opens the log, builds the policy (falling back to lru, with a warning in
+  // startup_notes(), when the model cannot be loaded) and starts listening.
+  static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(const SidecarOptions& options);
+  ~SidecarServer();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  const std::string& policy() const;
+  // What start-up decided that an operator should read (model fallback...).
+  const std::string& startup_notes() const { return notes_; }
+
+  // Loads `path`, validates it and swaps it into every pool's policy; on
+  // failure the current model keeps serving. Returns the new version.
+  absl::StatusOr<std::string> ReloadModel(const std::string& path);
+
+  // Stops accepting calls, finishes the ones in flight, closes the log.
+  void Shutdown();
+  // Blocks until Shutdown (from another thread).
+  void Wait();
+
+ private:
+  SidecarServer() = default;
+
+  SidecarOptions options_;
+  std::string notes_;
+  std::unique_ptr<EventLog> log_;
+  std::unique_ptr<SidecarMetrics> metrics_;
+  std::unique_ptr<NodePools> pools_;
+  std::unique_ptr<RetentionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace kvlearn

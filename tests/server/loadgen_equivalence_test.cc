@@ -1,0 +1,119 @@
+// End to end: `kvlearn loadgen`'s logic replaying a trace through a real
+// sidecar over gRPC (one node) gives exactly the block hits, hit tokens,
+// admitted bytes and evictions that the simulator (`kvlearn compare`) gives
+// for the same policy, trace and pool size.
+#include <gtest/gtest.h>
+
+#include "datasets/workload_generator.h"
+#include "server/load_generator.h"
+#include "sim/pool_simulator.h"
+#include "tests/server/sidecar_fixture.h"
+
+namespace kvlearn {
+namespace {
+
+CostModel DefaultCost() {
+  return CostModel(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+}
+
+Trace SmallChatTrace() {
+  ChatWorkloadOptions o;
+  o.seed = 7;
+  o.requests = 250;
+  o.sessions_per_second = 3;
+  o.mean_think_time_s = 5;
+  return GenerateChatTrace(o);
+}
+
+class LoadgenEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
+  const std::string policy = GetParam();
+  const Trace trace = SmallChatTrace();
+  const CostModel cost = DefaultCost();
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  const uint64_t pool_bytes = replay->distinct_block_bytes / 20;  // tight: many evictions
+
+  PoolReplayOptions sim_options;
+  sim_options.pool_bytes = pool_bytes;
+  auto expected = ReplayPool(*replay, cost, policy, sim_options);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path(), policy);
+  o.metrics_listen = "";
+  o.cost = std::make_shared<CostModel>(cost);
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  LoadgenOptions lo;
+  lo.target = "127.0.0.1:" + std::to_string(server->port());
+  lo.pool_bytes = pool_bytes;
+  auto got = RunLoadgen(*replay, cost, lo);
+  ASSERT_TRUE(got.ok()) << got.status();
+
+  const ReplayResult& g = got->result;
+  const ReplayResult& e = *expected;
+  EXPECT_EQ(g.policy, policy);
+  EXPECT_EQ(g.requests, e.requests);
+  EXPECT_EQ(g.block_accesses, e.block_accesses);
+  EXPECT_EQ(g.block_hits, e.block_hits);
+  EXPECT_EQ(g.hit_tokens, e.hit_tokens);
+  EXPECT_EQ(g.loaded_bytes, e.loaded_bytes);
+  EXPECT_EQ(g.admitted_bytes, e.admitted_bytes);
+  EXPECT_EQ(g.evicted_blocks, e.evicted_blocks);
+  EXPECT_DOUBLE_EQ(g.ttft_ms.p99, e.ttft_ms.p99);
+  if (policy != "no-cache") EXPECT_GT(e.evicted_blocks, 0u);  // the test exercises eviction
+  ASSERT_EQ(got->rpcs.size(), 3u);
+  EXPECT_GT(got->rpcs[0].calls, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, LoadgenEquivalenceTest,
+                         ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "kvlearn-cars",
+                                           "no-cache"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(LoadgenTest, ManyNodesOnManyThreadsReplayEveryRequest) {
+  const Trace trace = SmallChatTrace();
+  const CostModel cost = DefaultCost();
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok());
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path(), "lru");
+  o.metrics_listen = "";
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  LoadgenOptions lo;
+  lo.target = "127.0.0.1:" + std::to_string(server->port());
+  lo.pool_bytes = replay->distinct_block_bytes / 20;
+  lo.nodes = 4;
+  lo.concurrency = 3;
+  auto got = RunLoadgen(*replay, cost, lo);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->result.requests, trace.requests.size());
+  EXPECT_EQ(got->result.block_accesses, replay->block_accesses());
+  // Each node holds its own pool: four pools on the server.
+  auto stub = Connect(server->port());
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse st;
+  ASSERT_TRUE(stub->GetStatus(&ctx, {}, &st).ok());
+  EXPECT_EQ(st.pools_size(), 4);
+  uint64_t requests = 0;
+  for (const auto& p : st.pools()) requests += p.requests();
+  EXPECT_EQ(requests, trace.requests.size());
+
+  Comparison c;
+  c.trace = "chat";
+  c.results.push_back(got->result);
+  const std::string json = FormatLoadgenJson(c, *got);
+  EXPECT_NE(json.find("\"rpc_p50_us\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"block_hit_ratio\""), std::string::npos);
+  EXPECT_EQ(json.substr(json.size() - 3), "}}\n");
+}
+
+}  // namespace
+}  // namespace kvlearn
