@@ -9,12 +9,9 @@ int main(int argc, char** argv) {
       "ahead, and compares retention policies on recorded traffic."};
   app.require_subcommand(1);
   std::vector<kvlearn::Command> commands = {
-      kvlearn::AddCompareCommand(app),
-      kvlearn::AddGenCommand(app),
-      kvlearn::AddTrainCommand(app),
-      kvlearn::AddServeCommand(app),
-      kvlearn::AddLoadgenCommand(app),
-      kvlearn::AddExportLogCommand(app),
+      kvlearn::AddCompareCommand(app), kvlearn::AddGenCommand(app),
+      kvlearn::AddTrainCommand(app),   kvlearn::AddServeCommand(app),
+      kvlearn::AddLoadgenCommand(app), kvlearn::AddExportLogCommand(app),
   };
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {

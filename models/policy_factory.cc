@@ -79,9 +79,9 @@ absl::Status CheckModelFits(const LearnedModel* model) {
   if (model == nullptr) return absl::FailedPreconditionError("no model given (--model FILE)");
   const uint32_t version = model->metadata().schema_version;
   if (version != kFeatureSchemaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model was trained on feature schema ", version,
-                     " but this build computes schema ", kFeatureSchemaVersion));
+    return absl::FailedPreconditionError(absl::StrCat("model was trained on feature schema ",
+                                                      version, " but this build computes schema ",
+                                                      kFeatureSchemaVersion));
   }
   return absl::OkStatus();
 }
@@ -104,7 +104,8 @@ absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view n
   }
   if (e->needs_model) {
     if (auto s = CheckModelFits(env.model.get()); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("policy '", std::string(name), "': ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("policy '", std::string(name), "': ", s.message()));
     }
   }
   return e->make(env);

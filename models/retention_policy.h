@@ -2,10 +2,10 @@
 // replay simulator or behind the gRPC sidecar.
 //
 // For each request the caller (0) announces its whole chain with OnRequest,
-// (1) reports the resident prefix with OnHit, deepest block first, (2) walks the missing blocks root-to-leaf asking
-// ShouldAdmit, making room with SelectVictim/OnEvict, and calling OnInsert
-// once the block is in the pool. The first refused block ends admission for
-// the request: its descendants would be orphans.
+// (1) reports the resident prefix with OnHit, deepest block first, (2) walks the missing blocks
+// root-to-leaf asking ShouldAdmit, making room with SelectVictim/OnEvict, and calling OnInsert once
+// the block is in the pool. The first refused block ends admission for the request: its descendants
+// would be orphans.
 //
 // Policies keep their own ordering state; the PoolState they are given tells
 // them which blocks may be evicted now (resident leaves not pinned by the

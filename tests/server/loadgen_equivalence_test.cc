@@ -63,7 +63,9 @@ TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
   EXPECT_EQ(g.admitted_bytes, e.admitted_bytes);
   EXPECT_EQ(g.evicted_blocks, e.evicted_blocks);
   EXPECT_DOUBLE_EQ(g.ttft_ms.p99, e.ttft_ms.p99);
-  if (policy != "no-cache") EXPECT_GT(e.evicted_blocks, 0u);  // the test exercises eviction
+  if (policy != "no-cache") {
+    EXPECT_GT(e.evicted_blocks, 0u);  // the test exercises eviction
+  }
   ASSERT_EQ(got->rpcs.size(), 3u);
   EXPECT_GT(got->rpcs[0].calls, 0u);
 }
