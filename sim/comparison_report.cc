@@ -1,5 +1,6 @@
 #include "sim/comparison_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -88,29 +89,37 @@ std::string FormatCsv(const Comparison& c) {
 }
 
 std::string FormatTable(const Comparison& c) {
+  // The first column is as wide as the longest policy name.
+  size_t width = 10;
+  for (const ReplayResult& r : c.results) width = std::max(width, r.policy.size());
+  const auto name = [width](std::string_view n) {
+    std::string padded(n);
+    padded.resize(width, ' ');
+    return padded;
+  };
   std::string out =
       absl::StrFormat("trace %s: %d requests, %d block accesses evaluated; pool %.1f GB\n\n",
                       c.trace, c.requests, c.block_accesses, Gb(c.pool_bytes));
   absl::StrAppend(
       &out,
-      absl::StrFormat("%-10s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
+      absl::StrFormat("%s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
                       "%9s %7s\n",
-                      "policy", "blk hit", "tok hit", "loaded", "admitted", "transfer", "recompute",
-                      "prefill", "TTFT", "TTFT", "TTFT", "TTFT", "replay", "gap"),
-      absl::StrFormat("%-10s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
+                      name("policy"), "blk hit", "tok hit", "loaded", "admitted", "transfer",
+                      "recompute", "prefill", "TTFT", "TTFT", "TTFT", "TTFT", "replay", "gap"),
+      absl::StrFormat("%s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
                       "%9s %7s\n",
-                      "", "%", "%", "GB", "GB", "GB", "Mtokens", "GPU-s", "mean ms", "p50 ms",
+                      name(""), "%", "%", "GB", "GB", "GB", "Mtokens", "GPU-s", "mean ms", "p50 ms",
                       "p95 ms", "p99 ms", "Macc/s", "closed"));
   for (const ReplayResult& r : c.results) {
     absl::StrAppend(
-        &out, absl::StrFormat(
-                  "%-10s %8.2f %8.2f %10.1f %10.1f %10.1f %10.2f %9.1f %9.1f %9.1f %9.1f %9.1f "
-                  "%9.2f %7s\n",
-                  r.policy, 100 * r.block_hit_ratio(), 100 * r.token_hit_ratio(),
-                  Gb(r.loaded_bytes), Gb(r.admitted_bytes), Gb(r.transfer_bytes()),
-                  r.recomputed_tokens / 1e6, r.prefill_gpu_seconds, r.ttft_ms.mean, r.ttft_ms.p50,
-                  r.ttft_ms.p95, r.ttft_ms.p99, r.accesses_per_second() / 1e6,
-                  r.gap_closed ? absl::StrFormat("%.1f%%", 100 * *r.gap_closed) : "-"));
+        &out,
+        absl::StrFormat("%s %8.2f %8.2f %10.1f %10.1f %10.1f %10.2f %9.1f %9.1f %9.1f %9.1f %9.1f "
+                        "%9.2f %7s\n",
+                        name(r.policy), 100 * r.block_hit_ratio(), 100 * r.token_hit_ratio(),
+                        Gb(r.loaded_bytes), Gb(r.admitted_bytes), Gb(r.transfer_bytes()),
+                        r.recomputed_tokens / 1e6, r.prefill_gpu_seconds, r.ttft_ms.mean,
+                        r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99, r.accesses_per_second() / 1e6,
+                        r.gap_closed ? absl::StrFormat("%.1f%%", 100 * *r.gap_closed) : "-"));
   }
   return out;
 }
