@@ -11,20 +11,13 @@
 #include "absl/synchronization/mutex.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "models/pool_state.h"
+#include "sim/replay_accounting.h"
 
 namespace kvlearn {
 namespace {
 
 enum LoadgenRpc { kReportEvents, kAdmit, kRankEviction, kRpcCount };
 constexpr const char* kRpcNames[kRpcCount] = {"ReportEvents", "Admit", "RankEviction"};
-
-struct RequestOutcome {
-  uint32_t hit_blocks = 0;
-  uint64_t hit_tokens = 0;
-  uint64_t loaded_bytes = 0;
-  uint64_t admitted_bytes = 0;
-  uint64_t evicted_blocks = 0;
-};
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& rpc) {
   if (s.ok()) return absl::OkStatus();
@@ -239,36 +232,15 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!first_error.ok()) return first_error;
 
-  // Aggregate exactly as ReplayPool does.
+  // Aggregate through the simulator's own accounting (equal results by construction).
+  ReplayAccounting accounting(cost, prefill_nodes, static_cast<uint32_t>(o.eval_from * n));
+  for (uint32_t ri = 0; ri < n; ++ri) accounting.Record(ri, trace.requests[ri], outcomes[ri]);
   ReplayResult& res = result.result;
-  const auto eval_start = static_cast<uint32_t>(o.eval_from * n);
-  std::vector<double> node_free_ms(prefill_nodes, 0.0);
-  std::vector<double> ttft;
-  for (uint32_t ri = 0; ri < n; ++ri) {
-    const TraceRequest& r = trace.requests[ri];
-    const RequestOutcome& out = outcomes[ri];
-    const double load_ms = cost.TransferMs(out.loaded_bytes);
-    const double prefill_ms = cost.RecomputeMs(out.hit_tokens, r.input_length);
-    double& node_free = node_free_ms[ri % prefill_nodes];
-    const double arrival = static_cast<double>(r.timestamp_ms);
-    const double begin = std::max(arrival, node_free);
-    node_free = begin + load_ms + prefill_ms;
-    if (ri < eval_start) continue;
-    ++res.requests;
-    res.block_accesses += r.num_blocks;
-    res.block_hits += out.hit_blocks;
-    res.prompt_tokens += r.input_length;
-    res.hit_tokens += out.hit_tokens;
-    res.loaded_bytes += out.loaded_bytes;
-    res.admitted_bytes += out.admitted_bytes;
-    res.evicted_blocks += out.evicted_blocks;
-    res.recomputed_tokens += r.input_length - out.hit_tokens;
-    res.prefill_gpu_seconds += prefill_ms / 1000.0;
-    ttft.push_back(node_free - arrival);
-  }
+  const std::string policy = res.policy;
+  res = accounting.Finish();
+  res.policy = policy;
   res.replay_seconds = result.wall_seconds;
   res.replayed_accesses = replay.block_accesses();
-  res.ttft_ms = Summarize(ttft);
 
   for (int k = 0; k < kRpcCount; ++k) {
     RpcLatency l;

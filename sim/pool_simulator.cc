@@ -6,20 +6,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/replay_accounting.h"
 #include "sim/tier_cache.h"
 
 namespace kvlearn {
 namespace {
 
 // Serves one request against the pool; returns what it hit and admitted.
-struct RequestOutcome {
-  uint32_t hit_blocks = 0;
-  uint64_t hit_tokens = 0;
-  uint64_t loaded_bytes = 0;
-  uint64_t admitted_bytes = 0;
-  uint64_t evicted_blocks = 0;
-};
-
 // The pool's half of serving a request, shared with the cluster simulator
 // through TierCache: the hit is the resident prefix; the rest is recomputed
 // and offered for admission root first.
@@ -71,44 +64,19 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   const auto n = static_cast<uint32_t>(trace.requests.size());
   const auto eval_start = static_cast<uint32_t>(options.eval_from * n);
 
-  ReplayResult result;
-  result.policy = std::string(policy_name);
-  std::vector<double> node_free_ms(nodes, 0.0);
-  std::vector<double> ttft;
-  ttft.reserve(n - eval_start);
-
+  ReplayAccounting accounting(cost, nodes, eval_start);
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t ri = 0; ri < n; ++ri) {
-    const TraceRequest& r = trace.requests[ri];
     RequestOutcome o;
     if (auto s = ServeRequest(replay, ri, tier, o); !s.ok()) return s;
-
-    const double load_ms = cost.TransferMs(o.loaded_bytes);
-    const double prefill_ms = cost.RecomputeMs(o.hit_tokens, r.input_length);
-    double& node_free = node_free_ms[ri % nodes];
-    const double arrival = static_cast<double>(r.timestamp_ms);
-    const double begin = std::max(arrival, node_free);
-    node_free = begin + load_ms + prefill_ms;
-
-    if (ri >= eval_start) {
-      ++result.requests;
-      result.block_accesses += r.num_blocks;
-      result.block_hits += o.hit_blocks;
-      result.prompt_tokens += r.input_length;
-      result.hit_tokens += o.hit_tokens;
-      result.loaded_bytes += o.loaded_bytes;
-      result.admitted_bytes += o.admitted_bytes;
-      result.evicted_blocks += o.evicted_blocks;
-      result.recomputed_tokens += r.input_length - o.hit_tokens;
-      result.prefill_gpu_seconds += prefill_ms / 1000.0;
-      ttft.push_back(node_free - arrival);
-    }
+    accounting.Record(ri, trace.requests[ri], o);
     if (options.after_request) options.after_request(ri, pool);
   }
+  ReplayResult result = accounting.Finish();
+  result.policy = std::string(policy_name);
   result.replay_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.replayed_accesses = replay.block_accesses();
-  result.ttft_ms = Summarize(ttft);
   return result;
 }
 
