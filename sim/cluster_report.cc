@@ -2,27 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/json_text.h"
 
 namespace kvlearn {
 namespace {
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      out += absl::StrFormat("\\u%04x", ch);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-std::string Number(double v) { return absl::StrFormat("%.17g", v); }
-double Gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
 double Ratio(uint64_t part, uint64_t whole) {
   return whole ? static_cast<double>(part) / whole : 0;
 }
@@ -33,26 +17,26 @@ std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c) 
   return {
       {"router", JsonString(c.router)},
       {"policy", JsonString(r.policy)},
-      {"block_hit_ratio", Number(r.block_hit_ratio())},
-      {"token_hit_ratio", Number(r.token_hit_ratio())},
+      {"block_hit_ratio", JsonNumber(r.block_hit_ratio())},
+      {"token_hit_ratio", JsonNumber(r.token_hit_ratio())},
       {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
       {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
       {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
       {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
-      {"prefill_gpu_seconds", Number(r.prefill_gpu_seconds)},
-      {"ttft_mean_ms", Number(r.ttft_ms.mean)},
-      {"ttft_p50_ms", Number(r.ttft_ms.p50)},
-      {"ttft_p95_ms", Number(r.ttft_ms.p95)},
-      {"ttft_p99_ms", Number(r.ttft_ms.p99)},
-      {"accesses_per_second", Number(r.accesses_per_second())},
+      {"prefill_gpu_seconds", JsonNumber(r.prefill_gpu_seconds)},
+      {"ttft_mean_ms", JsonNumber(r.ttft_ms.mean)},
+      {"ttft_p50_ms", JsonNumber(r.ttft_ms.p50)},
+      {"ttft_p95_ms", JsonNumber(r.ttft_ms.p95)},
+      {"ttft_p99_ms", JsonNumber(r.ttft_ms.p99)},
+      {"accesses_per_second", JsonNumber(r.accesses_per_second())},
       {"gap_closed", "null"},
-      {"queue_mean_ms", Number(c.queue_ms.mean)},
-      {"queue_p95_ms", Number(c.queue_ms.p95)},
-      {"load_mean_ms", Number(c.load_ms.mean)},
-      {"prefill_mean_ms", Number(c.prefill_ms.mean)},
-      {"hbm_hit_ratio", Number(c.hbm_hit_ratio())},
-      {"dram_hit_ratio", Number(Ratio(c.dram_hit_blocks, r.block_accesses))},
-      {"pool_hit_ratio", Number(Ratio(c.pool_hit_blocks, r.block_accesses))},
+      {"queue_mean_ms", JsonNumber(c.queue_ms.mean)},
+      {"queue_p95_ms", JsonNumber(c.queue_ms.p95)},
+      {"load_mean_ms", JsonNumber(c.load_ms.mean)},
+      {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
+      {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
+      {"dram_hit_ratio", JsonNumber(Ratio(c.dram_hit_blocks, r.block_accesses))},
+      {"pool_hit_ratio", JsonNumber(Ratio(c.pool_hit_blocks, r.block_accesses))},
       {"replication_bytes", absl::StrCat(c.replication_bytes)},
       {"replications", absl::StrCat(c.replications)},
       {"burst_triggers", absl::StrCat(c.burst_triggers)},

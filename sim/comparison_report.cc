@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/json_text.h"
 
 namespace kvlearn {
 namespace {
@@ -16,27 +17,7 @@ const ReplayResult* FindRow(const Comparison& c, std::string_view policy) {
   return nullptr;
 }
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      out += absl::StrFormat("\\u%04x", ch);
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-// Shortest text that reads back as the same double.
-std::string Number(double v) { return absl::StrFormat("%.17g", v); }
-
-std::string OptionalNumber(const std::optional<double>& v) { return v ? Number(*v) : "null"; }
-
-double Gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+std::string OptionalNumber(const std::optional<double>& v) { return v ? JsonNumber(*v) : "null"; }
 
 }  // namespace
 
@@ -55,19 +36,20 @@ std::string FormatJson(const Comparison& c) {
                    ", \"results\": [");
   for (size_t i = 0; i < c.results.size(); ++i) {
     const ReplayResult& r = c.results[i];
-    absl::StrAppend(
-        &out, i ? ", " : "", "{\"policy\": ", JsonString(r.policy),
-        ", \"block_hit_ratio\": ", Number(r.block_hit_ratio()),
-        ", \"token_hit_ratio\": ", Number(r.token_hit_ratio()),
-        ", \"loaded_bytes\": ", r.loaded_bytes, ", \"admitted_bytes\": ", r.admitted_bytes,
-        ", \"transfer_bytes\": ", r.transfer_bytes(),
-        ", \"recomputed_tokens\": ", r.recomputed_tokens,
-        ", \"prefill_gpu_seconds\": ", Number(r.prefill_gpu_seconds),
-        ", \"ttft_mean_ms\": ", Number(r.ttft_ms.mean),
-        ", \"ttft_p50_ms\": ", Number(r.ttft_ms.p50), ", \"ttft_p95_ms\": ", Number(r.ttft_ms.p95),
-        ", \"ttft_p99_ms\": ", Number(r.ttft_ms.p99),
-        ", \"accesses_per_second\": ", Number(r.accesses_per_second()),
-        ", \"gap_closed\": ", OptionalNumber(r.gap_closed), "}");
+    absl::StrAppend(&out, i ? ", " : "", "{\"policy\": ", JsonString(r.policy),
+                    ", \"block_hit_ratio\": ", JsonNumber(r.block_hit_ratio()),
+                    ", \"token_hit_ratio\": ", JsonNumber(r.token_hit_ratio()),
+                    ", \"loaded_bytes\": ", r.loaded_bytes,
+                    ", \"admitted_bytes\": ", r.admitted_bytes,
+                    ", \"transfer_bytes\": ", r.transfer_bytes(),
+                    ", \"recomputed_tokens\": ", r.recomputed_tokens,
+                    ", \"prefill_gpu_seconds\": ", JsonNumber(r.prefill_gpu_seconds),
+                    ", \"ttft_mean_ms\": ", JsonNumber(r.ttft_ms.mean),
+                    ", \"ttft_p50_ms\": ", JsonNumber(r.ttft_ms.p50),
+                    ", \"ttft_p95_ms\": ", JsonNumber(r.ttft_ms.p95),
+                    ", \"ttft_p99_ms\": ", JsonNumber(r.ttft_ms.p99),
+                    ", \"accesses_per_second\": ", JsonNumber(r.accesses_per_second()),
+                    ", \"gap_closed\": ", OptionalNumber(r.gap_closed), "}");
   }
   return out + "]}\n";
 }
@@ -78,12 +60,13 @@ std::string FormatCsv(const Comparison& c) {
       "recomputed_tokens,prefill_gpu_seconds,ttft_mean_ms,ttft_p50_ms,ttft_p95_ms,ttft_p99_ms,"
       "accesses_per_second,gap_closed\n";
   for (const ReplayResult& r : c.results) {
-    absl::StrAppend(
-        &out, r.policy, ",", Number(r.block_hit_ratio()), ",", Number(r.token_hit_ratio()), ",",
-        r.loaded_bytes, ",", r.admitted_bytes, ",", r.transfer_bytes(), ",", r.recomputed_tokens,
-        ",", Number(r.prefill_gpu_seconds), ",", Number(r.ttft_ms.mean), ",", Number(r.ttft_ms.p50),
-        ",", Number(r.ttft_ms.p95), ",", Number(r.ttft_ms.p99), ",",
-        Number(r.accesses_per_second()), ",", r.gap_closed ? Number(*r.gap_closed) : "", "\n");
+    absl::StrAppend(&out, r.policy, ",", JsonNumber(r.block_hit_ratio()), ",",
+                    JsonNumber(r.token_hit_ratio()), ",", r.loaded_bytes, ",", r.admitted_bytes,
+                    ",", r.transfer_bytes(), ",", r.recomputed_tokens, ",",
+                    JsonNumber(r.prefill_gpu_seconds), ",", JsonNumber(r.ttft_ms.mean), ",",
+                    JsonNumber(r.ttft_ms.p50), ",", JsonNumber(r.ttft_ms.p95), ",",
+                    JsonNumber(r.ttft_ms.p99), ",", JsonNumber(r.accesses_per_second()), ",",
+                    r.gap_closed ? JsonNumber(*r.gap_closed) : "", "\n");
   }
   return out;
 }
