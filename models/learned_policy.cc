@@ -23,11 +23,15 @@
 // request time, deeper first on ties). We measured GreedyDual keys on the
 // expected saving per byte (P * (R - T) / bytes, aged by inflation) and a
 // "time to live" key (last use + P * H): both lost hits against plain
-// recency on the shipped trace and on generated chat traces, because the
-// model's probabilities are sharpest at admission time and go stale while a
-// block sits in the pool; a heap of fixed keys cannot refresh them, and
-// re-scoring sampled candidates at each eviction costs ~20 inferences per
-// eviction, far from the 1M accesses/s budget.
+// recency on the shipped trace, because the model's probabilities are
+// sharpest at admission time and go stale while a block sits in the pool; a
+// heap of fixed keys cannot refresh them, and re-scoring sampled candidates
+// at each eviction costs ~20 inferences per eviction, far from the 1M
+// accesses/s budget. Admission rules that compare the newcomer with what it
+// displaces (the victim re-scored, or a price per byte from recent regrets or
+// hit savings) froze the pool: a block's own marginal R makes deep stale
+// blocks look valuable, while a shallow block, cheap on its own, is what
+// every hit on its descendants needs.
 //
 // The model is swappable at run time (SwapModel).
 #include <algorithm>
