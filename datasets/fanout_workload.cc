@@ -52,27 +52,15 @@ class FanoutGenerator {
   }
 
   Trace Run() {
-    std::vector<PlannedRequest> planned;
-    int64_t arrival_ms = 0;
-    int64_t cutoff_ms = INT64_MAX;  // time of the requests-th earliest planned request
-    while (arrival_ms <= cutoff_ms) {
-      PlanAgent(arrival_ms, planned);
-      arrival_ms += Millis(rng_.Exponential(1.0 / o_.agents_per_second));
-      if (planned.size() >= o_.requests) cutoff_ms = NthTime(planned);
-    }
+    std::vector<PlannedRequest> planned = PlanUntilCovered(
+        o_.requests,
+        [this](int64_t start_ms, std::vector<PlannedRequest>& out) { PlanAgent(start_ms, out); },
+        [this] { return Millis(rng_.Exponential(1.0 / o_.agents_per_second)); });
     return EmitPlanned(planned, table_, o_.requests, o_.block_size,
                        absl::StrCat("fanout(seed=", o_.seed, ", requests=", o_.requests, ")"));
   }
 
  private:
-  int64_t NthTime(const std::vector<PlannedRequest>& planned) const {
-    std::vector<int64_t> times;
-    times.reserve(planned.size());
-    for (const PlannedRequest& p : planned) times.push_back(p.at_ms);
-    std::nth_element(times.begin(), times.begin() + (o_.requests - 1), times.end());
-    return times[o_.requests - 1];
-  }
-
   void PlanAgent(int64_t start_ms, std::vector<PlannedRequest>& planned) {
     const uint32_t system = prompts_[prompt_picker_.Sample(rng_)];
     uint64_t context =

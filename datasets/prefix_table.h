@@ -84,6 +84,30 @@ struct PlannedRequest {
   uint32_t output_tokens = 0;
 };
 
+// Plans sessions (agents, jobs) starting at the arrival times `next_gap_ms`
+// yields, calling `plan(start_ms, planned)` for each, until no session still
+// to start can land among the `requests` earliest planned requests: a session
+// starting after the requests-th earliest time cannot contribute to the trace.
+template <typename PlanSession, typename NextGapMs>
+std::vector<PlannedRequest> PlanUntilCovered(uint32_t requests, PlanSession plan,
+                                             NextGapMs next_gap_ms) {
+  std::vector<PlannedRequest> planned;
+  std::vector<int64_t> times;
+  int64_t arrival_ms = 0;
+  int64_t cutoff_ms = INT64_MAX;  // time of the requests-th earliest planned request
+  while (arrival_ms <= cutoff_ms) {
+    plan(arrival_ms, planned);
+    arrival_ms += next_gap_ms();
+    if (planned.size() >= requests) {
+      times.clear();
+      for (const PlannedRequest& p : planned) times.push_back(p.at_ms);
+      std::nth_element(times.begin(), times.begin() + (requests - 1), times.end());
+      cutoff_ms = times[requests - 1];
+    }
+  }
+  return planned;
+}
+
 // Sorts `planned` by time and emits the first `requests` of them, numbering
 // blocks as they go; times are shifted so the trace opens at 0, as Mooncake's do. Stops early
 // (fewer requests) if the trace would hold more than 2^32 ids.
