@@ -49,27 +49,18 @@ absl::Status ValidateMixedWorkloadOptions(const MixedWorkloadOptions& o) {
 Trace GenerateMixedTrace(const MixedWorkloadOptions& o) {
   const double total = o.chat_share + o.fanout_share + o.batch_share;
   std::vector<Trace> parts;
-  if (const uint32_t n = Share(o.requests, o.chat_share, total); n > 0) {
-    ChatWorkloadOptions c = o.chat;
-    c.seed = o.seed + 1 * kSeedStride;
-    c.requests = n;
-    c.block_size = o.block_size;
-    parts.push_back(GenerateChatTrace(c));
-  }
-  if (const uint32_t n = Share(o.requests, o.fanout_share, total); n > 0) {
-    FanoutWorkloadOptions f = o.fanout;
-    f.seed = o.seed + 2 * kSeedStride;
-    f.requests = n;
-    f.block_size = o.block_size;
-    parts.push_back(GenerateFanoutTrace(f));
-  }
-  if (const uint32_t n = Share(o.requests, o.batch_share, total); n > 0) {
-    BatchWorkloadOptions b = o.batch;
-    b.seed = o.seed + 3 * kSeedStride;
-    b.requests = n;
-    b.block_size = o.block_size;
-    parts.push_back(GenerateBatchTrace(b));
-  }
+  // Each kind gets its share of the requests and its own seed stream.
+  const auto add = [&](auto options, double share, uint64_t stream, auto generate) {
+    const uint32_t n = Share(o.requests, share, total);
+    if (n == 0) return;
+    options.seed = o.seed + stream * kSeedStride;
+    options.requests = n;
+    options.block_size = o.block_size;
+    parts.push_back(generate(options));
+  };
+  add(o.chat, o.chat_share, 1, GenerateChatTrace);
+  add(o.fanout, o.fanout_share, 2, GenerateFanoutTrace);
+  add(o.batch, o.batch_share, 3, GenerateBatchTrace);
 
   // Each part's ids are dense from 0; shift each past the previous parts'.
   std::vector<uint64_t> offset(parts.size(), 0);
