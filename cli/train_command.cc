@@ -1,5 +1,6 @@
 // `kvlearn train`: records samples from a trace replay, labels them from the
 // future, trains the reuse MLP with LibTorch and writes the model file.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -65,11 +66,36 @@ int RunTrain(const TrainFlags& f) {
   const auto n = static_cast<uint32_t>(trace->requests.size());
   const auto train_end = static_cast<uint32_t>(f.train_until * n);
   const auto valid_end = static_cast<uint32_t>(f.valid_until * n);
+  if (train_end == 0 || valid_end <= train_end) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--train-until %g and --valid-until %g leave an empty training or validation split of "
+        "%d requests",
+        f.train_until, f.valid_until, n)));
+  }
   RecordOptions record;
   record.policy = f.record_policy;
   record.pool_bytes = static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   record.end_request = valid_end;
-  record.horizons_seconds = f.horizon > 0 ? std::vector<double>{f.horizon} : f.horizons;
+  const std::vector<double> asked = f.horizon > 0 ? std::vector<double>{f.horizon} : f.horizons;
+  record.horizons_seconds = LearnableHorizons(*trace, train_end, valid_end, asked);
+  if (record.horizons_seconds.size() < asked.size()) {
+    std::vector<double> dropped;
+    for (const double h : asked) {
+      if (std::ranges::find(record.horizons_seconds, h) == record.horizons_seconds.end()) {
+        dropped.push_back(h);
+      }
+    }
+    const double label_end_s = trace->requests[valid_end - 1].timestamp_ms / 1000.0;
+    std::cerr << absl::StrFormat(
+        "dropping horizons %s s: fewer than half of the training requests are followed by that "
+        "much trace before the end of the validation split (%.0f s in)\n",
+        absl::StrJoin(dropped, ","), label_end_s);
+  }
+  if (record.horizons_seconds.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "no horizon can be learned from this trace: every horizon is longer than the trace runs "
+        "on after most training requests; pass shorter --horizons"));
+  }
   std::cerr << absl::StrFormat(
       "recording samples: requests [0, %d) of %d under %s, pool %.1f GB, horizons %s s\n",
       valid_end, n, record.policy, record.pool_bytes / 1e9,
@@ -129,8 +155,9 @@ Command AddTrainCommand(CLI::App& root) {
                   "training stops early on the requests between --train-until and this share")
       ->capture_default_str();
   auto* hs = cmd->add_option("--horizons", f->horizons,
-                             "reuse horizons in seconds, one model output each; the policy uses "
-                             "the one nearest the pool's eviction age")
+                             "reuse horizons in seconds, increasing, one model output each (the "
+                             "policy reads them at the pool's eviction age); a horizon that fewer "
+                             "than half of the training requests are followed by is dropped")
                  ->delimiter(',')
                  ->capture_default_str();
   cmd->add_option("--horizon", f->horizon,

@@ -55,7 +55,11 @@ class RecordingPolicy final : public RetentionPolicy {
 
     const Trace& trace = *replay_.trace;
     const uint32_t next = replay_.next_use[pos];
-    const int64_t end_ms = trace.requests.back().timestamp_ms;
+    // Labels see the trace up to the last recorded request only, so a model
+    // trained on a prefix learns nothing from the requests it is judged on.
+    const int64_t end_ms =
+        trace.requests[std::min<size_t>(options_.end_request, trace.requests.size()) - 1]
+            .timestamp_ms;
     const double next_s =
         next == kNeverUsedAgain
             ? std::numeric_limits<double>::infinity()
@@ -131,6 +135,23 @@ absl::StatusOr<SampleSet> RecordSamples(const ReplayTrace& replay, const CostMod
   auto result = ReplayPool(replay, cost, options.policy, replay_options);
   if (!result.ok()) return result.status();
   return samples;
+}
+
+std::vector<double> LearnableHorizons(const Trace& trace, uint32_t train_end, uint32_t label_end,
+                                      std::span<const double> horizons_seconds) {
+  std::vector<double> learnable;
+  const size_t n = std::min<size_t>(train_end, trace.requests.size());
+  const size_t labelled = std::min<size_t>(label_end, trace.requests.size());
+  if (n == 0 || labelled == 0) return learnable;
+  const int64_t end_ms = trace.requests[labelled - 1].timestamp_ms;
+  for (const double h : horizons_seconds) {
+    size_t known = 0;
+    for (size_t i = 0; i < n; ++i) {
+      known += static_cast<double>(end_ms - trace.requests[i].timestamp_ms) / 1000.0 >= h;
+    }
+    if (2 * known >= n) learnable.push_back(h);
+  }
+  return learnable;
 }
 
 }  // namespace kvlearn

@@ -3,7 +3,8 @@
 // it) and labels read from the trace's future:
 //   - seconds and requests until the block's next use,
 //   - for each horizon H, whether that next use comes within H, and whether
-//     that is known (the trace must run on for H after the access, whatever
+//     that is known (the trace must run on for H after the access, up to the
+//     last recorded request, whatever
 //     the label; keeping only the known positives near the end would bias the
 //     model towards reuse),
 //   - the cost saved by having kept it: R - T when reused within the longest
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,14 @@ struct RecordOptions {
   std::shared_ptr<const LearnedModel> model;  // when `policy` is "learned"
   FeatureSink policy_feature_sink;            // tests: the driving policy's own vectors
 };
+
+// The horizons a training split can teach: those for which at least half of
+// the requests before `train_end` are followed by H seconds of trace up to
+// request `label_end` (the recorder's end_request), so that their labels are
+// known. A longer horizon would leave its model output trained on a few
+// early samples, or on none.
+std::vector<double> LearnableHorizons(const Trace& trace, uint32_t train_end, uint32_t label_end,
+                                      std::span<const double> horizons_seconds);
 
 absl::StatusOr<SampleSet> RecordSamples(const ReplayTrace& replay, const CostModel& cost,
                                         const RecordOptions& options);

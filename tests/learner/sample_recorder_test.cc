@@ -31,6 +31,21 @@ Trace HandTrace() {
   return t;
 }
 
+// HandTrace ends at 105 s; its requests come at 0, 1, 2, 3, 5 and 105 s.
+// A horizon is kept when at least 3 of the 6 are followed by that much trace:
+// 100 s follows 5 of them, 103 s exactly 3 (t = 0, 1, 2), 104 s only 2.
+TEST(SampleRecorderTest, LearnableHorizonsNeedHalfTheTrainingSplitLabelled) {
+  const Trace trace = HandTrace();
+  const std::vector<double> asked = {100, 103, 104, 500};
+  EXPECT_EQ(LearnableHorizons(trace, 6, 6, asked), (std::vector<double>{100, 103}));
+  // Training on the first 4 requests (0..3 s): 104 s follows t = 0 and 1, half.
+  EXPECT_EQ(LearnableHorizons(trace, 4, 6, asked), (std::vector<double>{100, 103, 104}));
+  // Labels that may only look up to request 5 (t = 5 s): 4 s follows t = 0 and 1 of the
+  // first 4, 5 s only t = 0.
+  EXPECT_EQ(LearnableHorizons(trace, 4, 5, std::vector<double>{4, 5}), (std::vector<double>{4}));
+  EXPECT_TRUE(LearnableHorizons(trace, 0, 6, asked).empty());
+}
+
 TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
   const Trace trace = HandTrace();
   const CostModel cost = Cost();
@@ -67,6 +82,19 @@ TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
   // 100 s on, so "not within 4 s / 6 s" is known and "within 200 s" is not.
   EXPECT_EQ(s->known[4 * 3 + 0], 1);
   EXPECT_EQ(s->known[4 * 3 + 2], 0);
+}
+
+// Recording only the first 5 requests (up to t = 5 s), labels may not look
+// past t = 5 s: block 7's next use at 5 s is "within 4 s: no" (known), but
+// "within 6 s" is censored although the full trace would answer it.
+TEST(SampleRecorderTest, LabelsStopAtTheLastRecordedRequest) {
+  RecordOptions o{.pool_bytes = 1ull << 40, .end_request = 5, .horizons_seconds = {4, 6}};
+  auto s = RecordSamples(*BuildReplayTrace(HandTrace(), Cost()), Cost(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 5u);
+  EXPECT_EQ(s->known[0], 1);
+  EXPECT_EQ(s->reused[0], 0.0f);
+  EXPECT_EQ(s->known[1], 0);
 }
 
 TEST(SampleRecorderTest, HistoryFeaturesCountTheAccessesSoFar) {
