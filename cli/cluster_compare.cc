@@ -85,8 +85,8 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
       ->group(group);
   cmd->add_option("--router", f->routers,
                   "cluster: comma-separated routers: round-robin, least-load, cache-aware, "
-                  "burst-replicate; burst-replicate:Y sets the burst key to Y blocks for that "
-                  "row")
+                  "burst-replicate, learned (needs --model); burst-replicate:Y sets the burst "
+                  "key to Y blocks for that row")
       ->capture_default_str()
       ->group(group);
   cmd->add_option("--decode-nodes", f->decode_nodes,
@@ -162,6 +162,12 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   }
   auto rows = Rows(c, policies);
   if (!rows.ok()) return Fail(rows.status());
+  for (const Row& row : *rows) {
+    if (row.router == "learned" && s.model.empty()) {  // before the trace is read
+      return Fail(absl::InvalidArgumentError(
+          "--router: 'learned' needs a trained model: add --model FILE (kvlearn train)"));
+    }
+  }
 
   TraceReadOptions read_options;
   read_options.block_size = s.block_size;

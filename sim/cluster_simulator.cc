@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -50,14 +51,17 @@ struct Node {
   TierCache hbm;
   std::unique_ptr<TierCache> dram;
   std::deque<uint32_t> queue;
-  uint32_t load = 0;  // routed and not yet prefilled
+  uint32_t load = 0;     // routed and not yet prefilled
+  double queued_ms = 0;  // estimated prefill of the queued requests (ClusterView::BacklogMs)
   // Blocks promised to this node by routed requests and incoming copies.
   absl::flat_hash_map<BlockIndex, uint32_t> pending;
   std::vector<uint32_t> incoming;  // copies into this node not finished
   std::vector<uint32_t> deferred;  // copies from this node waiting for the prefix
   // The request being served.
   uint32_t current = kNone;
-  uint32_t blocked_on = kNone;  // copy the current request waits for
+  // Requests that reached the head but wait for a copy (request, copy): they
+  // step aside so the node serves the queue meanwhile.
+  std::vector<std::pair<uint32_t, uint32_t>> parked;
   uint32_t pending_loads = 0;
   double start_ms = 0, loads_done_ms = 0, prefill_ms = 0;
   double prefill_end_ms = 0;  // when the current request's prefill ends (estimate while loading)
@@ -88,6 +92,22 @@ class Simulator final : public ClusterView, public ClusterState {
   }
   uint64_t CachedBytes(uint32_t n) const override { return nodes_[n]->hbm.pool().used_bytes(); }
   const BlockCatalog& catalog() const override { return replay_.catalog; }
+  double BacklogMs(uint32_t n) const override {
+    return RemainingMs(*nodes_[n]) + std::max(0.0, nodes_[n]->queued_ms);
+  }
+  double ReadyMs(uint32_t n, std::span<const BlockIndex> prefix) const override;
+  double ServiceMs(uint32_t n, std::span<const BlockIndex> chain, uint64_t input_tokens,
+                   uint32_t hbm_blocks) const override {
+    return ChooseLoads(n, chain, input_tokens, hbm_blocks).ms;
+  }
+  double PrefillMs(uint64_t done_tokens, uint64_t tokens) const override {
+    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
+                            : cost_.RecomputeMs(done_tokens, tokens);
+  }
+  double CopyMs(uint64_t bytes) const override {
+    return static_cast<double>(bytes) / (cost_.hardware().rdma_gb_per_s * 1e6);
+  }
+  const PoolState* GlobalPool() const override { return pool_ ? &pool_->pool() : nullptr; }
 
   // ClusterState.
   const PoolState& Hbm(uint32_t n) const override { return nodes_[n]->hbm.pool(); }
@@ -146,9 +166,30 @@ class Simulator final : public ClusterView, public ClusterState {
     }
   }
 
-  double PrefillMs(uint64_t done_tokens, uint64_t tokens) const {
-    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
-                            : cost_.RecomputeMs(done_tokens, tokens);
+  // Of blocks [hbm_blocks, ...) of `chain` on node n, how far to load (from
+  // DRAM where it holds them, else the pool) before recomputing the rest:
+  // the end j with the least estimated loads + prefill, at nominal bandwidth.
+  struct LoadChoice {
+    uint32_t dram_blocks = 0;  // leading blocks DRAM holds
+    uint32_t pool_blocks = 0;  // leading blocks the pool holds
+    uint32_t end = 0;          // blocks [hbm_blocks, end) are loaded
+    uint64_t tokens = 0;       // tokens in blocks [0, end)
+    double ms = 0;             // estimated loads + prefill
+  };
+  LoadChoice ChooseLoads(uint32_t n, std::span<const BlockIndex> chain, uint64_t input_tokens,
+                         uint32_t hbm_blocks) const;
+
+  // Estimated ms left of the request `node` is serving (its estimate from
+  // routing while it waits for a copy).
+  double RemainingMs(const Node& node) const {
+    if (node.current == kNone) return 0;
+    return std::max(0.0, node.prefill_end_ms - now_);
+  }
+  // Whether request ri's chain contains `prefix` (same last block at the
+  // same depth: a block id names its whole prefix).
+  bool Covers(uint32_t ri, std::span<const BlockIndex> prefix) const {
+    const auto chain = Chain(ri);
+    return chain.size() >= prefix.size() && chain[prefix.size() - 1] == prefix.back();
   }
 
   void Arrive(uint32_t ri);
@@ -157,6 +198,7 @@ class Simulator final : public ClusterView, public ClusterState {
   void DropCopy(uint32_t copy_id);
   void Unblock(uint32_t node, uint32_t copy_id);
   bool WorthWaiting(const Copy& c) const;
+  uint32_t CopyToWaitFor(uint32_t n, uint32_t ri) const;
   absl::Status FinishCopy(uint32_t copy_id);
   void ServeDeferred(uint32_t n);
   void StartNext(uint32_t n);
@@ -186,7 +228,53 @@ class Simulator final : public ClusterView, public ClusterState {
 
   ClusterResult result_;
   std::vector<double> ttft_, queue_, load_, prefill_;
+  std::vector<double> estimate_ms_;  // per request: prefill estimated when routed
+  std::vector<double> head_ms_;      // per request: first reached its queue's head (NaN: not yet)
 };
+
+Simulator::LoadChoice Simulator::ChooseLoads(uint32_t n, std::span<const BlockIndex> chain,
+                                             uint64_t input_tokens, uint32_t hbm_blocks) const {
+  const Node& node = *nodes_[n];
+  const BlockCatalog& catalog = replay_.catalog;
+  const HardwareProfile& hw = cost_.hardware();
+  LoadChoice best;
+  best.dram_blocks = node.dram ? node.dram->Lookup(chain) : 0;
+  best.pool_blocks = pool_ ? pool_->Lookup(chain) : 0;
+  const uint32_t reach = std::max({hbm_blocks, best.dram_blocks, best.pool_blocks});
+  uint64_t tokens = 0;
+  for (uint32_t i = 0; i < hbm_blocks; ++i) tokens += catalog[chain[i]].tokens;
+  best.end = hbm_blocks;
+  best.tokens = tokens;
+  best.ms = PrefillMs(tokens, input_tokens);
+  double load_ms = 0;
+  for (uint32_t j = hbm_blocks; j < reach; ++j) {
+    const BlockMeta& m = catalog[chain[j]];
+    const double gbps = j < best.dram_blocks ? hw.pcie_gb_per_s : hw.rdma_gb_per_s;
+    load_ms += static_cast<double>(m.bytes) / (gbps * 1e6);
+    tokens += m.tokens;
+    const double total = load_ms + PrefillMs(tokens, input_tokens);
+    if (total < best.ms) {
+      best.end = j + 1;
+      best.tokens = tokens;
+      best.ms = total;
+    }
+  }
+  return best;
+}
+
+double Simulator::ReadyMs(uint32_t n, std::span<const BlockIndex> prefix) const {
+  if (prefix.empty()) return 0;
+  const Node& node = *nodes_[n];
+  if (node.hbm.pool().IsResident(prefix.back())) return 0;  // ancestors are resident too
+  if (!node.pending.contains(prefix.back())) return std::numeric_limits<double>::infinity();
+  double t = RemainingMs(node);
+  if (node.current != kNone && Covers(node.current, prefix)) return t;
+  for (const uint32_t q : node.queue) {
+    t += estimate_ms_[q];
+    if (Covers(q, prefix)) return t;
+  }
+  return t;  // an incoming copy brings it: assume by the time the queue drains
+}
 
 void Simulator::Arrive(uint32_t ri) {
   const TraceRequest& r = trace_.requests[ri];
@@ -195,6 +283,8 @@ void Simulator::Arrive(uint32_t ri) {
   uint32_t n = replicator_->Route(request, *this);
   if (n >= nodes()) n = router_->Route(request, *this);
   Node& node = *nodes_[n];
+  estimate_ms_[ri] = ServiceMs(n, request.chain, r.input_length, MatchedBlocks(n, request.chain));
+  node.queued_ms += estimate_ms_[ri];
   AddPending(node, request.chain);
   ++node.load;
   node.queue.push_back(ri);
@@ -270,13 +360,19 @@ void Simulator::DropCopy(uint32_t id) {
   Unblock(c.target, id);
 }
 
-// The request at the head of `node` stops waiting for copy `id` (which
-// arrived, or will not come soon) and starts.
+// The requests parked on `node` for copy `id` (which arrived, or will not
+// come soon) go back to the head of its queue, in their order.
 void Simulator::Unblock(uint32_t n, uint32_t id) {
   Node& node = *nodes_[n];
-  if (node.blocked_on != id) return;
-  node.blocked_on = kNone;
-  Begin(n);
+  bool any = false;
+  for (auto it = node.parked.rbegin(); it != node.parked.rend(); ++it) {
+    if (it->second != id) continue;
+    node.queue.push_front(it->first);
+    any = true;
+  }
+  if (!any) return;
+  std::erase_if(node.parked, [id](const auto& p) { return p.second == id; });
+  StartNext(n);
 }
 
 // Whether a request should wait for copy `c`, not yet started, rather than
@@ -285,7 +381,7 @@ void Simulator::Unblock(uint32_t n, uint32_t id) {
 // and that wait is shorter than recomputing the prefix.
 bool Simulator::WorthWaiting(const Copy& c) const {
   const Node& source = *nodes_[c.source];
-  if (source.current == kNone || source.blocked_on != kNone) return false;
+  if (source.current == kNone) return false;
   const auto prefix = Chain(c.request).first(c.prefix_blocks);
   const auto running = Chain(source.current);
   if (running.size() < c.prefix_blocks || running[c.prefix_blocks - 1] != prefix.back()) {
@@ -345,23 +441,41 @@ void Simulator::ServeDeferred(uint32_t n) {
 
 void Simulator::StartNext(uint32_t n) {
   Node& node = *nodes_[n];
-  if (node.current != kNone || node.queue.empty()) return;
-  node.current = node.queue.front();
-  node.queue.pop_front();
-  node.start_ms = now_;
-  // Wait for a copy of this prompt's prefix on its way here, or about to be
-  // (see WorthWaiting); otherwise recompute.
-  const auto chain = Chain(node.current);
+  if (node.current != kNone) return;
+  while (!node.queue.empty()) {
+    const uint32_t ri = node.queue.front();
+    node.queue.pop_front();
+    if (std::isnan(head_ms_[ri])) head_ms_[ri] = now_;
+    const uint32_t copy = CopyToWaitFor(n, ri);
+    if (copy != kNone) {
+      node.parked.emplace_back(ri, copy);
+      continue;
+    }
+    node.current = ri;
+    // Reset when nothing waits so rounding never accumulates.
+    node.queued_ms =
+        node.queue.empty() && node.parked.empty() ? 0 : node.queued_ms - estimate_ms_[ri];
+    node.start_ms = head_ms_[ri];
+    Begin(n);
+    return;
+  }
+}
+
+// A copy of request ri's prefix on its way to node n, or about to be (see
+// WorthWaiting), that ri should wait for rather than recompute; kNone if
+// none.
+uint32_t Simulator::CopyToWaitFor(uint32_t n, uint32_t ri) const {
+  const Node& node = *nodes_[n];
+  const auto chain = Chain(ri);
   for (uint32_t id : node.incoming) {
     const Copy& c = copies_[id];
     if (chain.size() < c.key_blocks) continue;
     if (chain[c.key_blocks - 1] != Chain(c.request)[c.key_blocks - 1]) continue;
     if (node.hbm.Lookup(chain) >= std::min<size_t>(c.prefix_blocks, chain.size())) continue;
     if (!c.started && !WorthWaiting(c)) continue;
-    node.blocked_on = id;
-    return;
+    return id;
   }
-  Begin(n);
+  return kNone;
 }
 
 void Simulator::Begin(uint32_t n) {
@@ -370,32 +484,15 @@ void Simulator::Begin(uint32_t n) {
   const TraceRequest& r = trace_.requests[ri];
   const auto chain = Chain(ri);
   const BlockCatalog& catalog = replay_.catalog;
-  const HardwareProfile& hw = cost_.hardware();
-
-  const uint32_t kh = node.hbm.Lookup(chain);
-  const uint32_t kd = node.dram ? node.dram->Lookup(chain) : 0;
-  const uint32_t kp = pool_ ? pool_->Lookup(chain) : 0;
-  const uint32_t reach = std::max({kh, kd, kp});
 
   // Load blocks [kh, j) (from DRAM where it holds them, else from the pool)
   // and recompute the rest: pick the j with the least estimated time.
-  uint64_t tokens = 0;
-  for (uint32_t i = 0; i < kh; ++i) tokens += catalog[chain[i]].tokens;
-  double load_est = 0, best = PrefillMs(tokens, r.input_length);
-  uint32_t best_j = kh;
-  uint64_t best_tokens = tokens;
-  for (uint32_t j = kh; j < reach; ++j) {
-    const BlockMeta& m = catalog[chain[j]];
-    const double gbps = j < kd ? hw.pcie_gb_per_s : hw.rdma_gb_per_s;
-    load_est += static_cast<double>(m.bytes) / (gbps * 1e6);
-    tokens += m.tokens;
-    const double total = load_est + PrefillMs(tokens, r.input_length);
-    if (total < best) {
-      best = total;
-      best_j = j + 1;
-      best_tokens = tokens;
-    }
-  }
+  const uint32_t kh = node.hbm.Lookup(chain);
+  const LoadChoice choice = ChooseLoads(n, chain, r.input_length, kh);
+  const uint32_t kd = choice.dram_blocks, kp = choice.pool_blocks;
+  const uint32_t best_j = choice.end;
+  const uint64_t best_tokens = choice.tokens;
+  const double best = choice.ms;
 
   const AccessInfo access = Access(ri);
   node.hbm.Touch(chain, kh, access);
@@ -534,7 +631,10 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   auto router = CreateRouter(setup->routing, o_.cache_aware);
   if (!router.ok()) return router.status();
   router_ = std::move(*router);
-  auto replicator = CreateReplicationPolicy(setup->replication, o_.replication);
+  ReplicationOptions replication = o_.replication;
+  replication.model = o_.model;
+  replication.features.link_bytes_per_ms = cost_.hardware().rdma_gb_per_s * 1e6;
+  auto replicator = CreateReplicationPolicy(setup->replication, replication);
   if (!replicator.ok()) return replicator.status();
   replicator_ = std::move(*replicator);
 
@@ -562,6 +662,8 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   const auto n = static_cast<uint32_t>(trace_.requests.size());
   eval_start_ = static_cast<uint32_t>(o_.eval_from * n);
   ttft_.assign(n - eval_start_, 0.0);
+  estimate_ms_.assign(n, 0.0);
+  head_ms_.assign(n, std::numeric_limits<double>::quiet_NaN());
   result_.router = o_.router;
   result_.replay.policy = o_.retention_policy;
 

@@ -28,6 +28,11 @@
 // - Replication (ReplicationPolicy): a copy goes from a node holding the
 //   prefix in HBM (or, if it is still being computed, from the node computing
 //   it, once that prefill ends) to each target's HBM over the sender's NIC.
+//   A request that reaches the head of its queue while a copy of its prefix
+//   is on its way (or about to be: WorthWaiting) steps aside until the copy
+//   lands, and the node serves the requests behind it meanwhile, as a
+//   serving scheduler leaves a request whose prefix is still being fetched
+//   out of the batch; it then goes back to the head of the queue.
 //
 // Counters cover requests from `eval_from` on. Not thread-safe; run one
 // replay per thread.

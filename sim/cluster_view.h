@@ -1,13 +1,16 @@
 // What routers and replication policies may read about the cluster at the
-// moment a request arrives: per prefill node its load and which prefix of a
-// chain it holds or will hold. Implemented by the cluster simulator; a fake in
-// tests. Read-only; valid only during the call it is passed to.
+// moment a request arrives: per prefill node its load (in requests and in
+// estimated milliseconds of work), which prefix of a chain it holds or will
+// hold and when, and the cost model's prefill and copy times. Implemented by
+// the cluster simulator. Read-only; valid only during the call it is passed
+// to.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "models/block_catalog.h"
+#include "models/pool_state.h"
 
 namespace kvlearn {
 
@@ -26,6 +29,32 @@ class ClusterView {
   // Bytes of KV cache the node holds in HBM (SGLang's "tree size").
   virtual uint64_t CachedBytes(uint32_t node) const = 0;
   virtual const BlockCatalog& catalog() const = 0;
+
+  // Estimated ms until `node` could start a request routed to it now: the
+  // rest of the request it is serving plus the prefill estimated for each
+  // queued request when it was routed (prefill of the tokens the node was
+  // going to miss, see PrefillMs). Work in time, not a request count: one
+  // cold 30k-token prompt outweighs dozens of warm short ones.
+  virtual double BacklogMs(uint32_t node) const = 0;
+  // Estimated ms until `node` holds all of `prefix` in HBM: 0 if it does
+  // now; the estimated end of the earliest request on the node that
+  // computes it; its backlog if a copy brings it; +infinity if nothing will.
+  virtual double ReadyMs(uint32_t node, std::span<const BlockIndex> prefix) const = 0;
+  // Estimated loads + prefill of a prompt of `input_tokens` tokens served on
+  // `node` if its first `hbm_blocks` blocks are in the node's HBM by then:
+  // of the blocks after those, what the node's DRAM or the pool holds is
+  // loaded where that beats recomputing (nominal bandwidth), as the node
+  // will decide when the request starts.
+  virtual double ServiceMs(uint32_t node, std::span<const BlockIndex> chain, uint64_t input_tokens,
+                           uint32_t hbm_blocks) const = 0;
+  // Prefill time of tokens [done_tokens, tokens) of a prompt, in the cost
+  // form the replay uses (alpha model or FLOPs).
+  virtual double PrefillMs(uint64_t done_tokens, uint64_t tokens) const = 0;
+  // Time to copy `bytes` node to node over an idle RDMA NIC.
+  virtual double CopyMs(uint64_t bytes) const = 0;
+  // The global pool's state (for pool-dependent features), or nullptr when
+  // the replay has no pool.
+  virtual const PoolState* GlobalPool() const = 0;
 };
 
 // A request as the router sees it.

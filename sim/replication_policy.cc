@@ -1,12 +1,5 @@
-// The replication policies. A learned replicator would implement
-// ReplicationPolicy the same way BtbReplication does, asking the model instead
-// of a fixed rule: per arriving prefix, the probability that it is reused by
-// more requests within the next seconds (burst) and how many (reuse count),
-// given its depth, bytes, recompute cost and recent arrival history; from the
-// cluster, per-node load. It would choose the prefix length to copy (where the
-// expected saving, reuse x recompute cost of the prefix minus queueing at the
-// warm node, beats copy bytes / RDMA bandwidth), and the number of targets
-// (expected concurrent requests over what one node serves within the burst).
+// The replication policies: none and btb here; learned in
+// learned_replication.cc.
 #include "sim/replication_policy.h"
 
 #include <algorithm>
@@ -16,11 +9,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/learned_replication.h"
 
 namespace kvlearn {
 namespace {
 
-constexpr std::array<std::string_view, 2> kNames = {"none", "btb"};
+constexpr std::array<std::string_view, 3> kNames = {"none", "btb", "learned"};
 
 class NoReplication final : public ReplicationPolicy {
  public:
@@ -85,6 +79,13 @@ absl::StatusOr<std::unique_ptr<ReplicationPolicy>> CreateReplicationPolicy(
       return absl::InvalidArgumentError("btb: X and Y must be >= 1 and Z >= 0");
     }
     return std::make_unique<BtbReplication>(options);
+  }
+  if (name == "learned") {
+    if (options.model == nullptr || options.model->num_outputs() == 0) {
+      return absl::InvalidArgumentError(
+          "the learned router needs a trained model: add --model FILE (kvlearn train)");
+    }
+    return std::make_unique<LearnedReplication>(options.model, options.features);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown replication policy '", std::string(name), "' (known: ",

@@ -14,8 +14,9 @@
 //         least-loaded node that holds (or is receiving) it. Defaults X = 2,
 //         Z = 1 s, M = 4; Y is a flag (BTB's published key is 128 blocks of
 //         512 tokens).
-// A learned replicator is one more file implementing this interface (see the
-// note in replication_policy.cc on what it needs from the model).
+//   learned the learned model's burst prediction and the cost model decide
+//         where each request goes and when and how widely to copy
+//         (sim/learned_replication.h). Needs `model`.
 //
 // Not thread-safe: one policy per replay.
 #pragma once
@@ -27,6 +28,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "features/feature_extractor.h"
+#include "models/learned_model.h"
 #include "sim/burst_detector.h"
 #include "sim/cluster_view.h"
 
@@ -35,6 +38,9 @@ namespace kvlearn {
 struct ReplicationOptions {
   BurstRule rule;        // X, Z, Y
   uint32_t targets = 4;  // M
+  // learned: the reuse model and how its features price a transfer.
+  std::shared_ptr<const LearnedModel> model;
+  FeatureConfig features;
 };
 
 // Copy the first `prefix_blocks` blocks of the arriving request's chain to

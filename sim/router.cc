@@ -10,8 +10,8 @@
 namespace kvlearn {
 namespace {
 
-constexpr std::array<std::string_view, 4> kRouterNames = {"round-robin", "least-load",
-                                                          "cache-aware", "burst-replicate"};
+constexpr std::array<std::string_view, 5> kRouterNames = {
+    "round-robin", "least-load", "cache-aware", "burst-replicate", "learned"};
 
 uint32_t LeastLoaded(const ClusterView& view) {
   uint32_t best = 0;
@@ -91,6 +91,8 @@ absl::StatusOr<RouterSetup> ResolveRouterName(std::string_view name) {
     return RouterSetup{std::string(name), "none"};
   }
   if (name == "burst-replicate") return RouterSetup{"cache-aware", "btb"};
+  // The learned replicator routes every request; least-load is never asked.
+  if (name == "learned") return RouterSetup{"least-load", "learned"};
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown router '", std::string(name), "' (known: ",
       absl::StrJoin(kRouterNames, ", ",

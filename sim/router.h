@@ -14,7 +14,9 @@
 // `burst-replicate` routes like cache-aware: once a prefix is replicated the
 // warm nodes tie on the match and the least loaded of them wins, which is the
 // BTB routing rule. What makes it differ is its ReplicationPolicy
-// (sim/replication_policy.h); RouterSetup pairs the two.
+// (sim/replication_policy.h); RouterSetup pairs the two. `learned` is its
+// replication policy alone (sim/learned_replication.h): it routes every
+// request itself, by estimated TTFT.
 //
 // Not thread-safe: one router per replay.
 #pragma once

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "datasets/workload_generator.h"
+#include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
@@ -262,8 +263,9 @@ TEST(ClusterSimulatorTest, InvariantsHoldOnABurstyTrace) {
   const CostModel cost(m, h);  // 1000 B per token
   auto replay = BuildReplayTrace(trace, cost);
   ASSERT_TRUE(replay.ok());
-  for (const char* router : {"round-robin", "least-load", "cache-aware", "burst-replicate"}) {
-    ClusterOptions o = Options(4, router);
+  for (const std::string_view router : RouterNames()) {  // every router, learned included
+    ClusterOptions o = Options(4, std::string(router));
+    o.model = MakeTestModel();
     o.hbm_bytes_per_node = 2'000'000;  // ~30 blocks of 64 tokens: evictions happen
     o.dram_bytes_per_node = 6'000'000;
     o.pool_bytes = 20'000'000;
@@ -285,10 +287,10 @@ TEST(ClusterSimulatorTest, InvariantsHoldOnABurstyTrace) {
     EXPECT_EQ(r->link_bytes, r->replay.loaded_bytes + r->replay.admitted_bytes +
                                  r->replication_bytes + r->dram_write_bytes)
         << router;
-    if (std::string(router) == "burst-replicate") {
-      EXPECT_GT(r->replication_bytes, 0u);
+    if (router == "burst-replicate" || router == "learned") {
+      EXPECT_GT(r->replication_bytes, 0u) << router;
     } else {
-      EXPECT_EQ(r->replication_bytes, 0u);
+      EXPECT_EQ(r->replication_bytes, 0u) << router;
     }
   }
 }
