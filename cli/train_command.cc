@@ -2,6 +2,7 @@
 // future, trains the reuse MLP with LibTorch and writes the model file.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -117,7 +118,9 @@ int RunTrain(const TrainFlags& f) {
         "epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n", r.epoch, f.epochs,
         r.train_loss, r.valid_loss,
         absl::StrJoin(r.valid_auc, " ",
-                      [](std::string* o, double a) { o->append(absl::StrFormat("%.3f", a)); }),
+                      [](std::string* o, double a) {
+                        o->append(std::isnan(a) ? "  -  " : absl::StrFormat("%.3f", a));
+                      }),
         elapsed());
   });
   if (!mlp.ok()) return Fail(mlp.status());

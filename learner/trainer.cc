@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -76,7 +77,7 @@ double RocAuc(const std::vector<float>& scores, const std::vector<float>& labels
     i = j;
   }
   const double negatives = static_cast<double>(idx.size()) - positives;
-  if (positives == 0 || negatives == 0) return 0.5;
+  if (positives == 0 || negatives == 0) return std::numeric_limits<double>::quiet_NaN();
   return (rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives);
 }
 

@@ -39,8 +39,8 @@ struct TrainedMlp {
   int best_epoch = 0;
 };
 
-// ROC AUC of `scores` for binary `labels` where `mask` is set; 0.5 if one
-// class is absent.
+// ROC AUC of `scores` for binary `labels` where `mask` is set; NaN if one
+// class is absent (nothing to rank).
 double RocAuc(const std::vector<float>& scores, const std::vector<float>& labels,
               const std::vector<uint8_t>& mask);
 

@@ -92,6 +92,8 @@ TEST(TrainerTest, RocAucOnHandCases) {
   EXPECT_DOUBLE_EQ(RocAuc({0.5f, 0.5f, 0.5f, 0.5f}, {0, 1, 0, 1}, all), 0.5);
   // One positive above one of two negatives: 1 of 2 pairs ordered right.
   EXPECT_DOUBLE_EQ(RocAuc({0.3f, 0.1f, 0.5f, 0.0f}, {1, 0, 0, 0}, {1, 1, 1, 0}), 0.5);
+  // Only negatives are known: there is no pair to order.
+  EXPECT_TRUE(std::isnan(RocAuc({0.3f, 0.1f, 0.5f, 0.0f}, {1, 0, 0, 0}, {0, 1, 1, 1})));
 }
 
 TEST(ModelFileTest, EigenPathMatchesLibTorch) {
