@@ -12,26 +12,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "datasets/generator_support.h"
 #include "datasets/prefix_table.h"
 #include "datasets/workload_generator.h"
 
 namespace kvlearn {
 namespace {
 
+using generator::Millis;
+using generator::NonNegative;
+using generator::Positive;
+using generator::Tokens;
+
 constexpr double kInstructionSigma = 0.3;
 constexpr double kOutputSigma = 0.5;
-
-uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
-  const double r = std::round(x);
-  if (!(r >= static_cast<double>(lo))) return lo;  // also catches NaN
-  if (r >= static_cast<double>(hi)) return hi;
-  return static_cast<uint64_t>(r);
-}
-
-int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
-
-bool Positive(double x) { return std::isfinite(x) && x > 0; }
-bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
 class BatchGenerator {
  public:
@@ -86,10 +80,7 @@ class BatchGenerator {
 }  // namespace
 
 absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& o) {
-  auto bad = [](const char* field, auto value, const char* rule) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch workload: ", field, " must be ", rule, ", got ", value));
-  };
+  const generator::OptionError bad{"batch workload"};
   if (o.block_size == 0 || o.block_size > (1u << 20)) {
     return bad("block_size", o.block_size, "in [1, 2^20]");
   }

@@ -14,10 +14,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "datasets/generator_support.h"
 #include "datasets/workload_generator.h"
 
 namespace kvlearn {
 namespace {
+
+using generator::Millis;
+using generator::NonNegative;
+using generator::Positive;
+using generator::Tokens;
 
 // System prompt lengths vary less than user messages: they are written once.
 constexpr double kSystemPromptSigma = 0.5;
@@ -51,16 +57,6 @@ struct PendingTurn {
     return at_ms != other.at_ms ? at_ms > other.at_ms : conversation > other.conversation;
   }
 };
-
-uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
-  const double r = std::round(x);
-  if (!(r >= static_cast<double>(lo))) return lo;  // also catches NaN
-  if (r >= static_cast<double>(hi)) return hi;
-  return static_cast<uint64_t>(r);
-}
-
-// Clamped so absurd rates cannot overflow the clock (1e15 ms is ~30,000 years).
-int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
 
 class ChatGenerator {
  public:
@@ -170,16 +166,10 @@ class ChatGenerator {
   uint64_t next_id_ = 0;
 };
 
-bool Positive(double x) { return std::isfinite(x) && x > 0; }
-bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
-
 }  // namespace
 
 absl::Status ValidateChatWorkloadOptions(const ChatWorkloadOptions& o) {
-  auto bad = [](const char* field, auto value, const char* rule) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chat workload: ", field, " must be ", rule, ", got ", value));
-  };
+  const generator::OptionError bad{"chat workload"};
   if (o.block_size == 0 || o.block_size > (1u << 20)) {
     return bad("block_size", o.block_size, "in [1, 2^20]");
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "datasets/generator_support.h"
 #include "datasets/workload_generator.h"
 
 namespace kvlearn {
@@ -26,14 +27,11 @@ uint32_t Share(uint32_t requests, double share, double total) {
 }  // namespace
 
 absl::Status ValidateMixedWorkloadOptions(const MixedWorkloadOptions& o) {
-  auto bad = [](const char* field, auto value, const char* rule) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mixed workload: ", field, " must be ", rule, ", got ", value));
-  };
+  const generator::OptionError bad{"mixed workload"};
   for (const auto& [name, v] :
        {std::pair{"chat_share", o.chat_share}, std::pair{"fanout_share", o.fanout_share},
         std::pair{"batch_share", o.batch_share}}) {
-    if (!(std::isfinite(v) && v >= 0)) return bad(name, v, ">= 0");
+    if (!generator::NonNegative(v)) return bad(name, v, ">= 0");
   }
   const double total = o.chat_share + o.fanout_share + o.batch_share;
   if (!(total > 0)) return bad("the sum of the shares", total, "> 0");

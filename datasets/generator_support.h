@@ -1,0 +1,42 @@
+// Small pieces every synthetic generator uses (chat, fan-out, batch, mixed):
+// turning a sampled real number into a token count or a millisecond
+// timestamp, and the checks and error text of their options. Internal to
+// datasets/.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn::generator {
+
+// x rounded and clamped to [lo, hi]; NaN gives lo.
+inline uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
+  const double r = std::round(x);
+  if (!(r >= static_cast<double>(lo))) return lo;  // also catches NaN
+  if (r >= static_cast<double>(hi)) return hi;
+  return static_cast<uint64_t>(r);
+}
+
+// Clamped so absurd rates cannot overflow the clock (1e15 ms is ~30,000 years).
+inline int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
+
+inline bool Positive(double x) { return std::isfinite(x) && x > 0; }
+inline bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
+
+// Builds "<workload>: <field> must be <rule>, got <value>" errors.
+struct OptionError {
+  std::string_view workload;  // e.g. "batch workload"
+  template <typename T>
+  absl::Status operator()(std::string_view field, const T& value, std::string_view rule) const {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(workload), ": ", std::string(field),
+                                                   " must be ", std::string(rule), ", got ",
+                                                   value));
+  }
+};
+
+}  // namespace kvlearn::generator
