@@ -12,6 +12,18 @@
 namespace kvlearn {
 namespace {
 
+// Labels read the trace up to the last recorded request only, so a model
+// trained on a prefix learns nothing from the requests it is judged on.
+int64_t LabelEndMs(const Trace& trace, uint32_t end_request) {
+  return trace.requests[std::min<size_t>(end_request, trace.requests.size()) - 1].timestamp_ms;
+}
+
+// Whether a trace read up to end_ms tells if a block used at t_ms is used
+// again within h seconds.
+bool LabelKnown(int64_t end_ms, int64_t t_ms, double h) {
+  return static_cast<double>(end_ms - t_ms) / 1000.0 >= h;
+}
+
 // Forwards every call to the policy that runs the pool and, at each request,
 // records the chain's samples at the point the learned policy scores them:
 // after the chain is added to the history, before anything is evicted.
@@ -25,6 +37,7 @@ class RecordingPolicy final : public RetentionPolicy {
         extractor_(env.features),
         replay_(replay),
         options_(options),
+        label_end_ms_(LabelEndMs(*replay.trace, options.end_request)),
         out_(out) {}
 
   std::string_view name() const override { return inner_->name(); }
@@ -55,11 +68,6 @@ class RecordingPolicy final : public RetentionPolicy {
 
     const Trace& trace = *replay_.trace;
     const uint32_t next = replay_.next_use[pos];
-    // Labels see the trace up to the last recorded request only, so a model
-    // trained on a prefix learns nothing from the requests it is judged on.
-    const int64_t end_ms =
-        trace.requests[std::min<size_t>(options_.end_request, trace.requests.size()) - 1]
-            .timestamp_ms;
     const double next_s =
         next == kNeverUsedAgain
             ? std::numeric_limits<double>::infinity()
@@ -68,8 +76,7 @@ class RecordingPolicy final : public RetentionPolicy {
       out_->reused.push_back(next_s <= h ? 1.0f : 0.0f);
       // Whether the next use falls within h is only known when the trace runs
       // on for h; dropping just the unknown negatives would bias towards reuse.
-      const bool censored = static_cast<double>(end_ms - access.time_ms) / 1000.0 < h;
-      out_->known.push_back(censored ? 0 : 1);
+      out_->known.push_back(LabelKnown(label_end_ms_, access.time_ms, h) ? 1 : 0);
     }
     out_->request.push_back(access.request);
     out_->block.push_back(b);
@@ -86,6 +93,7 @@ class RecordingPolicy final : public RetentionPolicy {
   FeatureExtractor extractor_;
   const ReplayTrace& replay_;
   const RecordOptions& options_;
+  const int64_t label_end_ms_;
   SampleSet* out_;
 };
 
@@ -141,14 +149,11 @@ std::vector<double> LearnableHorizons(const Trace& trace, uint32_t train_end, ui
                                       std::span<const double> horizons_seconds) {
   std::vector<double> learnable;
   const size_t n = std::min<size_t>(train_end, trace.requests.size());
-  const size_t labelled = std::min<size_t>(label_end, trace.requests.size());
-  if (n == 0 || labelled == 0) return learnable;
-  const int64_t end_ms = trace.requests[labelled - 1].timestamp_ms;
+  if (n == 0 || label_end == 0) return learnable;
+  const int64_t end_ms = LabelEndMs(trace, label_end);
   for (const double h : horizons_seconds) {
     size_t known = 0;
-    for (size_t i = 0; i < n; ++i) {
-      known += static_cast<double>(end_ms - trace.requests[i].timestamp_ms) / 1000.0 >= h;
-    }
+    for (size_t i = 0; i < n; ++i) known += LabelKnown(end_ms, trace.requests[i].timestamp_ms, h);
     if (2 * known >= n) learnable.push_back(h);
   }
   return learnable;
