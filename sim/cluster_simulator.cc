@@ -100,10 +100,6 @@ class Simulator final : public ClusterView, public ClusterState {
                    uint32_t hbm_blocks) const override {
     return ChooseLoads(n, chain, input_tokens, hbm_blocks).ms;
   }
-  double PrefillMs(uint64_t done_tokens, uint64_t tokens) const override {
-    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
-                            : cost_.RecomputeMs(done_tokens, tokens);
-  }
   double CopyMs(uint64_t bytes) const override {
     return static_cast<double>(bytes) / (cost_.hardware().rdma_gb_per_s * 1e6);
   }
@@ -178,6 +174,13 @@ class Simulator final : public ClusterView, public ClusterState {
   };
   LoadChoice ChooseLoads(uint32_t n, std::span<const BlockIndex> chain, uint64_t input_tokens,
                          uint32_t hbm_blocks) const;
+
+  // Prefill time of tokens [done_tokens, tokens) of a prompt, in the cost
+  // form the replay uses (alpha model or FLOPs).
+  double PrefillMs(uint64_t done_tokens, uint64_t tokens) const {
+    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
+                            : cost_.RecomputeMs(done_tokens, tokens);
+  }
 
   // Estimated ms left of the request `node` is serving (its estimate from
   // routing while it waits for a copy).
@@ -489,29 +492,25 @@ void Simulator::Begin(uint32_t n) {
   // and recompute the rest: pick the j with the least estimated time.
   const uint32_t kh = node.hbm.Lookup(chain);
   const LoadChoice choice = ChooseLoads(n, chain, r.input_length, kh);
-  const uint32_t kd = choice.dram_blocks, kp = choice.pool_blocks;
-  const uint32_t best_j = choice.end;
-  const uint64_t best_tokens = choice.tokens;
-  const double best = choice.ms;
 
   const AccessInfo access = Access(ri);
   node.hbm.Touch(chain, kh, access);
-  const uint32_t from_dram_end = std::min(kd, best_j);
+  const uint32_t from_dram_end = std::min(choice.dram_blocks, choice.end);
   if (node.dram) node.dram->Touch(chain, from_dram_end, access);
-  if (pool_) pool_->Touch(chain, std::min(kp, best_j), access);
+  if (pool_) pool_->Touch(chain, std::min(choice.pool_blocks, choice.end), access);
 
   uint64_t dram_bytes = 0, pool_bytes = 0;
-  for (uint32_t j = kh; j < best_j; ++j) {
-    (j < kd ? dram_bytes : pool_bytes) += catalog[chain[j]].bytes;
+  for (uint32_t j = kh; j < choice.end; ++j) {
+    (j < choice.dram_blocks ? dram_bytes : pool_bytes) += catalog[chain[j]].bytes;
   }
-  node.used_blocks = best_j;
-  node.used_tokens = best_tokens;
+  node.used_blocks = choice.end;
+  node.used_tokens = choice.tokens;
   node.hbm_blocks = kh;
   node.dram_blocks = from_dram_end > kh ? from_dram_end - kh : 0;
-  node.pool_blocks = best_j - kh - node.dram_blocks;
+  node.pool_blocks = choice.end - kh - node.dram_blocks;
   node.loaded_bytes = dram_bytes + pool_bytes;
-  node.prefill_ms = PrefillMs(best_tokens, r.input_length);
-  node.prefill_end_ms = now_ + best;  // estimate: loads at nominal bandwidth
+  node.prefill_ms = PrefillMs(choice.tokens, r.input_length);
+  node.prefill_end_ms = now_ + choice.ms;  // estimate: loads at nominal bandwidth
   node.pending_loads = 0;
   if (dram_bytes > 0) {
     ++node.pending_loads;

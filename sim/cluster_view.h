@@ -1,7 +1,7 @@
 // What routers and replication policies may read about the cluster at the
 // moment a request arrives: per prefill node its load (in requests and in
 // estimated milliseconds of work), which prefix of a chain it holds or will
-// hold and when, and the cost model's prefill and copy times. Implemented by
+// hold and when, and the cost model's service and copy times. Implemented by
 // the cluster simulator. Read-only; valid only during the call it is passed
 // to.
 #pragma once
@@ -31,10 +31,10 @@ class ClusterView {
   virtual const BlockCatalog& catalog() const = 0;
 
   // Estimated ms until `node` could start a request routed to it now: the
-  // rest of the request it is serving plus the prefill estimated for each
-  // queued request when it was routed (prefill of the tokens the node was
-  // going to miss, see PrefillMs). Work in time, not a request count: one
-  // cold 30k-token prompt outweighs dozens of warm short ones.
+  // rest of the request it is serving plus the service time (ServiceMs)
+  // estimated for each queued request when it was routed. Work in time, not
+  // a request count: one cold 30k-token prompt outweighs dozens of warm
+  // short ones.
   virtual double BacklogMs(uint32_t node) const = 0;
   // Estimated ms until `node` holds all of `prefix` in HBM: 0 if it does
   // now; the estimated end of the earliest request on the node that
@@ -47,9 +47,6 @@ class ClusterView {
   // will decide when the request starts.
   virtual double ServiceMs(uint32_t node, std::span<const BlockIndex> chain, uint64_t input_tokens,
                            uint32_t hbm_blocks) const = 0;
-  // Prefill time of tokens [done_tokens, tokens) of a prompt, in the cost
-  // form the replay uses (alpha model or FLOPs).
-  virtual double PrefillMs(uint64_t done_tokens, uint64_t tokens) const = 0;
   // Time to copy `bytes` node to node over an idle RDMA NIC.
   virtual double CopyMs(uint64_t bytes) const = 0;
   // The global pool's state (for pool-dependent features), or nullptr when

@@ -45,13 +45,13 @@ bool LearnedReplication::OnArrival(const RouteRequest& r, const ClusterView& vie
   p_ = shared > 0 ? ReuseProbability(chain[shared - 1], r.time_ms, view) : 0.0;
 
   // 2. Route by estimated cost, with or without a copy.
-  tokens_.assign(chain.size() + 1, 0);
+  uint64_t chain_tokens = 0;
   bytes_.assign(chain.size() + 1, 0);
   for (size_t i = 0; i < chain.size(); ++i) {
-    tokens_[i + 1] = tokens_[i] + catalog[chain[i]].tokens;
+    chain_tokens += catalog[chain[i]].tokens;
     bytes_[i + 1] = bytes_[i] + catalog[chain[i]].bytes;
   }
-  const uint64_t input = std::max<uint64_t>(r.input_tokens, tokens_.back());
+  const uint64_t input = std::max<uint64_t>(r.input_tokens, chain_tokens);
   const uint32_t nodes = view.nodes();
   matched_.resize(nodes);
   uint32_t source = kNoNode;

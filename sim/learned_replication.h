@@ -79,7 +79,7 @@ class LearnedReplication final : public ReplicationPolicy {
   uint64_t triggers_ = 0;
   std::vector<float> probabilities_;
   std::vector<uint32_t> matched_;
-  std::vector<uint64_t> tokens_, bytes_;  // prefix sums over the chain
+  std::vector<uint64_t> bytes_;  // prefix sums of block bytes over the chain
 };
 
 }  // namespace kvlearn
