@@ -93,6 +93,16 @@ Fixture& Shared() {
   return *f;
 }
 
+// Runs `call` and appends its wall time in microseconds to `us`.
+template <typename Call>
+grpc::Status TimedUs(std::vector<double>& us, Call call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const grpc::Status s = call();
+  us.push_back(
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  return s;
+}
+
 void Report(benchmark::State& state, std::vector<double>& us) {
   std::sort(us.begin(), us.end());
   if (us.empty()) return;
@@ -107,10 +117,7 @@ void BM_EmptyCall(benchmark::State& state) {
     grpc::ClientContext ctx;
     grpc::health::v1::HealthCheckRequest req;
     grpc::health::v1::HealthCheckResponse resp;
-    const auto t0 = std::chrono::steady_clock::now();
-    const grpc::Status s = f.health->Check(&ctx, req, &resp);
-    us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    const grpc::Status s = TimedUs(us, [&] { return f.health->Check(&ctx, req, &resp); });
     if (!s.ok()) state.SkipWithError("health Check failed");
   }
   Report(state, us);
@@ -124,10 +131,7 @@ void BM_GetStatusCall(benchmark::State& state) {
   for (auto _ : state) {
     grpc::ClientContext ctx;
     v1::GetStatusResponse resp;
-    const auto t0 = std::chrono::steady_clock::now();
-    const grpc::Status s = f.stub->GetStatus(&ctx, {}, &resp);
-    us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    const grpc::Status s = TimedUs(us, [&] { return f.stub->GetStatus(&ctx, {}, &resp); });
     if (!s.ok()) state.SkipWithError("GetStatus failed");
   }
   Report(state, us);
@@ -157,10 +161,7 @@ void BM_RankEviction64(benchmark::State& state) {
     }
     v1::RankResponse resp;
     grpc::ClientContext ctx;
-    const auto t0 = std::chrono::steady_clock::now();
-    const grpc::Status s = f.stub->RankEviction(&ctx, req, &resp);
-    us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    const grpc::Status s = TimedUs(us, [&] { return f.stub->RankEviction(&ctx, req, &resp); });
     if (!s.ok() || resp.victims_size() != 1) {
       state.SkipWithError("RankEviction failed");
       break;
