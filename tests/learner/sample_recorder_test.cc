@@ -9,12 +9,11 @@
 #include <vector>
 
 #include "datasets/workload_generator.h"
+#include "tests/support/default_cost.h"
 #include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
-
-CostModel Cost() { return CostModel(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")); }
 
 // Block 7 is used at t=0, then three requests with other blocks at t=1,2,3 s,
 // then block 7 again at t=5 s, then nothing for 100 s.
@@ -48,7 +47,7 @@ TEST(SampleRecorderTest, LearnableHorizonsNeedHalfTheTrainingSplitLabelled) {
 
 TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
   const Trace trace = HandTrace();
-  const CostModel cost = Cost();
+  const CostModel cost = DefaultCost();
   auto replay = BuildReplayTrace(trace, cost);
   ASSERT_TRUE(replay.ok());
   RecordOptions o;
@@ -89,7 +88,7 @@ TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
 // "within 6 s" is censored although the full trace would answer it.
 TEST(SampleRecorderTest, LabelsStopAtTheLastRecordedRequest) {
   RecordOptions o{.pool_bytes = 1ull << 40, .end_request = 5, .horizons_seconds = {4, 6}};
-  auto s = RecordSamples(*BuildReplayTrace(HandTrace(), Cost()), Cost(), o);
+  auto s = RecordSamples(*BuildReplayTrace(HandTrace(), DefaultCost()), DefaultCost(), o);
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(s->size(), 5u);
   EXPECT_EQ(s->known[0], 1);
@@ -99,7 +98,7 @@ TEST(SampleRecorderTest, LabelsStopAtTheLastRecordedRequest) {
 
 TEST(SampleRecorderTest, HistoryFeaturesCountTheAccessesSoFar) {
   const Trace trace = HandTrace();
-  const CostModel cost = Cost();
+  const CostModel cost = DefaultCost();
   auto replay = BuildReplayTrace(trace, cost);
   RecordOptions o;
   o.pool_bytes = 1ull << 40;
@@ -117,7 +116,7 @@ TEST(SampleRecorderTest, HistoryFeaturesCountTheAccessesSoFar) {
 
 TEST(SampleRecorderTest, SliceKeepsRowsOfTheRequestRange) {
   const Trace trace = HandTrace();
-  const CostModel cost = Cost();
+  const CostModel cost = DefaultCost();
   auto replay = BuildReplayTrace(trace, cost);
   RecordOptions o;
   auto s = RecordSamples(*replay, cost, o);
@@ -137,7 +136,7 @@ TEST(FeatureParityTest, RecorderAndLearnedPolicySeeIdenticalVectors) {
   g.seed = 5;
   g.requests = 3000;
   const Trace trace = GenerateChatTrace(g);
-  const CostModel cost = Cost();
+  const CostModel cost = DefaultCost();
   auto replay = BuildReplayTrace(trace, cost);
   ASSERT_TRUE(replay.ok());
   std::vector<float> policy_vectors;

@@ -18,22 +18,14 @@
 #include "sim/cost_model.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
+#include "tests/support/default_cost.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr uint32_t kBlockSize = 512;
 
-const CostModel& Cost() {
-  static const CostModel* cost = [] {
-    auto model = FindModelProfile("llama3-8b");
-    auto hardware = FindHardwareProfile("a100");
-    return new CostModel(*model, *hardware);
-  }();
-  return *cost;
-}
-
-uint64_t BlockBytes() { return Cost().BytesForTokens(kBlockSize); }
+uint64_t BlockBytes() { return DefaultCost().BytesForTokens(kBlockSize); }
 
 struct HandTrace {
   Trace trace;
@@ -52,7 +44,7 @@ std::unique_ptr<HandTrace> MakeTrace(std::initializer_list<std::string_view> pro
     h->trace.Add(time_ms, static_cast<uint32_t>(ids.size()) * kBlockSize, 16, ids);
     time_ms += 1000;
   }
-  auto replay = BuildReplayTrace(h->trace, Cost());
+  auto replay = BuildReplayTrace(h->trace, DefaultCost());
   EXPECT_TRUE(replay.ok()) << replay.status();
   if (replay.ok()) h->replay = *std::move(replay);
   return h;
@@ -63,7 +55,7 @@ uint64_t BlockHits(const HandTrace& h, std::string_view policy, uint64_t pool_bl
   PoolReplayOptions options;
   options.pool_bytes = pool_blocks * BlockBytes();
   options.after_request = std::move(after_request);
-  auto result = ReplayPool(h.replay, Cost(), policy, options);
+  auto result = ReplayPool(h.replay, DefaultCost(), policy, options);
   EXPECT_TRUE(result.ok()) << policy << ": " << result.status();
   return result.ok() ? result->block_hits : 0;
 }

@@ -17,20 +17,12 @@
 #include "sim/cost_model.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
+#include "tests/support/default_cost.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr uint32_t kBlockSize = 512;
-
-const CostModel& Cost() {
-  static const CostModel* cost = [] {
-    auto model = FindModelProfile("llama3-8b");
-    auto hardware = FindHardwareProfile("a100");
-    return new CostModel(*model, *hardware);
-  }();
-  return *cost;
-}
 
 // Replays `replay` under a KvlearnCarsPolicy built from `options`; `watch`
 // sees the policy after every request.
@@ -46,7 +38,7 @@ ReplayResult ReplayCars(const ReplayTrace& replay, uint64_t pool_bytes,
     return std::unique_ptr<RetentionPolicy>(std::move(p));
   };
   o.after_request = [&](uint32_t request, const PoolState& pool) { watch(request, *policy, pool); };
-  auto result = ReplayPool(replay, Cost(), "kvlearn-cars", o);
+  auto result = ReplayPool(replay, DefaultCost(), "kvlearn-cars", o);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : ReplayResult{};
 }
@@ -87,7 +79,7 @@ Trace ChatTrace(uint64_t seed, uint32_t requests) {
 }
 
 ReplayTrace Prepare(const Trace& trace) {
-  auto replay = BuildReplayTrace(trace, Cost());
+  auto replay = BuildReplayTrace(trace, DefaultCost());
   EXPECT_TRUE(replay.ok()) << replay.status();
   return replay.ok() ? *std::move(replay) : ReplayTrace{};
 }

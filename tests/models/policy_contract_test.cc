@@ -21,21 +21,13 @@
 #include "sim/cost_model.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
+#include "tests/support/default_cost.h"
 #include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr uint32_t kBlockSize = 512;
-
-const CostModel& Cost() {
-  static const CostModel* cost = [] {
-    auto model = FindModelProfile("llama3-8b");
-    auto hardware = FindHardwareProfile("a100");
-    return new CostModel(*model, *hardware);
-  }();
-  return *cost;
-}
 
 // splitmix64: a fixed, portable sequence (std:: distributions are not).
 class Rng {
@@ -109,7 +101,7 @@ const std::vector<std::unique_ptr<GeneratedTrace>>& GeneratedTraces() {
       auto g = std::make_unique<GeneratedTrace>();
       g->seed = seed;
       g->trace = std::make_unique<Trace>(GeneratePrefixTrace(seed, 300));
-      auto replay = BuildReplayTrace(*g->trace, Cost());
+      auto replay = BuildReplayTrace(*g->trace, DefaultCost());
       if (!replay.ok()) {
         ADD_FAILURE() << replay.status();
         continue;
@@ -125,7 +117,7 @@ const std::vector<std::unique_ptr<GeneratedTrace>>& GeneratedTraces() {
 // Pool sizes: room for one full block and a partial one, then 5%, 20% and
 // 100% of the trace's distinct bytes.
 std::vector<uint64_t> PoolSizes(const ReplayTrace& replay) {
-  const uint64_t full_block = Cost().BytesForTokens(kBlockSize);
+  const uint64_t full_block = DefaultCost().BytesForTokens(kBlockSize);
   return {full_block + full_block / 2, replay.distinct_block_bytes / 20,
           replay.distinct_block_bytes / 5, replay.distinct_block_bytes};
 }
@@ -188,7 +180,7 @@ PoolReplayOptions OptionsFor(std::string_view policy, uint64_t pool_bytes) {
 
 ReplayResult Replay(const ReplayTrace& replay, std::string_view policy, uint64_t pool_bytes) {
   PoolReplayOptions options = OptionsFor(policy, pool_bytes);
-  auto result = ReplayPool(replay, Cost(), policy, options);
+  auto result = ReplayPool(replay, DefaultCost(), policy, options);
   EXPECT_TRUE(result.ok()) << policy << ": " << result.status();
   return result.ok() ? *std::move(result) : ReplayResult{};
 }
@@ -217,7 +209,7 @@ TEST_P(PolicyContractTest, PoolStaysWithinCapacityWithoutOrphansAndExactBookkeep
           ADD_FAILURE() << "after request " << request << ": " << consistent.message();
         }
       };
-      auto result = ReplayPool(g->replay, Cost(), GetParam(), options);
+      auto result = ReplayPool(g->replay, DefaultCost(), GetParam(), options);
       ASSERT_TRUE(result.ok()) << result.status();
     }
   }
@@ -334,7 +326,7 @@ TEST(ShippedTraceTest, OracleHasTheHighestBlockHitRatio) {
   auto trace = ReadMooncakeTrace(KVLEARN_SOURCE_DIR "/datasets/mooncake_conversation_trace.jsonl",
                                  TraceReadOptions{});
   ASSERT_TRUE(trace.ok()) << trace.status();
-  auto replay = BuildReplayTrace(*trace, Cost());
+  auto replay = BuildReplayTrace(*trace, DefaultCost());
   ASSERT_TRUE(replay.ok()) << replay.status();
   for (const double fraction : {0.05, 0.1, 0.2}) {
     SCOPED_TRACE(fraction);

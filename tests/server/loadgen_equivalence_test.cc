@@ -8,13 +8,10 @@
 #include "server/load_generator.h"
 #include "sim/pool_simulator.h"
 #include "tests/server/sidecar_fixture.h"
+#include "tests/support/default_cost.h"
 
 namespace kvlearn {
 namespace {
-
-CostModel DefaultCost() {
-  return CostModel(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
-}
 
 Trace SmallChatTrace() {
   ChatWorkloadOptions o;
