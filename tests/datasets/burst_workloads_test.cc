@@ -13,23 +13,10 @@
 #include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "gtest/gtest.h"
+#include "tests/support/same_trace.h"
 
 namespace kvlearn {
 namespace {
-
-bool SameTrace(const Trace& a, const Trace& b) {
-  if (a.requests.size() != b.requests.size() || a.hash_ids != b.hash_ids) return false;
-  for (size_t i = 0; i < a.requests.size(); ++i) {
-    const TraceRequest& x = a.requests[i];
-    const TraceRequest& y = b.requests[i];
-    if (x.timestamp_ms != y.timestamp_ms || x.input_length != y.input_length ||
-        x.output_length != y.output_length || x.first_block != y.first_block ||
-        x.num_blocks != y.num_blocks) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Checks what the Mooncake reader checks, and that the trace reads back.
 void ExpectWellFormed(const Trace& trace, uint32_t requests, uint32_t max_input) {

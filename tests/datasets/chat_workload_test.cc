@@ -10,6 +10,7 @@
 #include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "gtest/gtest.h"
+#include "tests/support/same_trace.h"
 
 namespace kvlearn {
 namespace {
@@ -19,20 +20,6 @@ ChatWorkloadOptions Small(uint64_t seed = 1) {
   o.seed = seed;
   o.requests = 5000;
   return o;
-}
-
-bool SameTrace(const Trace& a, const Trace& b) {
-  if (a.requests.size() != b.requests.size() || a.hash_ids != b.hash_ids) return false;
-  for (size_t i = 0; i < a.requests.size(); ++i) {
-    const TraceRequest& x = a.requests[i];
-    const TraceRequest& y = b.requests[i];
-    if (x.timestamp_ms != y.timestamp_ms || x.input_length != y.input_length ||
-        x.output_length != y.output_length || x.first_block != y.first_block ||
-        x.num_blocks != y.num_blocks) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Number of leading blocks of each request already seen in earlier requests.
