@@ -81,9 +81,7 @@ class BatchGenerator {
 
 absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& o) {
   const generator::OptionError bad{"batch workload"};
-  if (o.block_size == 0 || o.block_size > (1u << 20)) {
-    return bad("block_size", o.block_size, "in [1, 2^20]");
-  }
+  if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
   if (o.requests == 0) return bad("requests", o.requests, "> 0");
   if (!Positive(o.jobs_per_second)) return bad("jobs_per_second", o.jobs_per_second, "> 0");
   if (!(std::isfinite(o.mean_documents) && o.mean_documents >= 1)) {
@@ -104,10 +102,8 @@ absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& o) {
   if (!Positive(o.output_median_tokens)) {
     return bad("output_median_tokens", o.output_median_tokens, "> 0");
   }
-  if (o.max_input_tokens < 2 || o.max_input_tokens > (1u << 30)) {
-    return bad("max_input_tokens", o.max_input_tokens, "in [2, 2^30]");
-  }
-  return absl::OkStatus();
+  // Room for an instruction token and a document token.
+  return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 2);
 }
 
 Trace GenerateBatchTrace(const BatchWorkloadOptions& options) {

@@ -170,9 +170,7 @@ class ChatGenerator {
 
 absl::Status ValidateChatWorkloadOptions(const ChatWorkloadOptions& o) {
   const generator::OptionError bad{"chat workload"};
-  if (o.block_size == 0 || o.block_size > (1u << 20)) {
-    return bad("block_size", o.block_size, "in [1, 2^20]");
-  }
+  if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
   if (!Positive(o.sessions_per_second)) {
     return bad("sessions_per_second", o.sessions_per_second, "> 0");
   }
@@ -200,12 +198,8 @@ absl::Status ValidateChatWorkloadOptions(const ChatWorkloadOptions& o) {
     return bad("output_median_tokens", o.output_median_tokens, "> 0");
   }
   if (!NonNegative(o.output_sigma)) return bad("output_sigma", o.output_sigma, ">= 0");
-  // Two tokens is the least that holds a system prompt token and a message token;
-  // the upper bound keeps history sums far from uint32 overflow.
-  if (o.max_input_tokens < 2 || o.max_input_tokens > (1u << 30)) {
-    return bad("max_input_tokens", o.max_input_tokens, "in [2, 2^30]");
-  }
-  return absl::OkStatus();
+  // Room for a system prompt token and a message token.
+  return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 2);
 }
 
 Trace GenerateChatTrace(const ChatWorkloadOptions& options) { return ChatGenerator(options).Run(); }

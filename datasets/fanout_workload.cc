@@ -101,9 +101,7 @@ class FanoutGenerator {
 
 absl::Status ValidateFanoutWorkloadOptions(const FanoutWorkloadOptions& o) {
   const generator::OptionError bad{"fanout workload"};
-  if (o.block_size == 0 || o.block_size > (1u << 20)) {
-    return bad("block_size", o.block_size, "in [1, 2^20]");
-  }
+  if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
   if (o.requests == 0) return bad("requests", o.requests, "> 0");
   if (!Positive(o.agents_per_second)) return bad("agents_per_second", o.agents_per_second, "> 0");
   if (!(std::isfinite(o.mean_fanout) && o.mean_fanout >= 1)) {
@@ -136,10 +134,7 @@ absl::Status ValidateFanoutWorkloadOptions(const FanoutWorkloadOptions& o) {
     return bad("output_median_tokens", o.output_median_tokens, "> 0");
   }
   // Room for a system prompt token, a context token and a sub-task token.
-  if (o.max_input_tokens < 4 || o.max_input_tokens > (1u << 30)) {
-    return bad("max_input_tokens", o.max_input_tokens, "in [4, 2^30]");
-  }
-  return absl::OkStatus();
+  return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 4);
 }
 
 Trace GenerateFanoutTrace(const FanoutWorkloadOptions& options) {

@@ -39,4 +39,23 @@ struct OptionError {
   }
 };
 
+// The limits every generator puts on its block size and prompt length.
+// `least_input_tokens` is the shortest prompt that holds one token of each
+// part the generator builds a prompt from; the upper bound keeps sums of
+// history far from uint32 overflow.
+inline absl::Status CheckBlockSize(const OptionError& bad, uint32_t block_size) {
+  if (block_size == 0 || block_size > (1u << 20)) {
+    return bad("block_size", block_size, "in [1, 2^20]");
+  }
+  return absl::OkStatus();
+}
+inline absl::Status CheckMaxInputTokens(const OptionError& bad, uint32_t max_input_tokens,
+                                        uint32_t least_input_tokens) {
+  if (max_input_tokens < least_input_tokens || max_input_tokens > (1u << 30)) {
+    return bad("max_input_tokens", max_input_tokens,
+               absl::StrCat("in [", least_input_tokens, ", 2^30]"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kvlearn::generator
