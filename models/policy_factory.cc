@@ -15,6 +15,7 @@ std::unique_ptr<RetentionPolicy> MakeFifoPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeOracleAdmissionPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeKvlearnCarsPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeLearnedPolicy(const PolicyEnv& env);
@@ -37,6 +38,7 @@ constexpr std::array kPolicies = {
     PolicyEntry{"kvlearn-cars", false, false, MakeKvlearnCarsPolicy},
     PolicyEntry{"learned", false, true, MakeLearnedPolicy},
     PolicyEntry{"belady", true, false, MakeBeladyPolicy},
+    PolicyEntry{"oracle-admission", true, false, MakeOracleAdmissionPolicy},
     PolicyEntry{"no-cache", false, false, MakeNoCachePolicy},
 };
 

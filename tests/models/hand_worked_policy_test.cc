@@ -83,11 +83,14 @@ uint64_t BlockHits(const HandTrace& h, std::string_view policy, uint64_t pool_bl
 //   R3 c, e never; R4 never):
 //   R0 ab: both fit.  R1 ab: 2 hits.  R2 cd: c fits; d is never used again:
 //   refused.  R3 ce: hit c (1); e refused.  R4 ab: 2 hits.   total 5.
+// oracle-admission (LRU, but refuses blocks never used again): d and e are
+//   refused, so the pool never fills and nothing is evicted: the same 5 hits.
 TEST(HandWorkedPolicyTest, LruAndLfuDisagreeOnAFrequentChain) {
   const auto h = MakeTrace({"ab", "ab", "cd", "ce", "ab"});
   EXPECT_EQ(BlockHits(*h, "lru", 3), 3u);
   EXPECT_EQ(BlockHits(*h, "lfu", 3), 4u);
   EXPECT_EQ(BlockHits(*h, "belady", 3), 5u);
+  EXPECT_EQ(BlockHits(*h, "oracle-admission", 3), 5u);
 }
 
 // Pool of 3 blocks. Under FIFO, a is the oldest block but has younger
@@ -141,11 +144,16 @@ TEST(HandWorkedPolicyTest, PrefixConstraintKeepsAnOldAncestor) {
 //   R2 ab: 2 hits.  R3 ab: 2 hits.  R4 cd: c never used again: refused.
 //   total 4. Admitting c and d (evicting b, a) would have cost R2's two hits
 //   and R3's would only come back after re-admitting ab: 2 hits.
+// oracle-admission: every block of R0-R2 is used again, so it admits them all
+//   and evicts like LRU (R1: b, then a; R2: d, then c): R3's 2 hits, and R4's
+//   c is refused.  total 2: knowing that cd returns is not enough, the oracle
+//   also needs to know that it returns after ab.
 TEST(HandWorkedPolicyTest, OracleBypassKeepsTheSoonerChain) {
   const auto h = MakeTrace({"ab", "cd", "ab", "ab", "cd"});
   EXPECT_EQ(BlockHits(*h, "lru", 2), 2u);
   EXPECT_EQ(BlockHits(*h, "lfu", 2), 2u);
   EXPECT_EQ(BlockHits(*h, "belady", 2), 4u);
+  EXPECT_EQ(BlockHits(*h, "oracle-admission", 2), 2u);
 }
 
 // Pool of 6 blocks. Marginal recompute costs under llama3-8b/a100 (R(L) =
