@@ -37,7 +37,11 @@ from collections import defaultdict
 
 def load(path):
     requests = []
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    with f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -113,6 +117,8 @@ def main():
             continued[p] = True
     end = reqs[-1][0]
     known = [i for i in range(len(reqs)) if reqs[i][0] + horizon_ms <= end]
+    if not known:
+        sys.exit(f"{args.trace}: no request is --horizon ({args.horizon:g} s) before the trace's end")
 
     reused = sum(1 for n in uses.values() if n > 1)
     print(f"{accesses} block accesses; {100 * first_uses / accesses:.1f}% are a block's first use; "
