@@ -54,6 +54,30 @@ v1::Event Event(uint64_t id, bool arrival) {
   return e;
 }
 
+// A RankEviction request for one victim among kCandidates distinct resident
+// ids, drawn by a partial Fisher-Yates that leaves them at the end of
+// `resident`.
+v1::RankRequest SampleCandidates(std::vector<uint64_t>& resident, std::mt19937_64& rng) {
+  v1::RankRequest req;
+  req.set_node_id("bench");
+  req.set_tier(v1::TIER_POOL);
+  req.set_bytes_to_free(1);
+  const size_t n = resident.size();
+  for (int i = 0; i < kCandidates; ++i) {
+    std::swap(resident[n - 1 - i], resident[rng() % (n - i)]);
+    req.add_candidate_ids(resident[n - 1 - i]);
+  }
+  return req;
+}
+
+// Drops the victim, one of the candidates SampleCandidates just drew, from
+// `resident`.
+void Forget(std::vector<uint64_t>& resident, uint64_t victim) {
+  auto it = std::find(resident.end() - kCandidates, resident.end(), victim);
+  std::swap(*it, resident.back());
+  resident.pop_back();
+}
+
 void Store(v1::Retention::Stub& stub, const std::vector<uint64_t>& ids) {
   std::vector<v1::EventBatch> batches(1);
   for (uint64_t id : ids) {
@@ -149,16 +173,7 @@ void BM_RankEviction64(benchmark::State& state) {
   std::vector<uint64_t>& resident = f.resident;
   std::vector<double> us;
   for (auto _ : state) {
-    v1::RankRequest req;
-    req.set_node_id("bench");
-    req.set_tier(v1::TIER_POOL);
-    req.set_bytes_to_free(1);
-    // Partial Fisher-Yates: 64 distinct resident ids at the end of the vector.
-    const size_t n = resident.size();
-    for (int i = 0; i < kCandidates; ++i) {
-      std::swap(resident[n - 1 - i], resident[rng() % (n - i)]);
-      req.add_candidate_ids(resident[n - 1 - i]);
-    }
+    const v1::RankRequest req = SampleCandidates(resident, rng);
     v1::RankResponse resp;
     grpc::ClientContext ctx;
     const grpc::Status s = TimedUs(us, [&] { return f.stub->RankEviction(&ctx, req, &resp); });
@@ -166,9 +181,7 @@ void BM_RankEviction64(benchmark::State& state) {
       state.SkipWithError("RankEviction failed");
       break;
     }
-    auto it = std::find(resident.end() - kCandidates, resident.end(), resp.victims(0).block_id());
-    std::swap(*it, resident.back());
-    resident.pop_back();
+    Forget(resident, resp.victims(0).block_id());
   }
   Report(state, us);
   // Server-side decision time (no transport), from /metrics.
@@ -202,20 +215,9 @@ void BM_RankEviction64InProcess(benchmark::State& state) {
   }
   std::mt19937_64 rng(1);
   for (auto _ : state) {
-    v1::RankRequest req;
-    req.set_node_id("bench");
-    req.set_tier(v1::TIER_POOL);
-    req.set_bytes_to_free(1);
-    const size_t n = resident.size();
-    for (int i = 0; i < kCandidates; ++i) {
-      std::swap(resident[n - 1 - i], resident[rng() % (n - i)]);
-      req.add_candidate_ids(resident[n - 1 - i]);
-    }
-    auto resp = pools.RankEviction(req);
+    auto resp = pools.RankEviction(SampleCandidates(resident, rng));
     if (!resp.ok() || resp->victims_size() != 1) std::abort();
-    auto it = std::find(resident.end() - kCandidates, resident.end(), resp->victims(0).block_id());
-    std::swap(*it, resident.back());
-    resident.pop_back();
+    Forget(resident, resp->victims(0).block_id());
   }
 }
 
