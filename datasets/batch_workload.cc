@@ -20,8 +20,9 @@ namespace kvlearn {
 namespace {
 
 using generator::Millis;
-using generator::NonNegative;
-using generator::Positive;
+using generator::MustBeAtLeastOne;
+using generator::MustBeNonNegative;
+using generator::MustBePositive;
 using generator::Tokens;
 
 constexpr double kInstructionSigma = 0.3;
@@ -82,25 +83,20 @@ class BatchGenerator {
 absl::Status ValidateBatchWorkloadOptions(const BatchWorkloadOptions& o) {
   const generator::OptionError bad{"batch workload"};
   if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
-  if (o.requests == 0) return bad("requests", o.requests, "> 0");
-  if (!Positive(o.jobs_per_second)) return bad("jobs_per_second", o.jobs_per_second, "> 0");
-  if (!(std::isfinite(o.mean_documents) && o.mean_documents >= 1)) {
-    return bad("mean_documents", o.mean_documents, ">= 1");
-  }
-  if (!Positive(o.job_requests_per_second)) {
-    return bad("job_requests_per_second", o.job_requests_per_second, "> 0");
-  }
-  if (o.instructions == 0) return bad("instructions", o.instructions, "> 0");
-  if (!NonNegative(o.instruction_zipf)) return bad("instruction_zipf", o.instruction_zipf, ">= 0");
-  if (!Positive(o.instruction_median_tokens)) {
-    return bad("instruction_median_tokens", o.instruction_median_tokens, "> 0");
-  }
-  if (!Positive(o.document_median_tokens)) {
-    return bad("document_median_tokens", o.document_median_tokens, "> 0");
-  }
-  if (!NonNegative(o.document_sigma)) return bad("document_sigma", o.document_sigma, ">= 0");
-  if (!Positive(o.output_median_tokens)) {
-    return bad("output_median_tokens", o.output_median_tokens, "> 0");
+  if (auto s = bad.FirstBroken({
+          MustBePositive("requests", o.requests),
+          MustBePositive("jobs_per_second", o.jobs_per_second),
+          MustBeAtLeastOne("mean_documents", o.mean_documents),
+          MustBePositive("job_requests_per_second", o.job_requests_per_second),
+          MustBePositive("instructions", o.instructions),
+          MustBeNonNegative("instruction_zipf", o.instruction_zipf),
+          MustBePositive("instruction_median_tokens", o.instruction_median_tokens),
+          MustBePositive("document_median_tokens", o.document_median_tokens),
+          MustBeNonNegative("document_sigma", o.document_sigma),
+          MustBePositive("output_median_tokens", o.output_median_tokens),
+      });
+      !s.ok()) {
+    return s;
   }
   // Room for an instruction token and a document token.
   return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 2);

@@ -21,8 +21,9 @@ namespace kvlearn {
 namespace {
 
 using generator::Millis;
-using generator::NonNegative;
-using generator::Positive;
+using generator::MustBeAtLeastOne;
+using generator::MustBeNonNegative;
+using generator::MustBePositive;
 using generator::Tokens;
 
 // System prompt lengths vary less than user messages: they are written once.
@@ -171,33 +172,22 @@ class ChatGenerator {
 absl::Status ValidateChatWorkloadOptions(const ChatWorkloadOptions& o) {
   const generator::OptionError bad{"chat workload"};
   if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
-  if (!Positive(o.sessions_per_second)) {
-    return bad("sessions_per_second", o.sessions_per_second, "> 0");
+  if (auto s = bad.FirstBroken({
+          MustBePositive("sessions_per_second", o.sessions_per_second),
+          MustBeAtLeastOne("mean_turns", o.mean_turns),
+          MustBeNonNegative("mean_think_time_s", o.mean_think_time_s),
+          MustBePositive("system_prompts", o.system_prompts),
+          MustBeNonNegative("system_prompt_zipf", o.system_prompt_zipf),
+          MustBePositive("system_prompt_median_tokens", o.system_prompt_median_tokens),
+          MustBePositive("first_message_median_tokens", o.first_message_median_tokens),
+          MustBePositive("followup_message_median_tokens", o.followup_message_median_tokens),
+          MustBeNonNegative("message_sigma", o.message_sigma),
+          MustBePositive("output_median_tokens", o.output_median_tokens),
+          MustBeNonNegative("output_sigma", o.output_sigma),
+      });
+      !s.ok()) {
+    return s;
   }
-  if (!(std::isfinite(o.mean_turns) && o.mean_turns >= 1)) {
-    return bad("mean_turns", o.mean_turns, ">= 1");
-  }
-  if (!NonNegative(o.mean_think_time_s)) {
-    return bad("mean_think_time_s", o.mean_think_time_s, ">= 0");
-  }
-  if (o.system_prompts == 0) return bad("system_prompts", o.system_prompts, "> 0");
-  if (!NonNegative(o.system_prompt_zipf)) {
-    return bad("system_prompt_zipf", o.system_prompt_zipf, ">= 0");
-  }
-  if (!Positive(o.system_prompt_median_tokens)) {
-    return bad("system_prompt_median_tokens", o.system_prompt_median_tokens, "> 0");
-  }
-  if (!Positive(o.first_message_median_tokens)) {
-    return bad("first_message_median_tokens", o.first_message_median_tokens, "> 0");
-  }
-  if (!Positive(o.followup_message_median_tokens)) {
-    return bad("followup_message_median_tokens", o.followup_message_median_tokens, "> 0");
-  }
-  if (!NonNegative(o.message_sigma)) return bad("message_sigma", o.message_sigma, ">= 0");
-  if (!Positive(o.output_median_tokens)) {
-    return bad("output_median_tokens", o.output_median_tokens, "> 0");
-  }
-  if (!NonNegative(o.output_sigma)) return bad("output_sigma", o.output_sigma, ">= 0");
   // Room for a system prompt token and a message token.
   return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 2);
 }

@@ -20,8 +20,9 @@ namespace kvlearn {
 namespace {
 
 using generator::Millis;
-using generator::NonNegative;
-using generator::Positive;
+using generator::MustBeAtLeastOne;
+using generator::MustBeNonNegative;
+using generator::MustBePositive;
 using generator::Tokens;
 
 constexpr double kSystemPromptSigma = 0.3;
@@ -102,36 +103,25 @@ class FanoutGenerator {
 absl::Status ValidateFanoutWorkloadOptions(const FanoutWorkloadOptions& o) {
   const generator::OptionError bad{"fanout workload"};
   if (auto s = generator::CheckBlockSize(bad, o.block_size); !s.ok()) return s;
-  if (o.requests == 0) return bad("requests", o.requests, "> 0");
-  if (!Positive(o.agents_per_second)) return bad("agents_per_second", o.agents_per_second, "> 0");
-  if (!(std::isfinite(o.mean_fanout) && o.mean_fanout >= 1)) {
-    return bad("mean_fanout", o.mean_fanout, ">= 1");
-  }
-  if (!NonNegative(o.fork_window_s)) return bad("fork_window_s", o.fork_window_s, ">= 0");
-  if (!(std::isfinite(o.mean_rounds) && o.mean_rounds >= 1)) {
-    return bad("mean_rounds", o.mean_rounds, ">= 1");
-  }
-  if (!NonNegative(o.mean_round_gap_s)) return bad("mean_round_gap_s", o.mean_round_gap_s, ">= 0");
-  if (o.system_prompts == 0) return bad("system_prompts", o.system_prompts, "> 0");
-  if (!NonNegative(o.system_prompt_zipf)) {
-    return bad("system_prompt_zipf", o.system_prompt_zipf, ">= 0");
-  }
-  if (!Positive(o.system_prompt_median_tokens)) {
-    return bad("system_prompt_median_tokens", o.system_prompt_median_tokens, "> 0");
-  }
-  if (!Positive(o.context_median_tokens)) {
-    return bad("context_median_tokens", o.context_median_tokens, "> 0");
-  }
-  if (!NonNegative(o.context_sigma)) return bad("context_sigma", o.context_sigma, ">= 0");
-  if (!Positive(o.subtask_median_tokens)) {
-    return bad("subtask_median_tokens", o.subtask_median_tokens, "> 0");
-  }
-  if (!NonNegative(o.subtask_sigma)) return bad("subtask_sigma", o.subtask_sigma, ">= 0");
-  if (!Positive(o.result_median_tokens)) {
-    return bad("result_median_tokens", o.result_median_tokens, "> 0");
-  }
-  if (!Positive(o.output_median_tokens)) {
-    return bad("output_median_tokens", o.output_median_tokens, "> 0");
+  if (auto s = bad.FirstBroken({
+          MustBePositive("requests", o.requests),
+          MustBePositive("agents_per_second", o.agents_per_second),
+          MustBeAtLeastOne("mean_fanout", o.mean_fanout),
+          MustBeNonNegative("fork_window_s", o.fork_window_s),
+          MustBeAtLeastOne("mean_rounds", o.mean_rounds),
+          MustBeNonNegative("mean_round_gap_s", o.mean_round_gap_s),
+          MustBePositive("system_prompts", o.system_prompts),
+          MustBeNonNegative("system_prompt_zipf", o.system_prompt_zipf),
+          MustBePositive("system_prompt_median_tokens", o.system_prompt_median_tokens),
+          MustBePositive("context_median_tokens", o.context_median_tokens),
+          MustBeNonNegative("context_sigma", o.context_sigma),
+          MustBePositive("subtask_median_tokens", o.subtask_median_tokens),
+          MustBeNonNegative("subtask_sigma", o.subtask_sigma),
+          MustBePositive("result_median_tokens", o.result_median_tokens),
+          MustBePositive("output_median_tokens", o.output_median_tokens),
+      });
+      !s.ok()) {
+    return s;
   }
   // Room for a system prompt token, a context token and a sub-task token.
   return generator::CheckMaxInputTokens(bad, o.max_input_tokens, 4);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -28,6 +29,23 @@ inline int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1
 inline bool Positive(double x) { return std::isfinite(x) && x > 0; }
 inline bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
+// One option checked against one rule: `holds` says whether `value` obeys it.
+struct OptionRule {
+  std::string_view field;
+  double value;  // exact for the integer options, whose only failing value is 0
+  bool holds;
+  std::string_view rule;
+};
+inline OptionRule MustBePositive(std::string_view field, double v) {
+  return {field, v, Positive(v), "> 0"};
+}
+inline OptionRule MustBeNonNegative(std::string_view field, double v) {
+  return {field, v, NonNegative(v), ">= 0"};
+}
+inline OptionRule MustBeAtLeastOne(std::string_view field, double v) {
+  return {field, v, std::isfinite(v) && v >= 1, ">= 1"};
+}
+
 // Builds "<workload>: <field> must be <rule>, got <value>" errors.
 struct OptionError {
   std::string_view workload;  // e.g. "batch workload"
@@ -36,6 +54,13 @@ struct OptionError {
     return absl::InvalidArgumentError(absl::StrCat(std::string(workload), ": ", std::string(field),
                                                    " must be ", std::string(rule), ", got ",
                                                    value));
+  }
+  // The error for the first rule, in order, that does not hold; OK if all do.
+  absl::Status FirstBroken(std::initializer_list<OptionRule> rules) const {
+    for (const OptionRule& r : rules) {
+      if (!r.holds) return (*this)(r.field, r.value, r.rule);
+    }
+    return absl::OkStatus();
   }
 };
 

@@ -28,10 +28,11 @@ uint32_t Share(uint32_t requests, double share, double total) {
 
 absl::Status ValidateMixedWorkloadOptions(const MixedWorkloadOptions& o) {
   const generator::OptionError bad{"mixed workload"};
-  for (const auto& [name, v] :
-       {std::pair{"chat_share", o.chat_share}, std::pair{"fanout_share", o.fanout_share},
-        std::pair{"batch_share", o.batch_share}}) {
-    if (!generator::NonNegative(v)) return bad(name, v, ">= 0");
+  if (auto s = bad.FirstBroken({generator::MustBeNonNegative("chat_share", o.chat_share),
+                                generator::MustBeNonNegative("fanout_share", o.fanout_share),
+                                generator::MustBeNonNegative("batch_share", o.batch_share)});
+      !s.ok()) {
+    return s;
   }
   const double total = o.chat_share + o.fanout_share + o.batch_share;
   if (!(total > 0)) return bad("the sum of the shares", total, "> 0");
