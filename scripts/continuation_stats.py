@@ -32,7 +32,7 @@ Standard library only.
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter
 
 
 def load(path):
@@ -88,26 +88,22 @@ def main():
     if not reqs:
         sys.exit(f"{args.trace}: no requests")
 
-    seen, last_user, wrote_last_full = set(), {}, []
+    uses = Counter()  # block -> accesses so far; its keys are the blocks seen
+    last_user, wrote_last_full = {}, []
     parent, turn, new_blocks = [], [], []
-    accesses = first_uses = 0
-    uses = defaultdict(int)
     for i, (_, _, ids) in enumerate(reqs):
         k = 0
-        while k < len(ids) and ids[k] in seen:
+        while k < len(ids) and ids[k] in uses:
             k += 1
         p = last_user[ids[k - 1]] if k > 0 else -1
         if p >= 0 and (k < len(reqs[p][2]) - 1 or not wrote_last_full[p]):
             p = -1  # shares only part of p's prompt, or only what p shared too
         parent.append(p)
-        wrote_last_full.append(len(ids) > 1 and ids[-2] not in seen)
+        wrote_last_full.append(len(ids) > 1 and ids[-2] not in uses)
         turn.append(turn[p] + 1 if p >= 0 else 1)
-        new_blocks.append(sum(1 for b in ids if b not in seen))
+        new_blocks.append(sum(1 for b in ids if b not in uses))
+        uses.update(ids)
         for b in ids:
-            accesses += 1
-            first_uses += b not in seen
-            uses[b] += 1
-            seen.add(b)
             last_user[b] = i
 
     horizon_ms = args.horizon * 1000
@@ -120,8 +116,10 @@ def main():
     if not known:
         sys.exit(f"{args.trace}: no request is --horizon ({args.horizon:g} s) before the trace's end")
 
+    # Every distinct block had exactly one first use.
+    accesses = sum(uses.values())
     reused = sum(1 for n in uses.values() if n > 1)
-    print(f"{accesses} block accesses; {100 * first_uses / accesses:.1f}% are a block's first use; "
+    print(f"{accesses} block accesses; {100 * len(uses) / accesses:.1f}% are a block's first use; "
           f"{100 * reused / len(uses):.1f}% of blocks are used again")
     print(f"\nrequests with a known outcome: {len(known)} (continued = within {args.horizon:g} s)")
     print(f"{'turn':>6} {'requests':>9} {'new blocks %':>13} {'continued %':>12}")

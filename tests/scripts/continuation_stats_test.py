@@ -15,15 +15,20 @@ stats = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(stats)
 
 
-def run(records, *flags):
+def run_on_text(text, *flags):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        for t, length, ids in records:
-            f.write(json.dumps({"timestamp": t, "input_length": length, "hash_ids": ids}) + "\n")
+        f.write(text)
     try:
         return subprocess.run([sys.executable, SCRIPT, f.name, *flags], capture_output=True,
                               text=True)
     finally:
         os.unlink(f.name)
+
+
+def run(records, *flags):
+    return run_on_text("".join(
+        json.dumps({"timestamp": t, "input_length": length, "hash_ids": ids}) + "\n"
+        for t, length, ids in records), *flags)
 
 
 def turn_rows(stdout):
@@ -88,12 +93,7 @@ class TurnTableTest(unittest.TestCase):
     def test_bad_input_is_one_line_naming_the_line(self):
         out = run([(0, 10, [0])])
         self.assertNotEqual(out.returncode, 0)
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write('{"timestamp": 0, "input_length": 5, "hash_ids": [0]}\n{"timestamp": 1}\n')
-        try:
-            bad = subprocess.run([sys.executable, SCRIPT, f.name], capture_output=True, text=True)
-        finally:
-            os.unlink(f.name)
+        bad = run_on_text('{"timestamp": 0, "input_length": 5, "hash_ids": [0]}\n{"timestamp": 1}\n')
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn(":2: not a trace record", bad.stderr)
         self.assertNotIn("Traceback", bad.stderr)
