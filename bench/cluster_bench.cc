@@ -14,9 +14,9 @@
 #include <memory>
 #include <string>
 
+#include "core/cost_model.h"
 #include "datasets/workload_generator.h"
 #include "sim/cluster_simulator.h"
-#include "sim/cost_model.h"
 #include "sim/replay_trace.h"
 #include "tests/support/test_model.h"
 

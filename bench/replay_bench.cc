@@ -9,10 +9,11 @@
 #include <memory>
 #include <string>
 
+#include "core/cost_model.h"
 #include "datasets/workload_generator.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
-#include "sim/cost_model.h"
+#include "policies/policy_factory.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
 

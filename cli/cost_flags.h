@@ -6,7 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
-#include "sim/cost_model.h"
+#include "core/cost_model.h"
 
 namespace kvlearn {
 

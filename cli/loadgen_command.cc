@@ -1,5 +1,5 @@
 // `kvlearn loadgen`: plays N serving nodes against a running sidecar over
-// gRPC, replaying a trace (server/load_generator.h), and prints compare's
+// gRPC, replaying a trace (clients/load_generator.h), and prints compare's
 // result schema plus per-RPC latency percentiles.
 #include <grpcpp/grpcpp.h>
 
@@ -13,10 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "clients/load_generator.h"
+#include "core/cost_model.h"
 #include "datasets/mooncake_reader.h"
-#include "server/load_generator.h"
 #include "sim/comparison_report.h"
-#include "sim/cost_model.h"
 #include "sim/replay_trace.h"
 
 namespace kvlearn {

@@ -12,7 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
-#include "models/retention_policy.h"
+#include "policies/policy_factory.h"
+#include "policies/retention_policy.h"
 #include "server/sidecar_server.h"
 
 namespace kvlearn {

@@ -14,9 +14,9 @@
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "datasets/mooncake_reader.h"
-#include "learner/model_file.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
+#include "models/model_file.h"
 
 namespace kvlearn {
 namespace {
@@ -132,7 +132,7 @@ int RunTrain(const TrainFlags& f) {
   meta.feature_std = mlp->feature_std;
   meta.trace_fingerprint = absl::StrFormat("%016x", trace->Fingerprint());
   meta.created_by = f.command_line;
-  if (auto s = SaveModelFile(f.out, *mlp, meta); !s.ok()) return Fail(s);
+  if (auto s = SaveModelFile(f.out, mlp->layers, meta); !s.ok()) return Fail(s);
   // Read it back the way every consumer will: a file we cannot load is a failure here.
   if (auto loaded = LearnedModel::Load(f.out); !loaded.ok()) return Fail(loaded.status());
   std::cout << absl::StrFormat("wrote %s: best epoch %d of %d, valid loss %.4f, %.1f s\n", f.out,

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "models/block_catalog.h"
+#include "core/block_catalog.h"
 
 namespace kvlearn {
 

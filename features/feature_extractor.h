@@ -10,21 +10,13 @@
 #include <functional>
 #include <span>
 
+#include "core/block_catalog.h"
+#include "core/feature_config.h"
+#include "core/pool_state.h"
 #include "features/access_history.h"
 #include "features/feature_schema.h"
-#include "models/block_catalog.h"
-#include "models/pool_state.h"
 
 namespace kvlearn {
-
-// Receives (block, request index, feature vector); for tests and tracing.
-using FeatureSink = std::function<void(BlockIndex, uint32_t, std::span<const float>)>;
-
-struct FeatureConfig {
-  // Pool link bandwidth, bytes per ms: the load cost T of a block is
-  // bytes / this. 25 GB/s RDMA = 25e6.
-  double link_bytes_per_ms = 25e6;
-};
 
 class FeatureExtractor {
  public:

@@ -6,7 +6,8 @@
 
 #include "features/access_history.h"
 #include "features/feature_extractor.h"
-#include "models/retention_policy.h"
+#include "policies/policy_factory.h"
+#include "policies/retention_policy.h"
 #include "sim/pool_simulator.h"
 
 namespace kvlearn {

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/cost_model.h"
 #include "features/feature_extractor.h"
 #include "features/feature_schema.h"
 #include "models/learned_model.h"
-#include "sim/cost_model.h"
 #include "sim/replay_trace.h"
 
 namespace kvlearn {

@@ -3,7 +3,7 @@
 //
 // Model files are written by `kvlearn train`: a TorchScript archive with the
 // MLP (normalisation included) and its metadata as extra files. Load() lives
-// in the LibTorch-linked library `kvlearn_learned` (learner/model_file.cc) and
+// in the LibTorch-linked library `kvlearn_learned` (models/model_file.cc) and
 // refuses a file whose feature schema version differs from this build's,
 // whose weights are not finite, or that fails a probe inference. Everything
 // else only sees this interface, so the hot path never touches LibTorch.

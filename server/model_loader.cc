@@ -7,14 +7,6 @@
 
 namespace kvlearn {
 
-bool HaveLearnedModelSupport() {
-#ifdef KVLEARN_HAVE_LEARNED
-  return true;
-#else
-  return false;
-#endif
-}
-
 absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForServing(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("path: empty");
   std::error_code ec;
@@ -26,13 +18,7 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForServing(const st
     return absl::InvalidArgumentError(
         absl::StrCat("path: model file ", path, " is not a regular file"));
   }
-  // ---- the only learned-model dependency of the server -------------------
-#ifdef KVLEARN_HAVE_LEARNED
   return LearnedModel::Load(path);
-#else
-  return absl::FailedPreconditionError(
-      absl::StrCat("cannot load ", path, ": this build has no learned-model support yet"));
-#endif
 }
 
 }  // namespace kvlearn

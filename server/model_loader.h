@@ -1,7 +1,6 @@
-// Loads a model file for the sidecar: the one place that depends on whether
-// this build has learned-model support (the `kvlearn_learned` library with
-// LearnedModel::Load). Without it, every load fails with FAILED_PRECONDITION
-// after the file checks, so the server keeps serving its current policy.
+// Loads a model file for the sidecar (start-up and ReloadModel): checks the
+// path first so an operator's typo reads as one, then LearnedModel::Load
+// (models/model_file.h). On failure the server keeps its current model.
 #pragma once
 
 #include <memory>
@@ -15,8 +14,5 @@ namespace kvlearn {
 // Checks that `path` names a readable regular file (INVALID_ARGUMENT /
 // NOT_FOUND naming the path), then loads and validates it.
 absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForServing(const std::string& path);
-
-// True when this build can load models at all.
-bool HaveLearnedModelSupport();
 
 }  // namespace kvlearn

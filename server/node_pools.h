@@ -1,17 +1,19 @@
 // The sidecar's view of every serving node's caches: one shard per
 // (node, tier), each holding a BlockCatalog, a PoolState and a retention
-// policy from CreatePolicy, driven with exactly the call protocol the replay
-// simulator uses (models/retention_policy.h, sim/pool_simulator.cc):
+// policy, driven by the same PolicyDriver (policies/policy_driver.h) the
+// simulators use, one driver call per event:
 //
-//   request arrival  -> PoolState::BeginRequest, RetentionPolicy::OnRequest
-//   block hit        -> Pin + OnHit            (the node sends them deepest first)
+//   request arrival  -> BeginRequest
+//   block hit        -> Hit                    (the node sends them deepest first)
 //   Admit            -> ShouldAdmit per candidate; the first refusal ends it
-//   RankEviction     -> SelectVictim / Evict / OnEvict until the bytes are free
-//                       (or RankVictims over a candidate list); the sidecar applies
+//   RankEviction     -> NextVictim / EvictLeaf until the bytes are free (or
+//                       RankVictims over a candidate list); the sidecar applies
 //                       the evictions it recommends to its own view at once
-//   block stored     -> Insert + Pin + OnInsert
-//   block removed    -> Evict + OnEvict, or nothing when the sidecar already
+//   block stored     -> Insert
+//   block removed    -> EvictLeaf, or nothing when the sidecar already
 //                       applied it as a recommended eviction
+//
+// Input checks that need no pool live in server/request_validation.h.
 //
 // so that one node replaying a trace through the sidecar makes the same
 // decisions as `kvlearn compare` on that trace. The node decides when it
@@ -39,9 +41,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/cost_model.h"
 #include "kvlearn/v1/retention.pb.h"
-#include "models/retention_policy.h"
-#include "sim/cost_model.h"
+#include "models/learned_model.h"
 
 namespace kvlearn {
 
@@ -96,9 +98,6 @@ class NodePools {
 
   const PoolCounters& counters() const { return counters_; }
 
-  // Checks a node id: 1..128 characters from [A-Za-z0-9._:/-].
-  static absl::Status ValidateNodeId(std::string_view node_id, const std::string& field);
-
   // One (node, tier); defined in node_pools.cc.
   struct Shard;
 
@@ -109,7 +108,8 @@ class NodePools {
   NodePoolsOptions options_;
   PoolCounters counters_;
   mutable absl::Mutex table_mu_;
-  absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_;
+  absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
+      ABSL_GUARDED_BY(table_mu_);
 };
 
 }  // namespace kvlearn

@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "sim/cost_model.h"
+#include "core/cost_model.h"
 
 namespace grpc {
 class Server;

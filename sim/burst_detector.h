@@ -17,7 +17,7 @@
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
-#include "models/block_catalog.h"
+#include "core/block_catalog.h"
 
 namespace kvlearn {
 

@@ -48,8 +48,8 @@ struct Copy {
 
 struct Node {
   Node(const BlockCatalog* catalog, uint64_t hbm_bytes) : hbm(catalog, hbm_bytes) {}
-  TierCache hbm;
-  std::unique_ptr<TierCache> dram;
+  PolicyDriver hbm;
+  std::unique_ptr<PolicyDriver> dram;
   std::deque<uint32_t> queue;
   uint32_t load = 0;     // routed and not yet prefilled
   double queued_ms = 0;  // estimated prefill of the queued requests (ClusterView::BacklogMs)
@@ -100,9 +100,7 @@ class Simulator final : public ClusterView, public ClusterState {
                    uint32_t hbm_blocks) const override {
     return ChooseLoads(n, chain, input_tokens, hbm_blocks).ms;
   }
-  double CopyMs(uint64_t bytes) const override {
-    return static_cast<double>(bytes) / (cost_.hardware().rdma_gb_per_s * 1e6);
-  }
+  double CopyMs(uint64_t bytes) const override { return cost_.TransferMs(bytes); }
   const PoolState* GlobalPool() const override { return pool_ ? &pool_->pool() : nullptr; }
 
   // ClusterState.
@@ -127,20 +125,12 @@ class Simulator final : public ClusterView, public ClusterState {
   uint32_t RdmaId(uint32_t n) const { return 2 * n; }
   uint32_t PcieId(uint32_t n) const { return 2 * n + 1; }
 
-  absl::StatusOr<std::unique_ptr<RetentionPolicy>> NewPolicy(const PoolState& pool) const {
-    PolicyEnv env;
-    env.catalog = &replay_.catalog;
-    env.pool = &pool;
-    env.next_use = &replay_.next_use;
-    env.model = o_.model;
-    env.features.link_bytes_per_ms = cost_.hardware().rdma_gb_per_s * 1e6;
-    return CreatePolicy(o_.retention_policy, env);
+  absl::Status StartPolicy(PolicyDriver& tier) const {
+    return tier.StartPolicy(o_.retention_policy, MakePolicyEnv(cost_, o_.model, &replay_.next_use));
   }
-  absl::StatusOr<std::unique_ptr<TierCache>> NewTier(uint64_t bytes) const {
-    auto tier = std::make_unique<TierCache>(&replay_.catalog, bytes);
-    auto policy = NewPolicy(tier->pool());
-    if (!policy.ok()) return policy.status();
-    tier->SetPolicy(std::move(*policy));
+  absl::StatusOr<std::unique_ptr<PolicyDriver>> NewTier(uint64_t bytes) const {
+    auto tier = std::make_unique<PolicyDriver>(&replay_.catalog, bytes);
+    if (auto s = StartPolicy(*tier); !s.ok()) return s;
     return tier;
   }
 
@@ -216,7 +206,7 @@ class Simulator final : public ClusterView, public ClusterState {
   const ClusterOptions& o_;
 
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::unique_ptr<TierCache> pool_;
+  std::unique_ptr<PolicyDriver> pool_;
   std::vector<Link> links_;
   std::vector<uint64_t> link_version_;
   std::unique_ptr<Router> router_;
@@ -253,7 +243,7 @@ Simulator::LoadChoice Simulator::ChooseLoads(uint32_t n, std::span<const BlockIn
   for (uint32_t j = hbm_blocks; j < reach; ++j) {
     const BlockMeta& m = catalog[chain[j]];
     const double gbps = j < best.dram_blocks ? hw.pcie_gb_per_s : hw.rdma_gb_per_s;
-    load_ms += static_cast<double>(m.bytes) / (gbps * 1e6);
+    load_ms += static_cast<double>(m.bytes) / BytesPerMs(gbps);
     tokens += m.tokens;
     const double total = load_ms + PrefillMs(tokens, input_tokens);
     if (total < best.ms) {
@@ -399,7 +389,7 @@ bool Simulator::WorthWaiting(const Copy& c) const {
   tokens += held_tokens;
   // The copies queued behind this source share its NIC.
   const double copy_ms = static_cast<double>(bytes) * std::max<size_t>(1, source.deferred.size()) /
-                         (cost_.hardware().rdma_gb_per_s * 1e6);
+                         cost_.LinkBytesPerMs();
   return source.prefill_end_ms - now_ + copy_ms < PrefillMs(held_tokens, tokens);
 }
 
@@ -557,7 +547,7 @@ absl::Status Simulator::PrefillDone(uint32_t n) {
   if (pool_) {
     // Other nodes' requests ran since this one started; re-pin its prefix as
     // the walk goes so making room never evicts the blocks it builds on.
-    pool_->pool().BeginRequest();
+    pool_->UnpinAll();
     if (auto s = pool_->Admit(chain, 0, blocks, access, admitted, pool_evicted, [](BlockIndex) {});
         !s.ok()) {
       return s;
@@ -632,24 +622,22 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   router_ = std::move(*router);
   ReplicationOptions replication = o_.replication;
   replication.model = o_.model;
-  replication.features.link_bytes_per_ms = cost_.hardware().rdma_gb_per_s * 1e6;
+  replication.features.link_bytes_per_ms = cost_.LinkBytesPerMs();
   auto replicator = CreateReplicationPolicy(setup->replication, replication);
   if (!replicator.ok()) return replicator.status();
   replicator_ = std::move(*replicator);
 
   for (uint32_t n = 0; n < o_.prefill_nodes; ++n) {
     auto node = std::make_unique<Node>(&replay_.catalog, o_.hbm_bytes_per_node);
-    auto policy = NewPolicy(node->hbm.pool());
-    if (!policy.ok()) return policy.status();
-    node->hbm.SetPolicy(std::move(*policy));
+    if (auto s = StartPolicy(node->hbm); !s.ok()) return s;
     if (o_.dram_bytes_per_node > 0) {
       auto dram = NewTier(o_.dram_bytes_per_node);
       if (!dram.ok()) return dram.status();
       node->dram = std::move(*dram);
     }
     nodes_.push_back(std::move(node));
-    links_.emplace_back(hw.rdma_gb_per_s * 1e6);
-    links_.emplace_back(hw.pcie_gb_per_s * 1e6);
+    links_.emplace_back(BytesPerMs(hw.rdma_gb_per_s));
+    links_.emplace_back(BytesPerMs(hw.pcie_gb_per_s));
   }
   link_version_.assign(links_.size(), 0);
   if (o_.pool_bytes > 0) {

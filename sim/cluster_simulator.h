@@ -45,14 +45,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/retention_policy.h"
-#include "sim/cost_model.h"
+#include "core/cost_model.h"
+#include "policies/policy_driver.h"
+#include "policies/policy_factory.h"
+#include "policies/retention_policy.h"
 #include "sim/link.h"
 #include "sim/replay_result.h"
 #include "sim/replay_trace.h"
 #include "sim/replication_policy.h"
 #include "sim/router.h"
-#include "sim/tier_cache.h"
 
 namespace kvlearn {
 

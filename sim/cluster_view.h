@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <span>
 
-#include "models/block_catalog.h"
-#include "models/pool_state.h"
+#include "core/block_catalog.h"
+#include "core/pool_state.h"
 
 namespace kvlearn {
 

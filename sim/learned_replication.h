@@ -41,10 +41,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pool_state.h"
 #include "features/access_history.h"
 #include "features/feature_extractor.h"
 #include "models/learned_model.h"
-#include "models/pool_state.h"
 #include "sim/replication_policy.h"
 
 namespace kvlearn {

@@ -6,17 +6,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "policies/policy_driver.h"
 #include "sim/replay_accounting.h"
-#include "sim/tier_cache.h"
 
 namespace kvlearn {
 namespace {
 
 // Serves one request against the pool; returns what it hit and admitted.
 // The pool's half of serving a request, shared with the cluster simulator
-// through TierCache: the hit is the resident prefix; the rest is recomputed
+// through PolicyDriver: the hit is the resident prefix; the rest is recomputed
 // and offered for admission root first.
-absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, TierCache& tier,
+absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, PolicyDriver& tier,
                           RequestOutcome& out) {
   const TraceRequest& r = replay.trace->requests[request_index];
   const std::span<const BlockIndex> chain(replay.blocks.data() + r.first_block, r.num_blocks);
@@ -45,20 +45,14 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   }
   const uint32_t nodes = cost.hardware().prefill_nodes;
   if (nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
-  // `env` outlives `tier` (declared first): a policy may use it until it is
-  // destroyed with the tier.
-  PolicyEnv env;
-  TierCache tier(&replay.catalog, options.pool_bytes);
+  PolicyDriver tier(&replay.catalog, options.pool_bytes);
   const PoolState& pool = tier.pool();
-  env.catalog = &replay.catalog;
-  env.pool = &pool;
-  env.next_use = &replay.next_use;
-  env.model = options.model;
-  env.features.link_bytes_per_ms = cost.hardware().rdma_gb_per_s * 1e6;
+  PolicyEnv env = MakePolicyEnv(cost, options.model, &replay.next_use);
   env.feature_sink = options.feature_sink;
-  auto policy = options.make_policy ? options.make_policy(env) : CreatePolicy(policy_name, env);
-  if (!policy.ok()) return policy.status();
-  tier.SetPolicy(std::move(*policy));
+  const absl::Status started = options.make_policy
+                                   ? tier.StartPolicy(options.make_policy, std::move(env))
+                                   : tier.StartPolicy(policy_name, std::move(env));
+  if (!started.ok()) return started;
 
   const Trace& trace = *replay.trace;
   const auto n = static_cast<uint32_t>(trace.requests.size());

@@ -1,5 +1,5 @@
 // Replays a trace through one global KV pool under one retention policy
-// (DESIGN.md, "The world it models"): requests are spread round-robin over
+// (docs/design.md): requests are spread round-robin over
 // the cost model's prefill nodes, each a FIFO queue; a request loads its longest resident
 // prefix from the pool over RDMA and recomputes the rest, offering each new
 // block to the pool for admission.
@@ -9,7 +9,7 @@
 //
 // This is the fast path of the replay engine: the pool alone, no per-node
 // caches, no link contention. It serves each request through the same
-// TierCache (sim/tier_cache.h) the cluster simulator (sim/cluster_simulator.h)
+// PolicyDriver (policies/policy_driver.h) the cluster simulator (sim/cluster_simulator.h)
 // runs every tier with, so the two apply the policy protocol identically.
 #pragma once
 
@@ -18,9 +18,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "models/pool_state.h"
-#include "models/retention_policy.h"
-#include "sim/cost_model.h"
+#include "core/cost_model.h"
+#include "core/pool_state.h"
+#include "policies/policy_driver.h"
+#include "policies/policy_factory.h"
 #include "sim/replay_result.h"
 #include "sim/replay_trace.h"
 
@@ -35,7 +36,7 @@ struct PoolReplayOptions {
   FeatureSink feature_sink;
   // Builds the policy instead of CreatePolicy(policy_name, env) when set; the
   // learner uses it to wrap a policy with a feature recorder.
-  std::function<absl::StatusOr<std::unique_ptr<RetentionPolicy>>(const PolicyEnv&)> make_policy;
+  PolicyMaker make_policy;
   // Called after every request with its index and the pool; tests use it to
   // check invariants. Leave empty in production runs.
   std::function<void(uint32_t, const PoolState&)> after_request;

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cost_model.h"
 #include "datasets/trace.h"
-#include "sim/cost_model.h"
 #include "sim/replay_result.h"
 
 namespace kvlearn {

@@ -1,7 +1,7 @@
 #include "sim/replay_trace.h"
 
 #include "absl/strings/str_cat.h"
-#include "models/retention_policy.h"
+#include "policies/policy_env.h"
 
 namespace kvlearn {
 

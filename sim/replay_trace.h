@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/block_catalog.h"
+#include "core/cost_model.h"
 #include "datasets/trace.h"
-#include "models/block_catalog.h"
-#include "sim/cost_model.h"
 
 namespace kvlearn {
 

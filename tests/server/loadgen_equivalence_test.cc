@@ -4,8 +4,8 @@
 // for the same policy, trace and pool size.
 #include <gtest/gtest.h>
 
+#include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
-#include "server/load_generator.h"
 #include "sim/pool_simulator.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/default_cost.h"

@@ -13,10 +13,10 @@
 #include <mutex>
 #include <thread>
 
+#include "clients/load_generator.h"
 #include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "server/event_log.h"
-#include "server/load_generator.h"
 #include "server/model_loader.h"
 #include "sim/pool_simulator.h"
 #include "tests/server/sidecar_fixture.h"
@@ -232,7 +232,6 @@ TEST(SidecarProcessTest, ExportLogWritesTheRequestArrivalsAsAMooncakeTrace) {
 // model refuses. Then the learned policy behind the sidecar makes exactly the
 // simulator's decisions.
 TEST(SidecarModelTest, ReloadSwapsAValidModelAndRefusesBadOnes) {
-  if (!HaveLearnedModelSupport()) GTEST_SKIP() << "built without kvlearn_learned";
   TempDir dir;
   ChatWorkloadOptions w;
   w.seed = 11;

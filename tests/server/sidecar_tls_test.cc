@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
-#include "server/load_generator.h"
 #include "tests/server/sidecar_fixture.h"
 
 namespace kvlearn {

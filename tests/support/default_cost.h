@@ -2,7 +2,7 @@
 // command line's defaults), built once.
 #pragma once
 
-#include "sim/cost_model.h"
+#include "core/cost_model.h"
 
 namespace kvlearn {
 

@@ -1,0 +1,66 @@
+// `kvlearn loadgen` as a library: plays N serving nodes, each with its own
+// pool of `pool_bytes`, replaying a trace against a running sidecar over real
+// gRPC. Request i goes to node i mod N. A node first reports its pool
+// capacity (pool_configured); then per request it:
+//   1. reports the arrival (its whole chain) and a hit event per block of its
+//      resident prefix, deepest first (one ReportEvents call);
+//   2. for each missing block, root to leaf: Admit; if kept and short of room,
+//      RankEviction for the missing bytes and evicts the victims it is given;
+//      then reports the removals and the block stored (one ReportEvents call).
+//      A discarded block, or no room, ends admission for the request.
+// This is the simulator's protocol (sim/pool_simulator.cc), so with one node
+// the hit counts equal ReplayPool's for the server's policy.
+//
+// Each node runs its requests in trace order; `concurrency` threads share the
+// nodes. Counters and TTFT are computed as ReplayPool computes them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
+#include "sim/comparison_report.h"
+#include "sim/replay_result.h"
+#include "sim/replay_trace.h"
+
+namespace grpc {
+class ChannelCredentials;
+}
+
+namespace kvlearn {
+
+struct LoadgenOptions {
+  std::string target;                                     // host:port of the sidecar
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // nullptr: plaintext
+  uint32_t nodes = 1;
+  uint32_t concurrency = 1;
+  uint64_t pool_bytes = 0;  // per node
+  double eval_from = 0;
+  std::string node_prefix = "loadgen-";  // node ids are prefix + index
+};
+
+struct RpcLatency {
+  std::string rpc;
+  uint64_t calls = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+struct LoadgenResult {
+  ReplayResult result;  // summed over nodes; policy = the server's
+  std::vector<RpcLatency> rpcs;
+  double wall_seconds = 0;
+};
+
+absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostModel& cost,
+                                         const LoadgenOptions& options);
+
+// `compare`'s table / JSON for the one result, plus the RPC latencies (JSON:
+// an extra top-level "rpc": {"<Rpc>": {"calls", "rpc_p50_us", "rpc_p99_us"}}).
+std::string FormatLoadgenTable(const Comparison& comparison, const LoadgenResult& result);
+std::string FormatLoadgenJson(const Comparison& comparison, const LoadgenResult& result);
+
+}  // namespace kvlearn

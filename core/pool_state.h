@@ -1,0 +1,81 @@
+// Which blocks one KV pool holds, under the prefix constraint: a block may be
+// resident only while its parent is, so eviction takes leaves (resident blocks
+// with no resident child) and never orphans a descendant.
+//
+// Blocks touched by the request being served are pinned for its duration so
+// that making room for its new blocks never evicts the prefix it just used.
+// The simulator and the sidecar both own one PoolState per pool; policies read
+// it to tell which blocks they may evict. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/block_catalog.h"
+
+namespace kvlearn {
+
+class PoolState {
+ public:
+  PoolState(const BlockCatalog* catalog, uint64_t capacity_bytes)
+      : catalog_(catalog), capacity_bytes_(capacity_bytes) {
+    Grow(catalog->size());
+  }
+
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  uint64_t used_bytes() const { return used_bytes_; }
+  uint64_t free_bytes() const { return capacity_bytes_ - used_bytes_; }
+  uint64_t resident_blocks() const { return resident_blocks_; }
+  uint64_t evictions() const { return evictions_; }  // since construction
+  const BlockCatalog& catalog() const { return *catalog_; }
+
+  bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
+  uint32_t ResidentChildren(BlockIndex b) const { return children_[b]; }
+  bool IsLeaf(BlockIndex b) const { return IsResident(b) && children_[b] == 0; }
+  bool IsPinned(BlockIndex b) const { return pin_epoch_[b] == epoch_; }
+  bool IsEvictable(BlockIndex b) const { return IsLeaf(b) && !IsPinned(b); }
+
+  // Starts a new request: unpins everything pinned by the previous one.
+  void BeginRequest() { ++epoch_; }
+  void Pin(BlockIndex b) { pin_epoch_[b] = epoch_; }
+
+  // REQUIRES: !IsResident(b), parent resident (or none), bytes fit.
+  void Insert(BlockIndex b) {
+    resident_[b] = 1;
+    used_bytes_ += (*catalog_)[b].bytes;
+    ++resident_blocks_;
+    const BlockIndex parent = (*catalog_)[b].parent;
+    if (parent != kNoBlock) ++children_[parent];
+  }
+
+  // REQUIRES: IsLeaf(b).
+  void Evict(BlockIndex b) {
+    resident_[b] = 0;
+    used_bytes_ -= (*catalog_)[b].bytes;
+    --resident_blocks_;
+    ++evictions_;
+    const BlockIndex parent = (*catalog_)[b].parent;
+    if (parent != kNoBlock) --children_[parent];
+  }
+
+  // Extends per-block state after blocks were added to the catalog.
+  void Grow(size_t n) {
+    if (n <= resident_.size()) return;
+    resident_.resize(n, 0);
+    children_.resize(n, 0);
+    pin_epoch_.resize(n, 0);
+  }
+
+ private:
+  const BlockCatalog* catalog_;
+  uint64_t capacity_bytes_;
+  uint64_t used_bytes_ = 0;
+  uint64_t resident_blocks_ = 0;
+  uint64_t evictions_ = 0;
+  uint32_t epoch_ = 1;  // pin_epoch_ starts at 0, so nothing is pinned initially
+  std::vector<uint8_t> resident_;
+  std::vector<uint32_t> children_;
+  std::vector<uint32_t> pin_epoch_;
+};
+
+}  // namespace kvlearn

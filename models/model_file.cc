@@ -1,0 +1,184 @@
+#include "models/model_file.h"
+
+#include <simdjson.h>
+#include <sys/stat.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "features/feature_schema.h"
+
+namespace kvlearn {
+namespace {
+
+torch::Tensor ToTensor(const Eigen::MatrixXf& m) {
+  torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat32);
+  auto a = t.accessor<float, 2>();
+  for (Eigen::Index r = 0; r < m.rows(); ++r) {
+    for (Eigen::Index c = 0; c < m.cols(); ++c) a[r][c] = m(r, c);
+  }
+  return t;
+}
+
+torch::Tensor ToTensor(const std::vector<float>& v) {
+  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())},
+                          torch::kFloat32)
+      .clone();
+}
+
+std::string MetadataJson(const ModelMetadata& m) {
+  const auto floats = [](const auto& v) {
+    return absl::StrJoin(
+        v, ", ", [](std::string* out, double x) { out->append(absl::StrFormat("%.9g", x)); });
+  };
+  std::vector<std::string> names;
+  for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", std::string(n), "\""));
+  std::string created_by;
+  for (char c : m.created_by) {
+    if (c == '"' || c == '\\') created_by += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) created_by += c;
+  }
+  return absl::StrCat("{\"schema_version\": ", m.schema_version, ",\n \"label\": \"",
+                      "P(next use of the block within horizons_seconds[k]) per output k",
+                      "\",\n \"horizons_seconds\": [", floats(m.horizons_seconds),
+                      "],\n \"feature_names\": [", absl::StrJoin(names, ", "),
+                      "],\n \"feature_mean\": [", floats(m.feature_mean), "],\n \"feature_std\": [",
+                      floats(m.feature_std), "],\n \"trace_fingerprint\": \"", m.trace_fingerprint,
+                      "\",\n \"created_by\": \"", created_by, "\"}\n");
+}
+
+absl::StatusOr<ModelMetadata> ParseMetadata(const std::string& json, const std::string& path) {
+  const auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", kMetadataFile, ": ", std::string(what)));
+  };
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json).get(doc)) return bad("not valid JSON");
+  ModelMetadata m;
+  int64_t version = 0;
+  if (doc["schema_version"].get(version)) return bad("field 'schema_version' missing");
+  m.schema_version = static_cast<uint32_t>(version);
+  const auto read_doubles = [&](const char* key, auto& out) -> absl::Status {
+    simdjson::dom::array a;
+    if (doc[key].get(a)) return bad(absl::StrCat("field '", key, "' missing"));
+    for (auto v : a) {
+      double d;
+      if (v.get(d)) return bad(absl::StrCat("field '", key, "' holds a non-number"));
+      out.push_back(static_cast<typename std::decay_t<decltype(out)>::value_type>(d));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = read_doubles("horizons_seconds", m.horizons_seconds); !s.ok()) return s;
+  if (auto s = read_doubles("feature_mean", m.feature_mean); !s.ok()) return s;
+  if (auto s = read_doubles("feature_std", m.feature_std); !s.ok()) return s;
+  std::string_view text;
+  if (!doc["trace_fingerprint"].get(text)) m.trace_fingerprint = std::string(text);
+  if (!doc["created_by"].get(text)) m.created_by = std::string(text);
+  return m;
+}
+
+}  // namespace
+
+absl::Status SaveModelFile(const std::string& path, std::span<const DenseLayer> layers,
+                           const ModelMetadata& metadata) {
+  try {
+    torch::jit::Module module("KvlearnReuseMlp");
+    module.register_buffer("feature_mean", ToTensor(metadata.feature_mean));
+    module.register_buffer("feature_std", ToTensor(metadata.feature_std));
+    std::string forward =
+        "def forward(self, x):\n    h = (x - self.feature_mean) / self.feature_std\n";
+    for (size_t i = 0; i < layers.size(); ++i) {
+      module.register_parameter(absl::StrCat("w", i), ToTensor(layers[i].weight), false);
+      module.register_parameter(
+          absl::StrCat("b", i),
+          ToTensor(std::vector<float>(layers[i].bias.data(),
+                                      layers[i].bias.data() + layers[i].bias.size())),
+          false);
+      const std::string affine = absl::StrCat("torch.addmm(self.b", i, ", h, self.w", i, ".t())");
+      absl::StrAppend(&forward, "    h = ",
+                      i + 1 < layers.size() ? absl::StrCat("torch.relu(", affine, ")")
+                                            : absl::StrCat("torch.sigmoid(", affine, ")"),
+                      "\n");
+    }
+    absl::StrAppend(&forward, "    return h\n");
+    module.define(forward);
+    torch::jit::ExtraFilesMap extra{{kMetadataFile, MetadataJson(metadata)}};
+    module.save(path, extra);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot write model ", path, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::jit::Module> LoadTorchModule(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("model file ", path, " does not exist"));
+  }
+  try {
+    return torch::jit::load(path);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ",
+                     std::string(e.what()).substr(0, 200)));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("model file ", path, " does not exist"));
+  }
+  torch::jit::ExtraFilesMap extra{{kMetadataFile, ""}};
+  std::vector<DenseLayer> layers;
+  try {
+    torch::jit::Module module = torch::jit::load(path, c10::nullopt, extra);
+    for (size_t i = 0;; ++i) {
+      const std::string w = absl::StrCat("w", i), b = absl::StrCat("b", i);
+      if (!module.hasattr(w) || !module.hasattr(b)) break;
+      const torch::Tensor wt = module.attr(w).toTensor().contiguous().to(torch::kFloat32);
+      const torch::Tensor bt = module.attr(b).toTensor().contiguous().to(torch::kFloat32);
+      if (wt.dim() != 2 || bt.dim() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": layer ", i, " is not a matrix"));
+      }
+      DenseLayer d;
+      d.weight =
+          Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+              wt.data_ptr<float>(), wt.size(0), wt.size(1));
+      d.bias = Eigen::Map<const Eigen::VectorXf>(bt.data_ptr<float>(), bt.size(0));
+      layers.push_back(std::move(d));
+    }
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ",
+                     std::string(e.what()).substr(0, 200)));
+  }
+  if (extra[kMetadataFile].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " has no ", kMetadataFile, ": not written by kvlearn train"));
+  }
+  auto metadata = ParseMetadata(extra[kMetadataFile], path);
+  if (!metadata.ok()) return metadata.status();
+  if (metadata->schema_version != kFeatureSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was trained on feature schema ", metadata->schema_version,
+                     " but this build computes schema ", kFeatureSchemaVersion, "; retrain it"));
+  }
+  if (metadata->feature_mean.size() != kNumFeatures) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": expects ",
+                                                   metadata->feature_mean.size(),
+                                                   " features, this build has ", kNumFeatures));
+  }
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  auto model = MlpModel::Create(std::move(layers), *metadata,
+                                absl::StrCat(base, "@", metadata->trace_fingerprint.substr(0, 8)));
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
+  }
+  return std::shared_ptr<const LearnedModel>(*model);
+}
+
+}  // namespace kvlearn

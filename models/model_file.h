@@ -1,0 +1,30 @@
+// Model files: what `kvlearn train` writes and `LearnedModel::Load` reads.
+// A TorchScript archive whose forward(x) maps raw features [n, F] to
+// probabilities [n, horizons] (normalisation included), plus the metadata as
+// the extra file "kvlearn_metadata.json". Any TorchScript runtime can run it;
+// kvlearn itself copies the weights into an Eigen MlpModel (models/mlp_model.h).
+#pragma once
+
+#include <torch/script.h>
+
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/learned_model.h"
+#include "models/mlp_model.h"
+
+namespace kvlearn {
+
+inline constexpr char kMetadataFile[] = "kvlearn_metadata.json";
+
+// Writes `layers` (un-normalised inputs; the normalisation is
+// metadata.feature_mean / feature_std, applied first) and the metadata.
+absl::Status SaveModelFile(const std::string& path, std::span<const DenseLayer> layers,
+                           const ModelMetadata& metadata);
+
+// The archive as LibTorch sees it (tests compare its forward with Eigen's).
+absl::StatusOr<torch::jit::Module> LoadTorchModule(const std::string& path);
+
+}  // namespace kvlearn

@@ -1,0 +1,39 @@
+// FIFO under the prefix constraint: evicts the resident leaf that entered the
+// pool first. Hits change nothing.
+//
+// Prefix constraint: plain FIFO would evict the oldest block, but an old
+// block whose descendants are still resident cannot leave without orphaning
+// them. We evict the earliest-inserted leaf instead, so an old interior block
+// stays until its (younger) subtree has gone. The alternative, evicting the
+// oldest block together with its whole subtree, would throw away blocks far
+// younger than the FIFO order says and can empty much of the pool at once.
+#include "policies/leaf_ordered_policy.h"
+#include "policies/policy_env.h"
+
+namespace kvlearn {
+namespace {
+
+class FifoPolicy final : public LeafOrderedPolicy {
+ public:
+  explicit FifoPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {}
+
+  std::string_view name() const override { return "fifo"; }
+
+  void OnHit(BlockIndex, const AccessInfo&) override {}
+
+  // Insertion order is unique, so the secondary key and depth never decide.
+  void OnInsert(BlockIndex b, const AccessInfo&) override {
+    Track(b, {static_cast<double>(++inserted_), 0, catalog_[b].depth});
+  }
+
+ private:
+  uint64_t inserted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RetentionPolicy> MakeFifoPolicy(const PolicyEnv& env) {
+  return std::make_unique<FifoPolicy>(env);
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,129 @@
+// An indexed min-heap over the leaves of a pool: the ordering structure of
+// every policy that evicts "the leaf with the smallest key" (LFU, FIFO, GDSF,
+// Belady, learned). Holding only leaves keeps the prefix constraint for free:
+// the heap top is always a block that may leave without orphaning another.
+//
+// 4-ary layout with a position index, so a key change is O(log n) with no
+// stale entries. Not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/block_catalog.h"
+
+namespace kvlearn {
+
+// Keys compare by primary, then secondary (both ascending), then deeper first,
+// so among equal keys a descendant goes before its ancestor.
+struct OrderKey {
+  double primary = 0;
+  double secondary = 0;
+  uint32_t depth = 0;
+};
+
+inline bool EvictsBefore(const OrderKey& a, const OrderKey& b) {
+  if (a.primary != b.primary) return a.primary < b.primary;
+  if (a.secondary != b.secondary) return a.secondary < b.secondary;
+  return a.depth > b.depth;
+}
+
+class LeafHeap {
+ public:
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  // Children of heap slot i are slots kArity*i+1 .. kArity*i+kArity.
+  static constexpr uint32_t kArity = 4;
+
+  bool empty() const { return heap_.empty(); }
+  size_t size() const { return heap_.size(); }
+  bool Contains(BlockIndex b) const { return b < pos_.size() && pos_[b] != kAbsent; }
+  BlockIndex Top() const { return heap_.front(); }
+  // The entry at heap slot i (0 = top); for scanning past pinned blocks.
+  BlockIndex At(size_t i) const { return heap_[i]; }
+  const OrderKey& KeyOf(BlockIndex b) const { return keys_[b]; }
+
+  // Records b's key; repositions b if it is in the heap.
+  void SetKey(BlockIndex b, const OrderKey& key) {
+    Grow(b);
+    const bool later = EvictsBefore(keys_[b], key);
+    keys_[b] = key;
+    if (!Contains(b)) return;
+    if (later) {
+      SiftDown(pos_[b]);
+    } else {
+      SiftUp(pos_[b]);
+    }
+  }
+
+  // Adds b with its current key. REQUIRES: !Contains(b).
+  void Push(BlockIndex b) {
+    Grow(b);
+    pos_[b] = static_cast<uint32_t>(heap_.size());
+    heap_.push_back(b);
+    SiftUp(pos_[b]);
+  }
+
+  void Remove(BlockIndex b) {
+    if (!Contains(b)) return;
+    const uint32_t i = pos_[b];
+    const BlockIndex last = heap_.back();
+    heap_.pop_back();
+    pos_[b] = kAbsent;
+    if (last == b) return;
+    heap_[i] = last;
+    pos_[last] = i;
+    SiftDown(i);
+    SiftUp(pos_[last]);
+  }
+
+ private:
+  void Grow(BlockIndex b) {
+    if (b < pos_.size()) return;
+    const size_t n = std::max<size_t>(b + 1, pos_.size() * 2);
+    pos_.resize(n, kAbsent);
+    keys_.resize(n);
+  }
+
+  bool Before(uint32_t i, uint32_t j) const {
+    return EvictsBefore(keys_[heap_[i]], keys_[heap_[j]]);
+  }
+
+  void Swap(uint32_t i, uint32_t j) {
+    std::swap(heap_[i], heap_[j]);
+    pos_[heap_[i]] = i;
+    pos_[heap_[j]] = j;
+  }
+
+  void SiftUp(uint32_t i) {
+    while (i > 0) {
+      const uint32_t parent = (i - 1) / kArity;
+      if (!Before(i, parent)) return;
+      Swap(i, parent);
+      i = parent;
+    }
+  }
+
+  void SiftDown(uint32_t i) {
+    const auto n = static_cast<uint32_t>(heap_.size());
+    while (true) {
+      const uint32_t first = i * kArity + 1;
+      if (first >= n) return;
+      uint32_t best = first;
+      const uint32_t end = std::min(first + kArity, n);
+      for (uint32_t c = first + 1; c < end; ++c) {
+        if (Before(c, best)) best = c;
+      }
+      if (!Before(best, i)) return;
+      Swap(i, best);
+      i = best;
+    }
+  }
+
+  std::vector<BlockIndex> heap_;
+  std::vector<uint32_t> pos_;
+  std::vector<OrderKey> keys_;
+};
+
+}  // namespace kvlearn

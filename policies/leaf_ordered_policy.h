@@ -1,0 +1,37 @@
+// Shared base of the policies that evict the leaf with the smallest OrderKey.
+// Subclasses decide keys (on insert and hit) and admission; this class keeps
+// the heap restricted to current leaves as blocks come and go.
+#pragma once
+
+#include "policies/leaf_heap.h"
+#include "policies/policy_env.h"
+#include "policies/retention_policy.h"
+
+namespace kvlearn {
+
+class LeafOrderedPolicy : public RetentionPolicy {
+ public:
+  explicit LeafOrderedPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {}
+
+  BlockIndex SelectVictim() override;
+  void OnEvict(BlockIndex b) override;
+  double EvictionPriority(BlockIndex b) const override { return heap_.KeyOf(b).primary; }
+  // By the full OrderKey, tie-breaks included.
+  std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
+
+ protected:
+  // Call from OnInsert with the new block's key (the block is already resident).
+  void Track(BlockIndex b, const OrderKey& key);
+  // Call from OnHit when a block's key changes.
+  void Rekey(BlockIndex b, const OrderKey& key) { heap_.SetKey(b, key); }
+  const OrderKey& KeyOf(BlockIndex b) const { return heap_.KeyOf(b); }
+  const LeafHeap& heap() const { return heap_; }
+
+  const BlockCatalog& catalog_;
+  const PoolState& pool_;
+
+ private:
+  LeafHeap heap_;
+};
+
+}  // namespace kvlearn

@@ -1,0 +1,117 @@
+// Maps policy names to constructors. Adding a policy = one file + one row here.
+#include "policies/policy_factory.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "features/feature_schema.h"
+#include "models/learned_model.h"
+
+namespace kvlearn {
+
+std::unique_ptr<RetentionPolicy> MakeLruPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeLfuPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeFifoPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeOracleAdmissionPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeKvlearnCarsPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeLearnedPolicy(const PolicyEnv& env);
+
+namespace {
+
+struct PolicyEntry {
+  std::string_view name;
+  bool offline;      // reads the future: needs PolicyEnv::next_use
+  bool needs_model;  // scores with PolicyEnv::model
+  std::unique_ptr<RetentionPolicy> (*make)(const PolicyEnv&);
+};
+
+constexpr std::array kPolicies = {
+    PolicyEntry{"lru", false, false, MakeLruPolicy},
+    PolicyEntry{"lfu", false, false, MakeLfuPolicy},
+    PolicyEntry{"fifo", false, false, MakeFifoPolicy},
+    PolicyEntry{"gdsf", false, false, MakeGdsfPolicy},
+    PolicyEntry{"s3fifo", false, false, MakeS3FifoPolicy},
+    PolicyEntry{"kvlearn-cars", false, false, MakeKvlearnCarsPolicy},
+    PolicyEntry{"learned", false, true, MakeLearnedPolicy},
+    PolicyEntry{"belady", true, false, MakeBeladyPolicy},
+    PolicyEntry{"oracle-admission", true, false, MakeOracleAdmissionPolicy},
+    PolicyEntry{"no-cache", false, false, MakeNoCachePolicy},
+};
+
+constexpr auto kNames = [] {
+  std::array<std::string_view, kPolicies.size()> names{};
+  for (size_t i = 0; i < kPolicies.size(); ++i) names[i] = kPolicies[i].name;
+  return names;
+}();
+
+// absl here predates std::string_view support in StrCat/StrJoin.
+void AppendName(std::string* out, std::string_view name) { out->append(name); }
+
+const PolicyEntry* Find(std::string_view name) {
+  for (const auto& e : kPolicies) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const std::string_view> PolicyNames() { return kNames; }
+
+std::string JoinedPolicyNames(std::string_view separator) {
+  return absl::StrJoin(kNames, std::string(separator), AppendName);
+}
+
+absl::Status CheckPolicyName(std::string_view name) {
+  if (Find(name) != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown policy '", std::string(name), "' (known: ", JoinedPolicyNames(), ")"));
+}
+
+bool PolicyNeedsModel(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->needs_model;
+}
+
+absl::Status CheckModelFits(const LearnedModel* model) {
+  if (model == nullptr) return absl::FailedPreconditionError("no model given (--model FILE)");
+  const uint32_t version = model->metadata().schema_version;
+  if (version != kFeatureSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("model was trained on feature schema ",
+                                                      version, " but this build computes schema ",
+                                                      kFeatureSchemaVersion));
+  }
+  return absl::OkStatus();
+}
+
+bool IsOfflinePolicy(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->offline;
+}
+
+absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view name,
+                                                              const PolicyEnv& env) {
+  if (auto s = CheckPolicyName(name); !s.ok()) return s;
+  const PolicyEntry* e = Find(name);
+  if (env.catalog == nullptr || env.pool == nullptr) {
+    return absl::FailedPreconditionError("policy needs a block catalog and a pool");
+  }
+  if (e->offline && env.next_use == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy '", std::string(name), "' is an offline oracle: it needs the trace's future"));
+  }
+  if (e->needs_model) {
+    if (auto s = CheckModelFits(env.model.get()); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("policy '", std::string(name), "': ", s.message()));
+    }
+  }
+  return e->make(env);
+}
+
+}  // namespace kvlearn

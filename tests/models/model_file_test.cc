@@ -1,0 +1,186 @@
+// Training, model files and the two inference paths (LibTorch, Eigen).
+#include "models/model_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "datasets/workload_generator.h"
+#include "learner/sample_recorder.h"
+#include "learner/trainer.h"
+#include "policies/policy_factory.h"
+#include "policies/retention_policy.h"
+
+namespace kvlearn {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Fixture {
+  Trace trace;
+  CostModel cost{*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")};
+  std::unique_ptr<ReplayTrace> replay;
+  SampleSet train, valid;
+};
+
+const Fixture& Data() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    ChatWorkloadOptions g;
+    g.seed = 21;
+    g.requests = 2500;
+    fx->trace = GenerateChatTrace(g);
+    fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
+    RecordOptions o;
+    o.pool_bytes = fx->replay->distinct_block_bytes / 10;
+    o.horizons_seconds = {60, 600};
+    SampleSet all = *RecordSamples(*fx->replay, fx->cost, o);
+    fx->train = all.Slice(0, 1500);
+    fx->valid = all.Slice(1500, 2000);
+    return fx;
+  }();
+  return *f;
+}
+
+TrainedMlp Train(uint64_t seed) {
+  TrainOptions o;
+  o.seed = seed;
+  o.max_epochs = 3;
+  o.hidden = {16, 8};
+  auto mlp = TrainMlp(Data().train, Data().valid, o, nullptr);
+  EXPECT_TRUE(mlp.ok()) << mlp.status();
+  return *mlp;
+}
+
+ModelMetadata Metadata(const TrainedMlp& mlp) {
+  ModelMetadata m;
+  m.schema_version = kFeatureSchemaVersion;
+  m.horizons_seconds = {60, 600};
+  m.feature_mean = mlp.feature_mean;
+  m.feature_std = mlp.feature_std;
+  m.trace_fingerprint = "00112233deadbeef";
+  m.created_by = "model_file_test";
+  return m;
+}
+
+std::string TempPath(const std::string& name) {
+  return (fs::temp_directory_path() / ("kvlearn_model_file_test_" + name)).string();
+}
+
+TEST(TrainerTest, SameSeedSameWeightsOtherSeedOtherWeights) {
+  const TrainedMlp a = Train(7), b = Train(7), c = Train(8);
+  ASSERT_EQ(a.layers.size(), 3u);
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].weight, b.layers[i].weight) << "layer " << i;
+    EXPECT_EQ(a.layers[i].bias, b.layers[i].bias) << "layer " << i;
+  }
+  EXPECT_NE(a.layers[0].weight, c.layers[0].weight);
+}
+
+TEST(TrainerTest, LearnsSomethingAboutReuse) {
+  const TrainedMlp m = Train(1);
+  // Validation AUC of the 60 s head: better than chance on held-out, later traffic.
+  EXPECT_GT(m.history[m.best_epoch - 1].valid_auc[0], 0.6);
+}
+
+TEST(TrainerTest, RocAucOnHandCases) {
+  const std::vector<uint8_t> all(4, 1);
+  EXPECT_DOUBLE_EQ(RocAuc({0.1f, 0.2f, 0.8f, 0.9f}, {0, 0, 1, 1}, all), 1.0);
+  EXPECT_DOUBLE_EQ(RocAuc({0.9f, 0.8f, 0.2f, 0.1f}, {0, 0, 1, 1}, all), 0.0);
+  EXPECT_DOUBLE_EQ(RocAuc({0.5f, 0.5f, 0.5f, 0.5f}, {0, 1, 0, 1}, all), 0.5);
+  // One positive above one of two negatives: 1 of 2 pairs ordered right.
+  EXPECT_DOUBLE_EQ(RocAuc({0.3f, 0.1f, 0.5f, 0.0f}, {1, 0, 0, 0}, {1, 1, 1, 0}), 0.5);
+  // Only negatives are known: there is no pair to order.
+  EXPECT_TRUE(std::isnan(RocAuc({0.3f, 0.1f, 0.5f, 0.0f}, {1, 0, 0, 0}, {0, 1, 1, 1})));
+}
+
+TEST(ModelFileTest, EigenPathMatchesLibTorch) {
+  const TrainedMlp mlp = Train(3);
+  const std::string path = TempPath("agree.pt");
+  ASSERT_TRUE(SaveModelFile(path, mlp.layers, Metadata(mlp)).ok());
+  auto model = LearnedModel::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto module = LoadTorchModule(path);
+  ASSERT_TRUE(module.ok()) << module.status();
+  const SampleSet& v = Data().valid;
+  const auto n = static_cast<int64_t>(std::min<size_t>(v.size(), 2000));
+  torch::Tensor x =
+      torch::from_blob(const_cast<float*>(v.features.data()), {n, kNumFeatures}).clone();
+  torch::Tensor y = module->forward({x}).toTensor().contiguous();
+  auto acc = y.accessor<float, 2>();
+  float out[2];
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    (*model)->Predict(std::span<const float>(v.features.data() + i * kNumFeatures, kNumFeatures),
+                      out);
+    for (int k = 0; k < 2; ++k) worst = std::max<double>(worst, std::abs(out[k] - acc[i][k]));
+  }
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ((*model)->metadata().trace_fingerprint, "00112233deadbeef");
+  EXPECT_EQ((*model)->metadata().horizons_seconds, (std::vector<double>{60, 600}));
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, RefusesMissingFile) {
+  auto m = LearnedModel::Load(TempPath("does_not_exist.pt"));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(m.status().message().find("does_not_exist.pt"), std::string::npos);
+}
+
+TEST(ModelFileTest, RefusesGarbageAndTruncatedFiles) {
+  const std::string garbage = TempPath("garbage.pt");
+  std::ofstream(garbage) << "this is not a model\n";
+  auto g = LearnedModel::Load(garbage);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("not a kvlearn model file"), std::string::npos) << g.status();
+
+  const TrainedMlp mlp = Train(3);
+  const std::string good = TempPath("good.pt"), cut = TempPath("cut.pt");
+  ASSERT_TRUE(SaveModelFile(good, mlp.layers, Metadata(mlp)).ok());
+  const auto size = fs::file_size(good);
+  fs::copy_file(good, cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, size / 2);
+  auto c = LearnedModel::Load(cut);
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  fs::remove(garbage);
+  fs::remove(good);
+  fs::remove(cut);
+}
+
+TEST(ModelFileTest, RefusesAnotherFeatureSchema) {
+  const TrainedMlp mlp = Train(3);
+  ModelMetadata meta = Metadata(mlp);
+  meta.schema_version = kFeatureSchemaVersion + 1;
+  const std::string path = TempPath("schema.pt");
+  ASSERT_TRUE(SaveModelFile(path, mlp.layers, meta).ok());
+  auto m = LearnedModel::Load(path);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(m.status().message().find("feature schema"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, RefusesNonFiniteWeights) {
+  TrainedMlp mlp = Train(3);
+  mlp.layers[1].weight(0, 0) = std::numeric_limits<float>::quiet_NaN();
+  const std::string path = TempPath("nan.pt");
+  ASSERT_TRUE(SaveModelFile(path, mlp.layers, Metadata(mlp)).ok());
+  auto m = LearnedModel::Load(path);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("non-finite"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {
+  PoolState pool(&Data().replay->catalog, 1 << 30);
+  PolicyEnv env{&Data().replay->catalog, &pool, nullptr, nullptr};
+  auto none = CreatePolicy("learned", env);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("--model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvlearn
