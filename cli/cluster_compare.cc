@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<Row>> Rows(const ClusterCompareFlags& c,
 
 std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   auto f = std::make_shared<ClusterCompareFlags>();
-  const std::string group = "Cluster simulation (--cluster; README, 'Cluster simulation')";
+  const std::string group = "Cluster simulation (--cluster; docs/cluster.md)";
   cmd->add_flag("--cluster", f->enabled,
                 "simulate the prefill cluster (per-node HBM + DRAM caches, routers, links, "
                 "queues) and report TTFT per router and policy")

@@ -174,7 +174,7 @@ Command AddCompareCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "compare",
       "Replay a trace under several retention policies on the same pool and cost model and "
-      "print the A/B table (columns explained in README.md, 'Reading the table').");
+      "print the A/B table (columns explained in docs/results.md, 'Reading the table').");
   cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to replay");
   cmd->add_option("--policies", flags->policies,
                   absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),

@@ -102,7 +102,7 @@ Command AddServeCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "serve",
       "Run the gRPC retention sidecar: serving nodes stream block events and ask Admit / "
-      "RankEviction (README.md, 'Sidecar'). SIGHUP reloads --model; SIGINT/SIGTERM stop.");
+      "RankEviction (docs/sidecar.md). SIGHUP reloads --model; SIGINT/SIGTERM stop.");
   cmd->add_option("--listen", o.listen, "gRPC address HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "directory of the RocksDB event log")->required();

@@ -13,7 +13,7 @@
 //   ATC  (adaptive threshold controller): a PI loop on pool occupancy,
 //        target 0.85; keep a block iff CARS > theta;
 //   5% exploration admissions so refused kinds of blocks still get labels.
-// As DESIGN.md asks, we do not copy two things the public code does and the
+// As docs/design.md ("Notes on the reference systems") says, we do not copy two things the public code does and the
 // paper does not: it drops blocks with at most one hit once the label horizon
 // passes (a TTL), and its simulator charges a transfer on every access. Here
 // nothing leaves the pool except through SelectVictim, and transfers are the

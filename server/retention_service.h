@@ -11,7 +11,7 @@
 //
 // Admit and RankEviction use gRPC's callback API: the decision (a few µs)
 // runs inline on the thread that read the request, which saves the thread
-// hand-off of the sync thread pool (measured: README, "Sidecar"). The other
+// hand-off of the sync thread pool (measured: docs/performance.md, "Sidecar speed"). The other
 // methods are sync: ReportEvents blocks on the log append.
 //
 // Thread-safety: gRPC calls the methods concurrently; all state below is

@@ -1,6 +1,6 @@
 // The sidecar's counters and gauges, rendered in the Prometheus text format
 // (version 0.0.4) for /metrics. Names are prefixed kvlearn_, use base units
-// (seconds, bytes) and counters end in _total (README, "Sidecar").
+// (seconds, bytes) and counters end in _total (docs/sidecar.md).
 //
 // Thread-safety: every method may be called concurrently; counters are
 // relaxed atomics, the model info string is guarded by a mutex.

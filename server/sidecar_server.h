@@ -45,7 +45,7 @@ struct SidecarOptions {
   // cost (GDSF reads it): use compare's cost flags. nullptr: llama3-8b on a100.
   std::shared_ptr<const CostModel> cost;
   uint32_t block_size = 512;
-  // Limits (README, "Sidecar").
+  // Limits (docs/sidecar.md, "Limits").
   uint32_t max_message_bytes = 4 << 20;
   uint32_t max_events_per_batch = 4096;
   uint32_t max_candidates = 1024;

@@ -1,7 +1,7 @@
 // Renders a cluster comparison (one ClusterResult per router x retention
 // policy on the same trace, cluster and cost model) as a table, JSON or CSV.
-// The JSON keeps `kvlearn compare`'s schema (README, "Reading the table") and
-// adds "router" and the cluster fields to each result (README, "Cluster
+// The JSON keeps `kvlearn compare`'s schema (docs/results.md, "Reading the table") and
+// adds "router" and the cluster fields to each result (docs/cluster.md, "Cluster
 // simulation").
 #pragma once
 

@@ -1,6 +1,6 @@
 // Renders an A/B comparison (one ReplayResult per policy on the same trace,
 // pool and cost model) as a human-readable table, JSON or CSV. The JSON shape
-// is the stable, documented output of `kvlearn compare` (README, "Output").
+// is the stable, documented output of `kvlearn compare` (docs/results.md, "Reading the table").
 #pragma once
 
 #include <cstdint>

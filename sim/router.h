@@ -1,4 +1,4 @@
-// Routers: pick the prefill node a request goes to (DESIGN.md, "The world it
+// Routers: pick the prefill node a request goes to (docs/design.md, "The world it
 // models"). Created by name:
 //   round-robin  node i mod N for the i-th request;
 //   least-load   fewest outstanding requests (ties: lowest node);
