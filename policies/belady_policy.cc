@@ -47,8 +47,13 @@ class BeladyPolicy final : public LeafOrderedPolicy {
 
  private:
   // Furthest next use = smallest key; kNeverUsedAgain is the furthest of all.
+  // Ties (blocks never used again, blocks of one chain used next by the same
+  // request) go by block index, so the order is total and RankVictims can
+  // tell it; any of several equally-far blocks is an optimal victim (the
+  // sample trace's table is unchanged by this tie-break).
   OrderKey KeyAt(BlockIndex b, const AccessInfo& access) const {
-    return {-static_cast<double>(next_use_[access.access_pos]), 0, catalog_[b].depth};
+    return {-static_cast<double>(next_use_[access.access_pos]), static_cast<double>(b),
+            catalog_[b].depth};
   }
 
   // Walks the blocks SelectVictim() would return, in order, until `need`

@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "policies/policy_env.h"
 #include "policies/retention_policy.h"
 
@@ -59,11 +60,36 @@ class S3FifoPolicy final : public RetentionPolicy {
  public:
   explicit S3FifoPolicy(const PolicyEnv& env)
       : catalog_(*env.catalog),
-        pool_(*env.pool),
+        pool_(env.pool),
         small_target_(env.pool->capacity_bytes() / 10),
         main_target_(env.pool->capacity_bytes() - small_target_) {}
 
   std::string_view name() const override { return "s3fifo"; }
+
+  // S3-FIFO's order depends on the queues' sizes and on the promotions its own
+  // scans make, so no per-block key reproduces it: replay SelectVictim on a
+  // copy of the policy and the pool until every candidate has been taken.
+  // O(pool) per call; the sidecar calls it only when a node names its own
+  // candidates. Candidates SelectVictim never reaches (pinned) go last, in
+  // their given order.
+  std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override {
+    PoolState pool = *pool_;
+    S3FifoPolicy copy(*this, pool);
+    const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
+    std::vector<BlockIndex> order;
+    absl::flat_hash_set<BlockIndex> taken;
+    while (taken.size() < wanted.size()) {
+      const BlockIndex victim = copy.SelectVictim();
+      if (victim == kNoBlock) break;
+      pool.Evict(victim);
+      copy.OnEvict(victim);
+      if (wanted.contains(victim) && taken.insert(victim).second) order.push_back(victim);
+    }
+    for (const BlockIndex b : candidates) {
+      if (taken.insert(b).second) order.push_back(b);
+    }
+    return order;
+  }
 
   void OnHit(BlockIndex b, const AccessInfo&) override {
     freq_[b] = static_cast<uint8_t>(std::min<int>(freq_[b] + 1, kMaxFreq));
@@ -109,6 +135,12 @@ class S3FifoPolicy final : public RetentionPolicy {
   }
 
  private:
+  // The same state over another pool (RankVictims' scratch copy).
+  S3FifoPolicy(const S3FifoPolicy& other, const PoolState& pool) : S3FifoPolicy(other) {
+    pool_ = &pool;
+  }
+  S3FifoPolicy(const S3FifoPolicy&) = default;
+
   static constexpr uint8_t kNone = 2;  // queue_ value of a block in neither queue
   static constexpr uint8_t kSmall = 0;
   static constexpr uint8_t kMain = 1;
@@ -123,7 +155,7 @@ class S3FifoPolicy final : public RetentionPolicy {
       if (freq_[b] >= kMoveToMainThreshold) {
         freq_[b] = 0;
         MoveToBack(kMain, b);
-      } else if (!pool_.IsEvictable(b)) {
+      } else if (!pool_->IsEvictable(b)) {
         MoveToBack(kSmall, b);
       } else {
         return b;
@@ -139,7 +171,7 @@ class S3FifoPolicy final : public RetentionPolicy {
     for (uint64_t step = 0; step < (kMaxFreq + 1) * lap; ++step) {
       if (step > 0 && step % lap == 0 && !seen_evictable) break;
       const BlockIndex b = Front(kMain);
-      if (pool_.IsEvictable(b)) {
+      if (pool_->IsEvictable(b)) {
         seen_evictable = true;
         if (freq_[b] == 0) return b;  // stays the front until OnEvict
         --freq_[b];
@@ -222,7 +254,7 @@ class S3FifoPolicy final : public RetentionPolicy {
   }
 
   const BlockCatalog& catalog_;
-  const PoolState& pool_;
+  const PoolState* pool_;  // a pointer so RankVictims can run a copy over a copy
   const uint64_t small_target_;
   const uint64_t main_target_;
 

@@ -14,11 +14,13 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/cost_model.h"
 #include "core/splitmix64.h"
 #include "datasets/mooncake_reader.h"
 #include "datasets/trace.h"
 #include "gtest/gtest.h"
+#include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
 #include "sim/pool_simulator.h"
@@ -293,6 +295,71 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
   EXPECT_EQ((*policy)->name(), GetParam());
   env.next_use = nullptr;
   EXPECT_EQ(CreatePolicy(GetParam(), env).ok(), !IsOfflinePolicy(GetParam()));
+}
+
+// Drives `policy` over the first `requests` requests of `replay` the way the
+// pool replay does, through the one driver.
+absl::Status DriveRequests(const ReplayTrace& replay, uint32_t requests, PolicyDriver& driver) {
+  for (uint32_t ri = 0; ri < requests; ++ri) {
+    const TraceRequest& r = replay.trace->requests[ri];
+    const std::span<const BlockIndex> chain(replay.blocks.data() + r.first_block, r.num_blocks);
+    const AccessInfo access{r.timestamp_ms, ri, r.first_block};
+    const uint32_t hits = driver.Lookup(chain);
+    driver.Touch(chain, hits, access);
+    uint64_t inserted = 0, evicted = 0;
+    if (auto s =
+            driver.Admit(chain, hits, r.num_blocks, access, inserted, evicted, [](BlockIndex) {});
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// RankVictims is what the sidecar answers a node that names its own
+// candidates; SelectVictim is what the simulator evicts. They must agree:
+// after half a trace, the policy's ranking of every evictable leaf must be
+// the order in which repeated SelectVictim calls take those same blocks
+// (blocks that become leaves on the way, parents of evicted blocks, may be
+// taken in between; they are not candidates and are skipped).
+TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
+  int checked = 0;
+  for (const auto& g : GeneratedTraces()) {
+    for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
+      if (pool_bytes == 0) continue;
+      SCOPED_TRACE(Describe(*g, pool_bytes));
+      PolicyDriver driver(&g->replay.catalog, pool_bytes);
+      PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g->replay.next_use);
+      if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
+      ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
+      const auto half = static_cast<uint32_t>(g->trace->requests.size() / 2);
+      ASSERT_TRUE(DriveRequests(g->replay, half, driver).ok());
+
+      std::vector<BlockIndex> candidates;
+      for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
+        if (driver.pool().IsEvictable(b)) candidates.push_back(b);
+      }
+      const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
+      ASSERT_EQ(ranked.size(), candidates.size());
+      const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
+      std::vector<BlockIndex> taken;
+      while (taken.size() < candidates.size()) {
+        auto victim = driver.NextVictim();
+        ASSERT_TRUE(victim.ok()) << victim.status();
+        if (*victim == kNoBlock) break;
+        driver.EvictLeaf(*victim);
+        if (wanted.contains(*victim)) taken.push_back(*victim);
+      }
+      ASSERT_EQ(taken.size(), candidates.size()) << "SelectVictim stopped early";
+      const auto first_difference =
+          std::mismatch(ranked.begin(), ranked.end(), taken.begin()).first - ranked.begin();
+      EXPECT_EQ(first_difference, static_cast<long>(ranked.size()))
+          << "RankVictims and SelectVictim part at position " << first_difference << " of "
+          << ranked.size();
+      checked += candidates.empty() ? 0 : 1;
+    }
+  }
+  if (GetParam() != "no-cache") EXPECT_GT(checked, 0) << "no case had an evictable leaf";
 }
 
 std::string PolicyTestName(const ::testing::TestParamInfo<std::string_view>& info) {
