@@ -1,0 +1,163 @@
+// The feature schema and the one extractor, on cases worked out by hand.
+#include "features/feature_extractor.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "core/block_catalog.h"
+#include "core/pool_state.h"
+#include "features/access_history.h"
+#include "features/feature_schema.h"
+
+namespace kvlearn {
+namespace {
+
+TEST(FeatureSchemaTest, EveryFeatureHasOneDistinctSnakeCaseName) {
+  static_assert(kFeatureNames.size() == kNumFeatures);
+  std::set<std::string_view> seen;
+  for (std::string_view name : kFeatureNames) {
+    ASSERT_FALSE(name.empty());
+    EXPECT_TRUE(seen.insert(name).second) << "feature name repeated: " << name;
+    for (char c : name) {
+      EXPECT_TRUE(std::islower(static_cast<unsigned char>(c)) ||
+                  std::isdigit(static_cast<unsigned char>(c)) || c == '_')
+          << name;
+    }
+  }
+  EXPECT_GE(kFeatureSchemaVersion, 1u);
+}
+
+// A root A with two children B and C, 512 tokens and 1 MB each; A costs 2 ms
+// to recompute, B and C 3 ms; the pool link moves 25e6 B/ms, so loading a
+// block takes T = 1e6 / 25e6 = 0.04 ms.
+// Requests: [A, B] at 0 s, [A, B] at 10 s, [A, C] at 70 s; features read at
+// 130 s with A and B resident in a 4 MB pool.
+class ThreeRequestsTest : public ::testing::Test {
+ protected:
+  ThreeRequestsTest() : pool_(&catalog_, 4'000'000), history_(&catalog_) {
+    a_ = catalog_.Add({.hash_id = 10,
+                       .parent = kNoBlock,
+                       .depth = 0,
+                       .tokens = 512,
+                       .bytes = 1'000'000,
+                       .recompute_ms = 2.0});
+    b_ = catalog_.Add({.hash_id = 11,
+                       .parent = a_,
+                       .depth = 1,
+                       .tokens = 512,
+                       .bytes = 1'000'000,
+                       .recompute_ms = 3.0});
+    c_ = catalog_.Add({.hash_id = 12,
+                       .parent = a_,
+                       .depth = 1,
+                       .tokens = 512,
+                       .bytes = 1'000'000,
+                       .recompute_ms = 3.0});
+    pool_.Grow(catalog_.size());
+    pool_.Insert(a_);
+    pool_.Insert(b_);
+    const std::array<BlockIndex, 2> ab = {a_, b_}, ac = {a_, c_};
+    history_.Record(ab, 0);
+    history_.Record(ab, 10'000);
+    history_.Record(ac, 70'000);
+  }
+
+  std::array<float, kNumFeatures> Extract(BlockIndex b) const {
+    std::array<float, kNumFeatures> out{};
+    FeatureExtractor(FeatureConfig{.link_bytes_per_ms = 25e6})
+        .Extract(b, 130'000, catalog_, history_, pool_, out);
+    return out;
+  }
+
+  BlockCatalog catalog_;
+  PoolState pool_;
+  AccessHistory history_;
+  BlockIndex a_ = kNoBlock, b_ = kNoBlock, c_ = kNoBlock;
+};
+
+TEST_F(ThreeRequestsTest, RootBlock) {
+  const auto f = Extract(a_);
+  EXPECT_FLOAT_EQ(f[kDepth], 0);
+  EXPECT_FLOAT_EQ(f[kPrefixTokensLog], std::log1p(512.0));
+  EXPECT_FLOAT_EQ(f[kBlockTokens], 1.0);
+  EXPECT_FLOAT_EQ(f[kChildrenLog], std::log1p(2.0));  // B and C
+  EXPECT_FLOAT_EQ(f[kIsLeaf], 0);                     // B is resident under it
+  EXPECT_FLOAT_EQ(f[kBlockBytesLog], std::log1p(1e6));
+  EXPECT_FLOAT_EQ(f[kRecomputeMsLog], std::log1p(2.0));
+  EXPECT_FLOAT_EQ(f[kTransferMsLog], std::log1p(0.04));
+  EXPECT_FLOAT_EQ(f[kSavingMsLog], std::log1p(2.0 - 0.04));
+  // Accessed at 70, 10 and 0 s: age 60 s, gaps 60 s and 10 s, then none (a day).
+  EXPECT_FLOAT_EQ(f[kAgeLog], std::log1p(60.0));
+  EXPECT_FLOAT_EQ(f[kGap1Log], std::log1p(60.0));
+  EXPECT_FLOAT_EQ(f[kGap2Log], std::log1p(10.0));
+  EXPECT_FLOAT_EQ(f[kGap3Log], std::log1p(86400.0));
+  EXPECT_FLOAT_EQ(f[kGap4Log], std::log1p(86400.0));
+  // 1-minute decayed count: 1 at 0 s; e^(-10/60) + 1 at 10 s; times e^(-60/60),
+  // plus 1, at 70 s; times e^(-60/60) at 130 s.
+  const double at70 = (std::exp(-10.0 / 60) + 1) * std::exp(-1.0) + 1;
+  EXPECT_NEAR(f[kDecayed1mLog], std::log1p(at70 * std::exp(-1.0)), 1e-6);
+  EXPECT_FLOAT_EQ(f[kAccessesLog], std::log1p(3.0));
+  EXPECT_FLOAT_EQ(f[kSubtreeAccessesLog], std::log1p(3.0));  // every request went deeper
+  EXPECT_FLOAT_EQ(f[kBurst1s], 0);
+  EXPECT_FLOAT_EQ(f[kBurst10s], 0);
+  EXPECT_FLOAT_EQ(f[kPoolOccupancy], 0.5);  // 2 MB of 4 MB
+  EXPECT_FLOAT_EQ(f[kEvictionRate], 0);
+}
+
+TEST_F(ThreeRequestsTest, ResidentLeafUsedTwice) {
+  const auto f = Extract(b_);
+  EXPECT_FLOAT_EQ(f[kDepth], 1);
+  EXPECT_FLOAT_EQ(f[kPrefixTokensLog], std::log1p(1024.0));
+  EXPECT_FLOAT_EQ(f[kChildrenLog], 0);
+  EXPECT_FLOAT_EQ(f[kIsLeaf], 1);
+  EXPECT_FLOAT_EQ(f[kAgeLog], std::log1p(120.0));  // last used at 10 s
+  EXPECT_FLOAT_EQ(f[kGap1Log], std::log1p(10.0));
+  EXPECT_FLOAT_EQ(f[kGap2Log], std::log1p(86400.0));
+  EXPECT_FLOAT_EQ(f[kAccessesLog], std::log1p(2.0));
+  EXPECT_FLOAT_EQ(f[kSubtreeAccessesLog], 0);  // both requests ended at B
+}
+
+TEST_F(ThreeRequestsTest, BlockOutsideThePoolIsNoLeaf) {
+  const auto f = Extract(c_);
+  EXPECT_FLOAT_EQ(f[kIsLeaf], 0);  // not resident
+  EXPECT_FLOAT_EQ(f[kAgeLog], std::log1p(60.0));
+  EXPECT_FLOAT_EQ(f[kAccessesLog], std::log1p(1.0));
+}
+
+TEST(FeatureExtractorTest, BurstCountsAccessesWithinOneAndTenSeconds) {
+  // One block used at 0, 5, 9.5 and 10 s; read at 10.5 s: ages 10.5, 5.5, 1
+  // and 0.5 s, so two within 1 s and three within 10 s.
+  BlockCatalog catalog;
+  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  PoolState pool(&catalog, 0);
+  AccessHistory history(&catalog);
+  const std::array<BlockIndex, 1> chain = {a};
+  for (const int64_t t : {0, 5'000, 9'500, 10'000}) history.Record(chain, t);
+  std::array<float, kNumFeatures> f{};
+  FeatureExtractor(FeatureConfig{}).Extract(a, 10'500, catalog, history, pool, f);
+  EXPECT_FLOAT_EQ(f[kBurst1s], 2);
+  EXPECT_FLOAT_EQ(f[kBurst10s], 3);
+  EXPECT_FLOAT_EQ(f[kPoolOccupancy], 1.0);  // a pool of no capacity reads as full
+}
+
+TEST(FeatureExtractorTest, BlockNeverSeenReadsAsADayOld) {
+  BlockCatalog catalog;
+  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 256, .bytes = 1, .recompute_ms = 1});
+  PoolState pool(&catalog, 10);
+  AccessHistory history(&catalog);
+  std::array<float, kNumFeatures> f{};
+  FeatureExtractor(FeatureConfig{}).Extract(a, 5'000, catalog, history, pool, f);
+  EXPECT_FLOAT_EQ(f[kBlockTokens], 0.5);
+  EXPECT_FLOAT_EQ(f[kAgeLog], std::log1p(86400.0));
+  for (int g = 0; g < 4; ++g) EXPECT_FLOAT_EQ(f[kGap1Log + g], std::log1p(86400.0));
+  EXPECT_FLOAT_EQ(f[kDecayed1hLog], 0);
+  EXPECT_FLOAT_EQ(f[kAccessesLog], 0);
+}
+
+}  // namespace
+}  // namespace kvlearn
