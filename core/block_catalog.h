@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/check.h"
 
 namespace kvlearn {
 
@@ -38,6 +39,7 @@ class BlockCatalog {
 
   // REQUIRES: meta.hash_id not present yet.
   BlockIndex Add(const BlockMeta& meta) {
+    KVLEARN_DCHECK(Find(meta.hash_id) == kNoBlock);
     const auto b = static_cast<BlockIndex>(blocks_.size());
     blocks_.push_back(meta);
     index_.emplace(meta.hash_id, b);

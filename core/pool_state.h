@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/block_catalog.h"
+#include "core/check.h"
 
 namespace kvlearn {
 
@@ -24,7 +25,11 @@ class PoolState {
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
   uint64_t used_bytes() const { return used_bytes_; }
-  uint64_t free_bytes() const { return capacity_bytes_ - used_bytes_; }
+  // Zero when full or over: the sidecar's view follows what a node reports it
+  // stored, which may exceed the capacity the node declared.
+  uint64_t free_bytes() const {
+    return used_bytes_ >= capacity_bytes_ ? 0 : capacity_bytes_ - used_bytes_;
+  }
   uint64_t resident_blocks() const { return resident_blocks_; }
   uint64_t evictions() const { return evictions_; }  // since construction
   const BlockCatalog& catalog() const { return *catalog_; }
@@ -37,10 +42,17 @@ class PoolState {
 
   // Starts a new request: unpins everything pinned by the previous one.
   void BeginRequest() { ++epoch_; }
-  void Pin(BlockIndex b) { pin_epoch_[b] = epoch_; }
+  // REQUIRES: b < catalog().size() (after Grow).
+  void Pin(BlockIndex b) {
+    KVLEARN_DCHECK(b < pin_epoch_.size());
+    pin_epoch_[b] = epoch_;
+  }
 
-  // REQUIRES: !IsResident(b), parent resident (or none), bytes fit.
+  // REQUIRES: !IsResident(b), parent resident (or none). The simulators also
+  // keep used_bytes() <= capacity_bytes(); the sidecar follows its nodes.
   void Insert(BlockIndex b) {
+    KVLEARN_DCHECK(b < resident_.size() && !resident_[b]);
+    KVLEARN_DCHECK((*catalog_)[b].parent == kNoBlock || IsResident((*catalog_)[b].parent));
     resident_[b] = 1;
     used_bytes_ += (*catalog_)[b].bytes;
     ++resident_blocks_;
@@ -50,6 +62,7 @@ class PoolState {
 
   // REQUIRES: IsLeaf(b).
   void Evict(BlockIndex b) {
+    KVLEARN_DCHECK(IsLeaf(b));
     resident_[b] = 0;
     used_bytes_ -= (*catalog_)[b].bytes;
     --resident_blocks_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/block_catalog.h"
+#include "core/check.h"
 
 namespace kvlearn {
 
@@ -59,6 +60,7 @@ class LeafHeap {
 
   // Adds b with its current key. REQUIRES: !Contains(b).
   void Push(BlockIndex b) {
+    KVLEARN_DCHECK(!Contains(b));
     Grow(b);
     pos_[b] = static_cast<uint32_t>(heap_.size());
     heap_.push_back(b);

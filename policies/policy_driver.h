@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/check.h"
 #include "core/pool_state.h"
 #include "policies/policy_env.h"
 #include "policies/policy_factory.h"
@@ -68,6 +69,7 @@ class PolicyDriver {
   // Empties the pool, gives it a new capacity and starts the policy afresh.
   // REQUIRES: StartPolicy succeeded before.
   absl::Status Restart(uint64_t capacity_bytes) {
+    KVLEARN_DCHECK(make_ != nullptr);
     policy_.reset();
     const size_t n = pool_.catalog().size();
     pool_ = PoolState(&pool_.catalog(), capacity_bytes);
@@ -154,6 +156,7 @@ class PolicyDriver {
   void UnpinAll() { pool_.BeginRequest(); }
   // REQUIRES: pool().IsResident(b).
   void Hit(BlockIndex b, const AccessInfo& access) {
+    KVLEARN_DCHECK(pool_.IsResident(b));
     pool_.Pin(b);
     policy_->OnHit(b, access);
   }
