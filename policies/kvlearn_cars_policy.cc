@@ -13,11 +13,11 @@
 //   ATC  (adaptive threshold controller): a PI loop on pool occupancy,
 //        target 0.85; keep a block iff CARS > theta;
 //   5% exploration admissions so refused kinds of blocks still get labels.
-// As docs/design.md ("Notes on the reference systems") says, we do not copy two things the public
-// code does and the paper does not: it drops blocks with at most one hit once the label horizon
-// passes (a TTL), and its simulator charges a transfer on every access. Here
-// nothing leaves the pool except through SelectVictim, and transfers are the
-// simulator's business.
+// As docs/design.md ("Notes on the reference systems") says, we do not copy
+// two things the public code does and the paper does not: it drops blocks
+// with at most one hit once the label horizon passes (a TTL), and its
+// simulator charges a transfer on every access. Here nothing leaves the pool
+// except through SelectVictim, and transfers are the simulator's business.
 //
 // Where the paper is silent, each part says what was chosen and why in its
 // header under policies/kvlearn_cars/: the 16 inputs and which paper feature

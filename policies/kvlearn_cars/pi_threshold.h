@@ -28,11 +28,11 @@
 namespace kvlearn {
 
 struct PiThresholdOptions {
-  double target = 0.85;      // occupancy the controller steers to
-  double kp = 2;             // theta per unit of occupancy error
-  double ki_per_second = 0;  // integral gain, theta per unit error per second
-  double initial_integral = 0;
-  double limit = 10;  // |theta| and |I| bound
+  double target = 0.85;         // occupancy the controller steers to
+  double kp = 2;                // theta per unit of occupancy error
+  double ki_per_second = 0;     // theta per unit of error per second
+  double initial_integral = 0;  // I (and theta) before the first step
+  double limit = 10;            // bound on |theta| and on |I|
 };
 
 class PiThreshold {
