@@ -26,6 +26,9 @@
 // then B2, after every change; that is the paper's case IV bookkeeping
 // (delete B1's or B2's LRU entry, or drop T1's victim when B1 is empty)
 // done after the fact, with the same resulting lists.
+// c has to be the real capacity: a sidecar pool whose node never declares one
+// (pool_configured) is unbounded, and then the directory is never trimmed
+// (ghosts are remembered for ever) and p is bounded by nothing in practice.
 //
 // The miss event: ARC adapts p when the missed page is requested, before
 // REPLACE makes room for it. Here that moment is ShouldAdmit(b), which the

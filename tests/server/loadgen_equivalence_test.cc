@@ -68,8 +68,8 @@ TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, LoadgenEquivalenceTest,
-                         ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "kvlearn-cars",
-                                           "no-cache"),
+                         ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc",
+                                           "kvlearn-cars", "no-cache"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
