@@ -115,7 +115,7 @@ class SievePolicy final : public RetentionPolicy {
 
   double EvictionPriority(BlockIndex b) const override {
     // Queue positions as one number, tail first: depth below 2^20 and fewer
-    // than 2^32 groups keep it exact in a double.
+    // than 2^33 groups keep it exact in a double.
     const auto position = [this](BlockIndex x) {
       return static_cast<double>(group_[x]) * 0x1p20 - catalog_[x].depth;
     };
