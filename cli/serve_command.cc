@@ -130,7 +130,7 @@ Command AddServeCommand(CLI::App& root) {
       ->check(CLI::Range(1u, 1u << 24));
   cmd->add_option("--pool-bytes", o.default_pool_bytes,
                   "capacity assumed for pools whose node sends no pool_configured event "
-                  "(0: unbounded; only s3fifo reads it)")
+                  "(0: unbounded; only s3fifo and arc read it)")
       ->capture_default_str();
   cmd->add_flag("--strict-nodes", o.strict_nodes,
                 "refuse nodes not listed in --nodes (NOT_FOUND) instead of creating them");

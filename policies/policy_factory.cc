@@ -15,6 +15,8 @@ std::unique_ptr<RetentionPolicy> MakeLfuPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeFifoPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeGdsfPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeS3FifoPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeSievePolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeArcPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeBeladyPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeOracleAdmissionPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
@@ -36,6 +38,8 @@ constexpr std::array kPolicies = {
     PolicyEntry{"fifo", false, false, MakeFifoPolicy},
     PolicyEntry{"gdsf", false, false, MakeGdsfPolicy},
     PolicyEntry{"s3fifo", false, false, MakeS3FifoPolicy},
+    PolicyEntry{"sieve", false, false, MakeSievePolicy},
+    PolicyEntry{"arc", false, false, MakeArcPolicy},
     PolicyEntry{"kvlearn-cars", false, false, MakeKvlearnCarsPolicy},
     PolicyEntry{"learned", false, true, MakeLearnedPolicy},
     PolicyEntry{"belady", true, false, MakeBeladyPolicy},

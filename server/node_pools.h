@@ -19,7 +19,7 @@
 // decisions as `kvlearn compare` on that trace. The node decides when it
 // needs room and asks for the bytes it is missing; the pool capacity a node
 // declares (pool_configured) only matters to policies that size queues from
-// it (s3fifo).
+// it (s3fifo, arc).
 //
 // Catalogs grow as hash ids arrive: a block's parent is the previous id of the
 // request's chain (or the parent of a stored event / Admit candidate); an id

@@ -188,7 +188,7 @@ ReplayResult Replay(const ReplayTrace& replay, std::string_view policy, uint64_t
 // everything they miss only first uses. (A policy that may refuse blocks
 // stays out of this list; the other checks still apply to it.)
 bool AdmitsEverything(std::string_view policy) {
-  constexpr std::string_view kAdmitAll[] = {"lru", "lfu", "fifo", "gdsf", "s3fifo"};
+  constexpr std::string_view kAdmitAll[] = {"lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc"};
   return std::find(std::begin(kAdmitAll), std::end(kAdmitAll), policy) != std::end(kAdmitAll);
 }
 
