@@ -71,7 +71,11 @@ TEST_P(KvEventEncoderRoundTrip, GroupIdxSurvivesInMaps) {
 INSTANTIATE_TEST_SUITE_P(
     AllForms, KvEventEncoderRoundTrip,
     ::testing::Combine(::testing::Values(KvEventEncoding::kArray, KvEventEncoding::kMap),
-                       ::testing::Values(KvHashEncoding::kInt, KvHashEncoding::kBytes)));
+                       ::testing::Values(KvHashEncoding::kInt, KvHashEncoding::kBytes)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == KvEventEncoding::kMap ? "Map" : "Array") +
+             (std::get<1>(info.param) == KvHashEncoding::kBytes ? "BytesHashes" : "IntHashes");
+    });
 
 TEST(KvEventEncoderTest, ArrayBytesAreWhatAnEngineSends) {
   EngineEventBatch batch;
