@@ -94,6 +94,7 @@ struct Counters {
       stored_blocks{0}, removed_blocks{0}, malformed{0}, unknown_tags{0}, duplicates{0}, gaps{0},
       replay_requests{0}, replay_timeouts{0}, batches_replayed{0}, events_replayed{0},
       sequences_lost{0};
+  std::atomic<uint64_t> restarts{0};
   std::atomic<int64_t> next_sequence{-1};
   mutable std::mutex error_mu;
   std::string last_error;  // guarded by error_mu
@@ -168,6 +169,7 @@ struct Link {
   std::optional<uint64_t> replay_horizon;
   std::chrono::steady_clock::time_point replay_deadline;
   std::map<uint64_t, std::string> held;
+  bool restarted = false;  // flag the next delivered batch
 };
 
 }  // namespace
@@ -232,6 +234,8 @@ void EngineSubscriber::State::Deliver(Link& l, uint64_t seq, std::string_view pa
     }
   }
   c.unknown_tags.fetch_add(batch->unknown_events);
+  batch->engine_restarted = l.restarted;
+  l.restarted = false;
   if (replayed) {
     c.batches_replayed.fetch_add(1);
     c.events_replayed.fetch_add(batch->events.size());
@@ -296,6 +300,20 @@ void EngineSubscriber::State::EndReplay(Link& l, bool answered) {
 
 void EngineSubscriber::State::OnLive(Link& l, uint64_t seq, std::string_view payload) {
   if (!l.next.has_value()) l.next = options.start_sequence.value_or(seq);
+  if (seq == 0 && l.highest_live.value_or(0) > 0) {
+    // PUB does not reorder, so live numbering that falls back to 0 started
+    // over: the engine restarted. (A 0 after 0 only arrived from a replay is
+    // a duplicate.) What was outstanding belongs to its previous life.
+    l.counters.restarts.fetch_add(1);
+    if (l.replay_pending) {
+      l.replay = MakeDealer(l.config.replay_endpoint);
+      l.replay_pending = false;
+    }
+    l.held.clear();
+    l.next = 0;
+    l.highest_live.reset();
+    l.restarted = true;
+  }
   if (!l.highest_live.has_value() || seq > *l.highest_live) l.highest_live = seq;
   if (seq < *l.next || l.held.contains(seq)) {
     l.counters.duplicates.fetch_add(1);
@@ -509,6 +527,7 @@ std::vector<EngineEndpointStats> EngineSubscriber::Stats() const {
     s.batches_replayed = c.batches_replayed.load();
     s.events_replayed = c.events_replayed.load();
     s.sequences_lost = c.sequences_lost.load();
+    s.restarts = c.restarts.load();
     s.next_sequence = c.next_sequence.load();
     {
       std::lock_guard<std::mutex> lock(c.error_mu);

@@ -17,7 +17,13 @@
 //     or when the answer does not come within replay_timeout, the missing
 //     sequences are counted lost at once.
 // A payload that does not decode is counted malformed and skipped; its
-// sequence still counts as received. Unknown event tags are counted.
+// sequence still counts as received. Unknown event tags are counted. A live
+// sequence 0 after a later live one means the engine restarted (vLLM and
+// SGLang number from 0 per process; PUB does not reorder): the endpoint starts
+// over from it, and the first batch delivered after that has engine_restarted
+// set. (A restart is missed if the new process's 0 is lost to the slow-joiner
+// window: its next batches then look like duplicates until they pass the old
+// numbering.)
 //
 // With start_sequence set, the stream is expected to begin there (vLLM
 // numbers from 0), and every endpoint with a replay socket asks for it at
@@ -91,6 +97,7 @@ struct EngineEndpointStats {
   uint64_t batches_replayed = 0;  // delivered from a replay answer
   uint64_t events_replayed = 0;
   uint64_t sequences_lost = 0;  // missing and not recoverable
+  uint64_t restarts = 0;        // sequence 0 seen again: the engine restarted
   int64_t next_sequence = -1;   // next expected; -1 before the first batch
   std::string last_error;       // the last malformed payload's decode error
 };

@@ -81,6 +81,10 @@ struct EngineEventBatch {
   std::vector<EngineEvent> events;
   // Events whose tag this decoder does not know (a newer engine): skipped.
   uint32_t unknown_events = 0;
+  // Not on the wire: set by EngineSubscriber on the first batch after the
+  // engine's sequence numbers started over at 0 (it restarted, so its cache
+  // is empty: drop what it held before applying this batch).
+  bool engine_restarted = false;
 
   bool operator==(const EngineEventBatch&) const = default;
 };

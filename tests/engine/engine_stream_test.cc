@@ -335,9 +335,9 @@ TEST(EngineStreamTest, MalformedPayloadsUnknownTagsAndFieldsDoNotStopTheStream) 
   EXPECT_EQ(s.sequences_lost, 0u);
 }
 
-// A hand-driven XPUB: repeated and out-of-date sequences, and a message with
-// the wrong number of frames.
-TEST(EngineStreamTest, DuplicatesAndBadFramesAreDroppedAndCounted) {
+// A hand-driven XPUB: repeated and out-of-date sequences, a message with the
+// wrong number of frames, and numbering that starts over (an engine restart).
+TEST(EngineStreamTest, DuplicatesBadFramesAndRestarts) {
   zmq::context_t context;
   zmq::socket_t pub(context, zmq::socket_type::xpub);
   pub.set(zmq::sockopt::linger, 0);
@@ -360,18 +360,32 @@ TEST(EngineStreamTest, DuplicatesAndBadFramesAreDroppedAndCounted) {
   };
   send(0);
   send(1);
+  send(2);
+  send(2);
   send(1);
-  send(0);
   std::vector<zmq::const_buffer> two = {zmq::buffer(std::string_view("kv")),
                                         zmq::buffer(std::string_view("12345678"))};
   zmq::send_multipart(pub, two);
-  send(2);
-  ASSERT_TRUE(CaughtUp(**subscriber, 3));
-  EXPECT_THAT(received.seqs(), ElementsAre(0u, 1u, 2u));
-  const EngineEndpointStats s = (*subscriber)->Stats().at(0);
+  send(3);
+  ASSERT_TRUE(CaughtUp(**subscriber, 4));
+  EXPECT_THAT(received.seqs(), ElementsAre(0u, 1u, 2u, 3u));
+  EngineEndpointStats s = (*subscriber)->Stats().at(0);
   EXPECT_EQ(s.duplicates, 2u);
   EXPECT_EQ(s.malformed, 1u);
   EXPECT_EQ(s.gaps, 0u);
+  EXPECT_EQ(s.restarts, 0u);
+
+  // The engine restarts: numbering begins again at 0.
+  send(0);
+  send(1);
+  ASSERT_TRUE(WaitUntil([&] { return received.seqs().size() == 6; }));
+  EXPECT_THAT(received.seqs(), ElementsAre(0u, 1u, 2u, 3u, 0u, 1u));
+  const std::vector<EngineEventBatch> batches = received.batches();
+  for (size_t i = 0; i < batches.size(); ++i) EXPECT_EQ(batches[i].engine_restarted, i == 4) << i;
+  s = (*subscriber)->Stats().at(0);
+  EXPECT_EQ(s.restarts, 1u);
+  EXPECT_EQ(s.duplicates, 2u);
+  EXPECT_EQ(s.next_sequence, 2);
 }
 
 // A replay socket that never answers: the request times out and the hole is lost.
