@@ -1,14 +1,16 @@
 // KV event payload decoder.
 //
-// Two passes over the payload. The first (BoundsCheck) runs msgpack's
-// streaming parser with a visitor that builds nothing: it sums the element
-// counts every array and map header declares and tracks nesting, and stops at
-// the first header that would take the sum past the payload's byte count (a
-// real element needs at least one byte) or the nesting past max_depth. Only
-// then does msgpack::unpack build its object tree, which therefore holds at
-// most one msgpack::object per payload byte. The second pass walks that tree
-// (strings and byte strings point into the payload, nothing is copied) and
-// fills the batch; its messages are built only once something is wrong.
+// One msgpack pass builds the object tree (msgpack-cxx's own object-building
+// visitor, wrapped by BoundedObjectVisitor): before the wrapped visitor
+// allocates the elements an array or map header declares, the wrapper adds
+// them to a running total and stops the parse once the total passes the
+// payload's byte count (a real element takes at least one byte) or the
+// nesting passes max_depth. The tree therefore holds at most one
+// msgpack::object per payload byte, whatever the headers claim; msgpack's
+// unpack_limit, set from the payload size, stays as a second line. Strings and
+// byte strings point into the payload, nothing is copied. A second pass walks
+// the tree and fills the batch; its messages are built only once something is
+// wrong.
 
 #include "engine/kv_event_decoder.h"
 
@@ -60,16 +62,33 @@ namespace {
 // This Abseil's string_view is its own type, not std::string_view.
 absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// Declared element counts and nesting, checked before anything is allocated.
-class BoundsCheck : public msgpack::null_visitor {
- public:
-  BoundsCheck(uint64_t element_budget, uint32_t max_depth)
-      : budget_(element_budget), max_depth_(max_depth) {}
+// Strings and byte strings stay in the payload (it outlives the tree).
+bool ReferencePayload(msgpack::type::object_type, std::size_t, void*) { return true; }
 
-  bool start_array(uint32_t n) { return Enter(n); }
-  bool end_array() { return Leave(); }
-  bool start_map(uint32_t n) { return Enter(uint64_t{2} * n); }
-  bool end_map() { return Leave(); }
+// msgpack-cxx's object-building visitor, with declared element counts and
+// nesting checked before it allocates, and parse errors recorded instead of
+// thrown. msgpack::parse calls these by the static type (the base's methods
+// are not virtual; these hide them).
+class BoundedObjectVisitor : public msgpack::detail::create_object_visitor {
+ public:
+  BoundedObjectVisitor(uint64_t element_budget, uint32_t max_depth,
+                       const msgpack::unpack_limit& limit)
+      : create_object_visitor(ReferencePayload, nullptr, limit),
+        budget_(element_budget),
+        max_depth_(max_depth) {}
+
+  bool start_array(uint32_t n) { return Enter(n) && create_object_visitor::start_array(n); }
+  bool end_array() {
+    --depth_;
+    return create_object_visitor::end_array();
+  }
+  bool start_map(uint32_t n) {
+    return Enter(uint64_t{2} * n) && create_object_visitor::start_map(n);
+  }
+  bool end_map() {
+    --depth_;
+    return create_object_visitor::end_map();
+  }
   void parse_error(size_t, size_t) {
     if (error_.empty()) error_ = "not msgpack (invalid type byte)";
   }
@@ -93,10 +112,6 @@ class BoundsCheck : public msgpack::null_visitor {
     }
     return true;
   }
-  bool Leave() {
-    --depth_;
-    return true;
-  }
 
   uint64_t budget_;
   uint32_t max_depth_;
@@ -104,9 +119,6 @@ class BoundsCheck : public msgpack::null_visitor {
   uint32_t depth_ = 0;
   std::string error_;
 };
-
-// Strings and byte strings stay in the payload (it outlives the tree).
-bool ReferencePayload(msgpack::type::object_type, std::size_t, void*) { return true; }
 
 const char* TypeName(const msgpack::object& o) {
   switch (o.type) {
@@ -498,36 +510,30 @@ absl::StatusOr<EngineEventBatch> DecodeKvEventBatch(std::span<const uint8_t> pay
   const char* data = reinterpret_cast<const char*>(payload.data());
   const size_t len = payload.size();
 
-  BoundsCheck bounds(len, options.max_depth);
+  const msgpack::unpack_limit limit(/*array=*/len, /*map=*/len / 2, /*str=*/len, /*bin=*/len,
+                                    /*ext=*/len, /*depth=*/options.max_depth + 1);
+  msgpack::zone zone;  // owns the tree; it points into the payload for strings
+  BoundedObjectVisitor visitor(len, options.max_depth, limit);
+  visitor.set_zone(zone);
+  visitor.set_referenced(false);
   size_t off = 0;
   bool parsed = false;
   try {
-    parsed = msgpack::parse(data, len, off, bounds);
-  } catch (const std::exception& e) {
+    parsed = msgpack::parse(data, len, off, visitor);
+  } catch (const std::exception& e) {  // unpack_limit overflows, bad_alloc
     return absl::InvalidArgumentError(absl::StrCat("payload: ", e.what()));
   }
   if (!parsed) {
     return absl::InvalidArgumentError(
-        absl::StrCat("payload: ", bounds.error().empty() ? "not msgpack" : bounds.error()));
+        absl::StrCat("payload: ", visitor.error().empty() ? "not msgpack" : visitor.error()));
   }
   if (off != len) {
     return absl::InvalidArgumentError(
         absl::StrCat("payload: ", len - off, " trailing bytes after the batch"));
   }
 
-  // The bounds pass has vouched for the sizes; the limits are a second line.
-  const msgpack::unpack_limit limit(/*array=*/len, /*map=*/len / 2, /*str=*/len, /*bin=*/len,
-                                    /*ext=*/len, /*depth=*/options.max_depth + 1);
-  msgpack::object_handle handle;
-  try {
-    size_t unpack_off = 0;
-    handle = msgpack::unpack(data, len, unpack_off, ReferencePayload, nullptr, limit);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("payload: ", e.what()));
-  }
-
   EngineEventBatch batch;
-  if (absl::Status s = DecodeBatch(handle.get(), batch); !s.ok()) return s;
+  if (absl::Status s = DecodeBatch(visitor.data(), batch); !s.ok()) return s;
   return batch;
 }
 

@@ -17,10 +17,11 @@
 // Anything else fails the whole batch with INVALID_ARGUMENT and a message that
 // names the field, e.g. "events[2].block_hashes[0]: expected an integer or
 // bytes, got a string". No input crashes it or makes it allocate much more
-// than a small multiple of the payload: before building any object, a first
-// pass refuses payloads whose containers declare more elements than the
-// payload has bytes or nest deeper than max_depth, and msgpack's own
-// unpack_limit is set from the payload size.
+// than a small multiple of the payload: while msgpack builds its objects, a
+// container whose declared size would take the total past the payload's byte
+// count, or nesting past max_depth, stops the parse before anything is
+// allocated for it, and msgpack's own unpack_limit is set from the payload
+// size.
 //
 // Thread-safety: a pure function; call it from any thread.
 #pragma once
