@@ -10,6 +10,7 @@ packages=(
   libtbb-dev libeigen3-dev librocksdb-dev libabsl-dev
   libsimdjson-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  cppzmq-dev libzmq3-dev libmsgpack-cxx-dev  # engine KV events (engine/)
   openssl  # the sidecar's TLS tests make their certificates with it
   python3-matplotlib
 )
