@@ -25,11 +25,9 @@ class PoolState {
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
   uint64_t used_bytes() const { return used_bytes_; }
-  // Zero when full or over: the sidecar's view follows what a node reports it
-  // stored, which may exceed the capacity the node declared.
-  uint64_t free_bytes() const {
-    return used_bytes_ >= capacity_bytes_ ? 0 : capacity_bytes_ - used_bytes_;
-  }
+  // REQUIRES: used_bytes() <= capacity_bytes(), which the simulators keep;
+  // the sidecar, whose view follows what nodes report, never reads it.
+  uint64_t free_bytes() const { return capacity_bytes_ - used_bytes_; }
   uint64_t resident_blocks() const { return resident_blocks_; }
   uint64_t evictions() const { return evictions_; }  // since construction
   const BlockCatalog& catalog() const { return *catalog_; }

@@ -49,15 +49,12 @@
 // its leaf leaves, its parent is among the least recent blocks and follows
 // soon, as under LRU.
 //
-// Ranking: REPLACE's choice depends only on |T1|, p and the returning flag
-// of the last block asked about, none of which changes while the pool is
-// drained (evictions only move blocks to the ghost lists), so RankVictims
-// replays that rule over the candidates with their own per-list heaps and
-// returns exactly the order repeated SelectVictim/OnEvict would take, given
-// every resident block. Candidates that could not leave (pinned, or with a
-// resident descendant outside the list) follow by list and recency;
-// non-resident ones come last. EvictionPriority is the same rule without
-// the prefix constraint: the list REPLACE picks first, each by recency.
+// Ranking: RankVictims replays SelectVictim/OnEvict on a copy of the policy
+// and the pool until every candidate has left, so it is exactly the order the
+// simulator would take, whatever else becomes a leaf (and shrinks T1 or T2)
+// on the way. O(pool) per call; candidates that never leave (pinned) come
+// last in their given order. EvictionPriority is REPLACE's rule without the
+// prefix constraint: the list REPLACE picks first, each by recency.
 //
 // Not thread-safe: one policy object per pool.
 #include <algorithm>
@@ -68,6 +65,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "policies/leaf_heap.h"
 #include "policies/policy_env.h"
 #include "policies/retention_policy.h"
@@ -78,7 +76,7 @@ namespace {
 class ArcPolicy final : public RetentionPolicy {
  public:
   explicit ArcPolicy(const PolicyEnv& env)
-      : catalog_(*env.catalog), pool_(*env.pool), capacity_(env.pool->capacity_bytes()) {}
+      : catalog_(*env.catalog), pool_(env.pool), capacity_(env.pool->capacity_bytes()) {}
 
   std::string_view name() const override { return "arc"; }
 
@@ -129,7 +127,7 @@ class ArcPolicy final : public RetentionPolicy {
     leaves_[list].Remove(b);
     bytes_[list] -= catalog_[b].bytes;
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock && pool_.IsLeaf(parent)) leaves_[where_[parent]].Push(parent);
+    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_[where_[parent]].Push(parent);
     PushGhost(list == kT1 ? kB1 : kB2, b);
     TrimGhosts();
   }
@@ -142,6 +140,10 @@ class ArcPolicy final : public RetentionPolicy {
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
 
  private:
+  // The same state over another pool (RankVictims' scratch copy).
+  ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }
+  ArcPolicy(const ArcPolicy&) = default;
+
   // where_ values. T1/T2 index leaves_, B1/B2 index the ghost sentinels.
   static constexpr uint8_t kT1 = 0;
   static constexpr uint8_t kT2 = 1;
@@ -185,12 +187,12 @@ class ArcPolicy final : public RetentionPolicy {
   BlockIndex LeastRecentEvictable(uint8_t list) const {
     const LeafHeap& heap = leaves_[list];
     if (heap.empty()) return kNoBlock;
-    if (!pool_.IsPinned(heap.Top())) return heap.Top();
+    if (!pool_->IsPinned(heap.Top())) return heap.Top();
     BlockIndex best = kNoBlock;
     const size_t limit = std::min<size_t>(heap.size(), 1 + LeafHeap::kArity + 16);
     for (size_t i = 1; i < limit; ++i) {
       const BlockIndex b = heap.At(i);
-      if (pool_.IsPinned(b)) continue;
+      if (pool_->IsPinned(b)) continue;
       if (best == kNoBlock || stamp_[b] < stamp_[best]) best = b;
     }
     return best;
@@ -244,7 +246,7 @@ class ArcPolicy final : public RetentionPolicy {
   }
 
   const BlockCatalog& catalog_;
-  const PoolState& pool_;
+  const PoolState* pool_;    // a pointer so RankVictims can run a copy over a copy
   const uint64_t capacity_;  // c, in bytes
 
   double target_t1_ = 0;              // p, in bytes
@@ -259,63 +261,21 @@ class ArcPolicy final : public RetentionPolicy {
 };
 
 std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candidates) const {
-  std::vector<BlockIndex> resident;
-  std::vector<BlockIndex> absent;
-  for (const BlockIndex b : candidates) (pool_.IsResident(b) ? resident : absent).push_back(b);
-  std::sort(resident.begin(), resident.end());
-  resident.erase(std::unique(resident.begin(), resident.end()), resident.end());
-
-  const auto n = static_cast<uint32_t>(resident.size());
-  absl::flat_hash_map<BlockIndex, uint32_t> index;
-  index.reserve(n);
-  std::vector<uint32_t> children(n);
-  std::vector<uint8_t> gone(n, 0);
-  // Per list, the candidates that may leave now, least recent first.
-  using Entry = std::pair<uint64_t, uint32_t>;  // (stamp, index)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready[2];
-  for (uint32_t i = 0; i < n; ++i) index.emplace(resident[i], i);
-  for (uint32_t i = 0; i < n; ++i) {
-    const BlockIndex b = resident[i];
-    children[i] = pool_.ResidentChildren(b);
-    if (children[i] == 0 && !pool_.IsPinned(b)) ready[where_[b]].emplace(stamp_[b], i);
-  }
-
-  // REPLACE's test with T1's bytes as they shrink; p and the returning flag
-  // stay as they are.
-  uint64_t t1_bytes = bytes_[kT1];
-  const auto from_t1 = [&] {
-    const double t1 = static_cast<double>(t1_bytes);
-    return t1_bytes > 0 && (t1 > target_t1_ || (returning_from_b2_ && t1 == target_t1_));
-  };
+  PoolState pool = *pool_;
+  ArcPolicy copy(*this, pool);
+  const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
   std::vector<BlockIndex> order;
-  order.reserve(candidates.size());
-  while (!ready[kT1].empty() || !ready[kT2].empty()) {
-    uint8_t list = from_t1() ? kT1 : kT2;
-    if (ready[list].empty()) list = list == kT1 ? kT2 : kT1;
-    const uint32_t i = ready[list].top().second;
-    ready[list].pop();
-    const BlockIndex b = resident[i];
-    order.push_back(b);
-    gone[i] = 1;
-    if (list == kT1) t1_bytes -= catalog_[b].bytes;
-    const BlockIndex parent = catalog_[b].parent;
-    if (parent == kNoBlock) continue;
-    const auto it = index.find(parent);
-    if (it == index.end()) continue;
-    const uint32_t p = it->second;
-    if (--children[p] == 0 && !pool_.IsPinned(parent))
-      ready[where_[parent]].emplace(stamp_[parent], p);
+  absl::flat_hash_set<BlockIndex> taken;
+  while (taken.size() < wanted.size()) {
+    const BlockIndex victim = copy.SelectVictim();
+    if (victim == kNoBlock) break;
+    pool.Evict(victim);
+    copy.OnEvict(victim);
+    if (wanted.contains(victim) && taken.insert(victim).second) order.push_back(victim);
   }
-  // The ones that could not leave: by list as REPLACE would pick, then recency.
-  std::vector<BlockIndex> stuck;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!gone[i]) stuck.push_back(resident[i]);
+  for (const BlockIndex b : candidates) {
+    if (taken.insert(b).second) order.push_back(b);
   }
-  std::sort(stuck.begin(), stuck.end(), [this](BlockIndex a, BlockIndex b) {
-    return std::make_pair(where_[a], stamp_[a]) < std::make_pair(where_[b], stamp_[b]);
-  });
-  order.insert(order.end(), stuck.begin(), stuck.end());
-  order.insert(order.end(), absent.begin(), absent.end());
   return order;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -128,12 +129,12 @@ class PolicyDriver {
       const uint64_t bytes = catalog[b].bytes;
       if (bytes > pool_.capacity_bytes() || !policy_->ShouldAdmit(b, access)) break;
       while (pool_.free_bytes() < bytes) {
-        auto victim = NextVictim();
-        if (!victim.ok()) return victim.status();
-        if (*victim == kNoBlock) break;
-        EvictLeaf(*victim);
+        BlockIndex victim;
+        if (!TryNextVictim(victim)) return NotEvictable(victim);
+        if (victim == kNoBlock) break;
+        EvictLeaf(victim);
         ++evicted;
-        on_evict(*victim);
+        on_evict(victim);
       }
       if (pool_.free_bytes() < bytes) break;  // everything left is pinned
       Insert(b, access);
@@ -173,11 +174,9 @@ class PolicyDriver {
   // when the policy names a block that is not an evictable leaf. Does not
   // evict: the caller does, with EvictLeaf.
   absl::StatusOr<BlockIndex> NextVictim() {
-    const BlockIndex victim = policy_->SelectVictim();
-    if (victim == kNoBlock || pool_.IsEvictable(victim)) return victim;
-    return absl::InternalError(absl::StrCat("policy '", std::string(policy_->name()),
-                                            "' chose block ", pool_.catalog()[victim].hash_id,
-                                            " which is not an evictable leaf"));
+    BlockIndex victim;
+    if (!TryNextVictim(victim)) return NotEvictable(victim);
+    return victim;
   }
   // REQUIRES: pool().IsLeaf(b).
   void EvictLeaf(BlockIndex b) {
@@ -191,6 +190,19 @@ class PolicyDriver {
   double EvictionPriority(BlockIndex b) const { return policy_->EvictionPriority(b); }
 
  private:
+  // The policy's next victim into `victim` (kNoBlock when nothing is
+  // evictable); false when it named a block that is not an evictable leaf.
+  // A bool, not a StatusOr, because Admit calls it once per eviction.
+  bool TryNextVictim(BlockIndex& victim) {
+    victim = policy_->SelectVictim();
+    return victim == kNoBlock || pool_.IsEvictable(victim);
+  }
+  ABSL_ATTRIBUTE_NOINLINE absl::Status NotEvictable(BlockIndex victim) const {
+    return absl::InternalError(absl::StrCat("policy '", std::string(policy_->name()),
+                                            "' chose block ", pool_.catalog()[victim].hash_id,
+                                            " which is not an evictable leaf"));
+  }
+
   PoolState pool_;
   std::string name_;
   PolicyMaker make_;

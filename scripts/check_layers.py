@@ -10,19 +10,21 @@ import re
 import sys
 
 # What each folder may include (itself always). Order: core <- features <-
-# models <- policies <- sim, server, learner <- clients, cli; datasets beside core.
+# models <- policies <- sim, server, learner <- clients, cli; datasets and engine
+# (engine KV event streams) beside core.
 ALLOWED = {
     "core": set(),
     "datasets": set(),
+    "engine": set(),
     "features": {"core"},
     "models": {"core", "features"},
     "policies": {"core", "features", "models"},
     "sim": {"core", "datasets", "features", "models", "policies"},
     "learner": {"core", "datasets", "features", "models", "policies", "sim"},
-    "server": {"core", "features", "models", "policies"},
-    "clients": {"core", "datasets", "features", "models", "policies", "sim"},
-    "cli": {"core", "datasets", "features", "models", "policies", "sim", "learner", "server",
-            "clients"},
+    "server": {"core", "engine", "features", "models", "policies"},
+    "clients": {"core", "datasets", "engine", "features", "models", "policies", "sim"},
+    "cli": {"core", "datasets", "engine", "features", "models", "policies", "sim", "learner",
+            "server", "clients"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

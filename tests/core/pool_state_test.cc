@@ -45,13 +45,6 @@ TEST_F(PoolStateTest, PinsLastOneRequest) {
   EXPECT_TRUE(pool.IsEvictable(a_));
 }
 
-TEST_F(PoolStateTest, FreeBytesIsZeroWhenANodeStoredMoreThanItsCapacity) {
-  PoolState pool(&catalog_, 150);
-  pool.Insert(a_);
-  pool.Insert(d_);  // the sidecar follows what a node reports, even past capacity
-  EXPECT_EQ(pool.free_bytes(), 0u);
-}
-
 TEST_F(PoolStateTest, BrokenContractsAbortWithTheCondition) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   PoolState pool(&catalog_, 1000);
