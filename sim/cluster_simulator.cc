@@ -559,17 +559,9 @@ absl::Status Simulator::PrefillDone(uint32_t n) {
   ++completed_;
 
   if (ri >= eval_start_) {
-    ReplayResult& m = result_.replay;
-    ++m.requests;
-    m.block_accesses += blocks;
-    m.block_hits += node.used_blocks;
-    m.prompt_tokens += r.input_length;
-    m.hit_tokens += node.used_tokens;
-    m.loaded_bytes += node.loaded_bytes;
-    m.admitted_bytes += admitted;
-    m.evicted_blocks += pool_evicted;
-    m.recomputed_tokens += r.input_length - node.used_tokens;
-    m.prefill_gpu_seconds += node.prefill_ms / 1000.0;
+    const RequestOutcome outcome{node.used_blocks, node.used_tokens, node.loaded_bytes, admitted,
+                                 pool_evicted};
+    AddRequest(result_.replay, r, outcome, node.prefill_ms);
     result_.hbm_hit_blocks += node.hbm_blocks;
     result_.dram_hit_blocks += node.dram_blocks;
     result_.pool_hit_blocks += node.pool_blocks;

@@ -17,15 +17,6 @@
 
 namespace kvlearn {
 
-// What one request got from the pool.
-struct RequestOutcome {
-  uint32_t hit_blocks = 0;
-  uint64_t hit_tokens = 0;
-  uint64_t loaded_bytes = 0;
-  uint64_t admitted_bytes = 0;
-  uint64_t evicted_blocks = 0;
-};
-
 class ReplayAccounting {
  public:
   ReplayAccounting(const CostModel& cost, uint32_t prefill_nodes, uint32_t eval_start)
@@ -38,16 +29,7 @@ class ReplayAccounting {
     const double arrival = static_cast<double>(r.timestamp_ms);
     node_free = std::max(arrival, node_free) + load_ms + prefill_ms;
     if (index < eval_start_) return;
-    ++result_.requests;
-    result_.block_accesses += r.num_blocks;
-    result_.block_hits += o.hit_blocks;
-    result_.prompt_tokens += r.input_length;
-    result_.hit_tokens += o.hit_tokens;
-    result_.loaded_bytes += o.loaded_bytes;
-    result_.admitted_bytes += o.admitted_bytes;
-    result_.evicted_blocks += o.evicted_blocks;
-    result_.recomputed_tokens += r.input_length - o.hit_tokens;
-    result_.prefill_gpu_seconds += prefill_ms / 1000.0;
+    AddRequest(result_, r, o, prefill_ms);
     ttft_ms_.push_back(node_free - arrival);
   }
 

@@ -26,6 +26,20 @@ LatencySummary Summarize(std::vector<double>& samples) {
   return s;
 }
 
+void AddRequest(ReplayResult& m, const TraceRequest& r, const RequestOutcome& o,
+                double prefill_ms) {
+  ++m.requests;
+  m.block_accesses += r.num_blocks;
+  m.block_hits += o.hit_blocks;
+  m.prompt_tokens += r.input_length;
+  m.hit_tokens += o.hit_tokens;
+  m.loaded_bytes += o.loaded_bytes;
+  m.admitted_bytes += o.admitted_bytes;
+  m.evicted_blocks += o.evicted_blocks;
+  m.recomputed_tokens += r.input_length - o.hit_tokens;
+  m.prefill_gpu_seconds += prefill_ms / 1000.0;
+}
+
 std::optional<double> GapClosed(const ReplayResult& policy, const ReplayResult& lru,
                                 const ReplayResult& oracle) {
   const auto misses = [](const ReplayResult& r) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "datasets/trace.h"
+
 namespace kvlearn {
 
 // Nearest-rank percentiles of a latency sample, in ms.
@@ -49,6 +51,23 @@ struct ReplayResult {
     return replay_seconds > 0 ? replayed_accesses / replay_seconds : 0;
   }
 };
+
+// What one request got from the pool (or, in the cluster, from its tiers).
+struct RequestOutcome {
+  uint32_t hit_blocks = 0;  // leading blocks not recomputed
+  uint64_t hit_tokens = 0;
+  uint64_t loaded_bytes = 0;    // brought to the prefill node for the hit prefix
+  uint64_t admitted_bytes = 0;  // copied prefill node -> pool for new blocks kept
+  uint64_t evicted_blocks = 0;  // pool evictions this request caused
+};
+
+// Adds one evaluated request to the counters of `result`: the one place the
+// pool replay, the load generator (both through ReplayAccounting) and the
+// cluster simulator count a request, so their results agree by construction.
+// `prefill_ms` is the prefill time of the missed tokens. TTFT samples are the
+// caller's (each replay knows its own queues).
+void AddRequest(ReplayResult& result, const TraceRequest& request, const RequestOutcome& outcome,
+                double prefill_ms);
 
 // Share of the block-miss gap between LRU and the offline oracle that
 // `policy` closes: (misses_lru - misses_policy) / (misses_lru - misses_oracle).
