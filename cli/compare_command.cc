@@ -46,7 +46,7 @@ struct CompareFlags {
 // The recompute curve at a few prompt lengths, and each profile's place
 // against the published prefill times (PublishedPrefills).
 std::string CurveText(const CostModel& cost, uint32_t block_size) {
-  std::string out = "prefill of an L-token prompt, one instance (dense + attention):\n";
+  std::string out = "prefill of an L-token prompt on one instance:\n";
   for (const uint64_t l : {512u, 4096u, 16384u, 65536u}) {
     absl::StrAppend(&out, absl::StrFormat("  L = %6d   %10.1f ms", l, cost.RecomputeMs(l)));
     if (cost.form() == RecomputeForm::kFlops) {
