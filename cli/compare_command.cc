@@ -103,7 +103,10 @@ std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
                         cost.AttentionFlops(1), m.query_heads * m.head_dim),
         absl::StrFormat("dense = attention   at L = %.0f tokens\n",
                         cost.DenseFlops(1) / cost.AttentionFlops(1)),
-        absl::StrFormat("transfer latency    %g ms per transfer\n", cost.TransferLatencyMs()));
+        absl::StrFormat("transfer latency    %g ms per transfer\n", cost.TransferLatencyMs()),
+        absl::StrFormat("KV HBM per instance %.1f GB (cluster: %d x %g GB x %.2f - weights)\n",
+                        cost.KvHbmBytesPerInstance() / 1e9, cost.GpusPerInstance(),
+                        h.hbm_gb_per_gpu, kServingMemoryFraction));
   } else {
     absl::StrAppend(
         &out,

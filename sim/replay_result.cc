@@ -29,8 +29,9 @@ LatencySummary Summarize(std::vector<double>& samples) {
 void AddRequest(ReplayResult& m, const TraceRequest& r, const RequestOutcome& o,
                 const RequestCharge& c) {
   const auto arrival = static_cast<double>(r.timestamp_ms);
-  if (m.requests == 0) m.first_arrival_ms = arrival;
-  m.last_arrival_ms = arrival;
+  // The cluster counts requests as they finish, not as they arrive.
+  m.first_arrival_ms = m.requests == 0 ? arrival : std::min(m.first_arrival_ms, arrival);
+  m.last_arrival_ms = m.requests == 0 ? arrival : std::max(m.last_arrival_ms, arrival);
   ++m.requests;
   m.block_accesses += r.num_blocks;
   m.block_hits += o.hit_blocks;

@@ -1,5 +1,7 @@
 // What one policy's replay measured, over the evaluated requests only (those
-// after the warm-up share given by --eval-from).
+// after the warm-up share given by --eval-from), and the one function every
+// replay counts a request with (AddRequest). Plain values: a ReplayResult is
+// written by one replay and read after it.
 #pragma once
 
 #include <cstdint>
@@ -98,8 +100,8 @@ struct RequestCharge {
 // Adds one evaluated request to the counters of `result`: the one place the
 // pool replay, the load generator (both through ReplayAccounting) and the
 // cluster simulator count a request, so their results agree by construction.
-// TTFT samples are the caller's (each replay knows its own queues).
-// REQUIRES: called in arrival order.
+// TTFT samples are the caller's (each replay knows its own queues). Any
+// order: the window is the span of the arrivals added.
 void AddRequest(ReplayResult& result, const TraceRequest& request, const RequestOutcome& outcome,
                 const RequestCharge& charge);
 

@@ -41,6 +41,16 @@ TEST(ReplayResultTest, AddRequestCountsAndUtilizationByHand) {
   EXPECT_DOUBLE_EQ(m.cost_seconds(10), 6.2);
 }
 
+// The cluster adds requests as they finish: the window is the span of the
+// arrivals whatever the order (3000, 1000, 2000 -> 2 s).
+TEST(ReplayResultTest, WindowIsTheSpanOfArrivalsInAnyOrder) {
+  ReplayResult m;
+  for (const int64_t at : {3000, 1000, 2000}) AddRequest(m, Request(at, 10, 1), {}, {});
+  EXPECT_DOUBLE_EQ(m.first_arrival_ms, 1000);
+  EXPECT_DOUBLE_EQ(m.last_arrival_ms, 3000);
+  EXPECT_DOUBLE_EQ(m.window_seconds(), 2.0);
+}
+
 // Busy 2 s over a 2 s window: at target 0.8 it needs ceil(2 / 1.6) = 2
 // instances (utilization 0.5; one would be 1.0); at target 0.4, ceil(2.5) = 3.
 // An empty window (one arrival time) asks for 1.
