@@ -127,9 +127,17 @@ std::string FormatClusterTable(const ClusterComparison& c) {
             r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
   }
   if (AnyClusterSaturated(c)) {
-    absl::StrAppend(&out, absl::StrFormat("\nsaturated: a row's utilization reaches %.0f%%; its "
-                                          "TTFT grows with the trace's length\n",
-                                          100 * kSaturatedUtilization));
+    std::string rows;
+    for (const ClusterResult& r : c.results) {
+      if (r.replay.utilization() < kSaturatedUtilization) continue;
+      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
+                      absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
+                                      100 * r.replay.utilization()));
+    }
+    absl::StrAppend(&out, "\nsaturated: ", rows,
+                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
+                                    "trace's length\n",
+                                    100 * kSaturatedUtilization));
   }
   return out;
 }

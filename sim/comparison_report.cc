@@ -140,9 +140,16 @@ std::string FormatTable(const Comparison& c) {
                         Percent(r.cost_gap_closed)));
   }
   if (AnySaturated(c.results)) {
-    absl::StrAppend(&out, absl::StrFormat("\nsaturated: a row's utilization reaches %.0f%%; its "
-                                          "TTFT grows with the trace's length\n",
-                                          100 * kSaturatedUtilization));
+    std::string rows;
+    for (const ReplayResult& r : c.results) {
+      if (r.utilization() < kSaturatedUtilization) continue;
+      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
+                      absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
+    }
+    absl::StrAppend(&out, "\nsaturated: ", rows,
+                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
+                                    "trace's length\n",
+                                    100 * kSaturatedUtilization));
   }
   return out;
 }
