@@ -134,11 +134,6 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
                   "cache-aware: load ratio past which it balances")
       ->capture_default_str()
       ->group(group);
-  cmd->add_flag("--flops-prefill", f->flops_prefill,
-                "cluster: prefill time from FLOPs, 2 * params * tokens / (peak * MFU), "
-                "instead of the alpha model")
-      ->group(group);
-  cmd->add_option("--mfu", f->mfu, "cluster: override the hardware profile's MFU")->group(group);
   cmd->add_option("--ttft-samples", f->ttft_samples,
                   "cluster: also write every evaluated request's TTFT per row to this JSON "
                   "file (for scripts/plot_ttft.py)")
@@ -149,9 +144,7 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
 int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s) {
   auto cost_or = s.cost.Resolve();
   if (!cost_or.ok()) return Fail(cost_or.status());
-  HardwareProfile hw = cost_or->hardware();
-  if (c.mfu >= 0) hw.mfu = c.mfu;
-  const CostModel cost(cost_or->model(), hw);
+  const CostModel& cost = *cost_or;
   if (s.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
 
   std::vector<std::string> policies = absl::StrSplit(s.policies, ',', absl::SkipEmpty());
@@ -193,7 +186,6 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   base.replication.rule.arrivals = c.burst_arrivals;
   base.replication.rule.window_ms = static_cast<int64_t>(c.burst_window_s * 1000);
   base.replication.targets = c.replicate_targets;
-  base.flops_prefill = c.flops_prefill;
   base.keep_ttft_samples = !c.ttft_samples.empty();
   if (!s.model.empty()) {
     auto model = LearnedModel::Load(s.model);
@@ -205,6 +197,18 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
       return Fail(absl::InvalidArgumentError(
           absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
     }
+  }
+
+  const bool auto_nodes = s.cost.prefill_nodes == "auto";
+  if (auto_nodes) {
+    ClusterSizing sizing;
+    auto nodes = SizeCluster(*replay, cost, base, kTargetUtilization, &sizing);
+    if (!nodes.ok()) return Fail(nodes.status());
+    base.prefill_nodes = *nodes;
+    std::cerr << absl::StrFormat(
+        "cluster: prefill nodes auto: %d (LRU, round-robin router: busy %.0f%% of the window; %d "
+        "sizing replays)\n",
+        *nodes, 100 * sizing.utilization, sizing.replays);
   }
 
   std::cerr << absl::StrFormat(
@@ -228,11 +232,25 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   comparison.decode_nodes = base.decode_nodes;
   comparison.hbm_bytes_per_node = base.hbm_bytes_per_node;
   comparison.dram_bytes_per_node = base.dram_bytes_per_node;
+  comparison.cost_model = std::string(RecomputeFormName(cost.form()));
+  comparison.prefill_nodes_auto = auto_nodes;
+  comparison.transfer_weight = s.transfer_weight;
   for (auto& r : results) {
     if (!r.ok()) return Fail(r.status());
     comparison.requests = r->replay.requests;
     comparison.block_accesses = r->replay.block_accesses;
     comparison.results.push_back(std::move(*r));
+  }
+  if (AnyClusterSaturated(comparison)) {
+    std::vector<std::string> saturated;
+    for (const ClusterResult& r : comparison.results) {
+      if (r.replay.utilization() >= kSaturatedUtilization) {
+        saturated.push_back(absl::StrFormat("%s/%s %.0f%%", r.router, r.replay.policy,
+                                            100 * r.replay.utilization()));
+      }
+    }
+    std::cerr << "kvlearn compare: saturated: " << absl::StrJoin(saturated, ", ")
+              << " of the window busy (>= 95%): those rows' TTFT grows with the trace's length\n";
   }
   if (!c.ttft_samples.empty()) {
     if (auto st = WriteFile(c.ttft_samples, FormatTtftSamplesJson(comparison)); !st.ok()) {

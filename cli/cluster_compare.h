@@ -25,8 +25,6 @@ struct ClusterCompareFlags {
   double cache_threshold = 0.3;
   uint32_t balance_abs_threshold = 64;
   double balance_rel_threshold = 1.5;
-  bool flops_prefill = false;
-  double mfu = -1;
   std::string ttft_samples;  // file for per-request TTFTs
 };
 
@@ -43,6 +41,7 @@ struct SharedCompareFlags {
   double eval_from = 0;
   std::string format;
   std::string out;
+  double transfer_weight = 1;
 };
 
 std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd);

@@ -40,42 +40,104 @@ struct CompareFlags {
   std::string format = "table";
   std::string out;
   bool print_config = false;
+  double transfer_weight = 1;
 };
+
+// The recompute curve at a few prompt lengths, and each profile's place
+// against the published prefill times (PublishedPrefills).
+std::string CurveText(const CostModel& cost, uint32_t block_size) {
+  std::string out = "prefill of an L-token prompt on one instance:\n";
+  for (const uint64_t l : {512u, 4096u, 16384u, 65536u}) {
+    absl::StrAppend(&out, absl::StrFormat("  L = %6d   %10.1f ms", l, cost.RecomputeMs(l)));
+    if (cost.form() == RecomputeForm::kFlops) {
+      absl::StrAppend(&out, absl::StrFormat("   (attention %4.1f%% of FLOPs)",
+                                            100 * cost.AttentionFlops(l) / cost.PrefillFlops(l)));
+    }
+    out += "\n";
+  }
+  const double first = cost.RecomputeMs(0, block_size);
+  const uint64_t deep = (15000 / block_size) * block_size;
+  absl::StrAppend(
+      &out, absl::StrFormat("block of %d tokens: first %.2f ms; at token %d %.2f ms (%.2fx)\n",
+                            block_size, first, deep, cost.RecomputeMs(deep, deep + block_size),
+                            cost.RecomputeMs(deep, deep + block_size) / first));
+  return out;
+}
+
+std::string PublishedText() {
+  std::string out =
+      "flops form against published prefill times (docs/cost_model.md cites them):\n"
+      "  source                             model          gpus    tokens  published ms  "
+      "modelled ms  ratio\n";
+  for (const PublishedPrefill& p : PublishedPrefills()) {
+    const auto modelled = ModelledPrefillMs(p);
+    if (!modelled.ok()) continue;
+    absl::StrAppend(&out, absl::StrFormat("  %-34s %-14s %4d %9d %13.0f %12.0f %6.2f\n", p.source,
+                                          p.model, p.gpus, p.tokens, p.published_ms, *modelled,
+                                          *modelled / p.published_ms));
+  }
+  return out;
+}
 
 std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
   const ModelProfile& m = cost.model();
   const HardwareProfile& h = cost.hardware();
   std::string out;
   absl::StrAppend(
-      &out,
-      absl::StrFormat("model profile       %s: %d layers, %d kv heads, head dim %d, "
+      &out, absl::StrFormat("cost model          %s\n", RecomputeFormName(cost.form())),
+      absl::StrFormat("model profile       %s: %d layers, %d query / %d kv heads, head dim %d, "
                       "%d-byte dtype, %.2fB params\n",
-                      m.name, m.layers, m.kv_heads, m.head_dim, m.dtype_bytes, m.params_billions),
+                      m.name, m.layers, m.query_heads, m.kv_heads, m.head_dim, m.dtype_bytes,
+                      m.params_billions),
       absl::StrFormat("kv bytes per token  %d B\n", m.KvBytesPerToken()),
       absl::StrFormat("block size          %d tokens (%d B per full block)\n", f.block_size,
                       m.KvBytesPerToken() * f.block_size),
-      absl::StrFormat("hardware profile    %s\n", h.name),
-      absl::StrFormat("alpha_bw            %g ms/token (prefixes under L_cross)\n",
-                      h.alpha_bw_ms_per_token),
-      absl::StrFormat("alpha_flop          %g ms/token^2 (prefixes from L_cross on)\n",
-                      h.alpha_flop_ms_per_token2),
-      absl::StrFormat("L_cross             %d tokens\n", h.l_cross_tokens),
-      absl::StrFormat("recompute scale     %.3f (model params / %.2fB calibration params)\n",
-                      m.params_billions / h.calibrated_params_billions,
-                      h.calibrated_params_billions),
-      absl::StrFormat("recompute 1 block   %.3f ms; 8192-token prompt %.1f ms\n",
-                      cost.RecomputeMs(f.block_size), cost.RecomputeMs(8192)),
+      absl::StrFormat("hardware profile    %s\n", h.name));
+  if (cost.form() == RecomputeForm::kFlops) {
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("prefill instance    %d GPU(s) x %g TFLOP/s x MFU %g\n",
+                        cost.GpusPerInstance(), h.peak_tflops, h.mfu),
+        absl::StrFormat("dense FLOPs         2 x params x L = %.3g x L\n", cost.DenseFlops(1)),
+        absl::StrFormat("attention FLOPs     2 x layers x d x L^2 = %.3g x L^2 (d = %d)\n",
+                        cost.AttentionFlops(1), m.query_heads * m.head_dim),
+        absl::StrFormat("dense = attention   at L = %.0f tokens\n",
+                        cost.DenseFlops(1) / cost.AttentionFlops(1)),
+        absl::StrFormat("transfer latency    %g ms per transfer\n", cost.TransferLatencyMs()),
+        absl::StrFormat("KV HBM per instance %.1f GB (cluster: %d x %g GB x %.2f - weights)\n",
+                        cost.KvHbmBytesPerInstance() / 1e9, cost.GpusPerInstance(),
+                        h.hbm_gb_per_gpu, kServingMemoryFraction));
+  } else {
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("alpha_bw            %g ms/token (prefixes under L_cross)\n",
+                        h.alpha_bw_ms_per_token),
+        absl::StrFormat("alpha_flop          %g ms/token^2 (prefixes from L_cross on)\n",
+                        h.alpha_flop_ms_per_token2),
+        absl::StrFormat("L_cross             %d tokens\n", h.l_cross_tokens),
+        absl::StrFormat("recompute scale     %.3f (model params / %.2fB calibration params)\n",
+                        m.params_billions / h.calibrated_params_billions,
+                        h.calibrated_params_billions));
+  }
+  absl::StrAppend(
+      &out, CurveText(cost, f.block_size),
       absl::StrFormat("RDMA                %g GB/s (pool <-> prefill node)\n", h.rdma_gb_per_s),
       absl::StrFormat("PCIe / NVMe / HBM   %g / %g / %g GB/s\n", h.pcie_gb_per_s, h.nvme_gb_per_s,
                       h.hbm_gb_per_s),
-      absl::StrFormat("prefill nodes       %d (round-robin, FIFO queue each)\n", h.prefill_nodes),
+      f.cost.prefill_nodes == "auto"
+          ? std::string("prefill nodes       auto (fewest at which LRU is busy <= 80% of the "
+                        "evaluated window; round-robin, FIFO queue each)\n")
+          : absl::StrFormat("prefill nodes       %d (round-robin, FIFO queue each)\n",
+                            h.prefill_nodes),
+      absl::StrFormat("cost_seconds        prefill GPU-s + %g x transfer s\n", f.transfer_weight),
       f.pool_bytes ? absl::StrFormat("pool                %d bytes\n", f.pool_bytes)
                    : absl::StrFormat("pool                %g of the trace's distinct-block bytes\n",
                                      f.pool_fraction),
       absl::StrFormat("eval from           %g (share of requests used only to warm the pool)\n",
                       f.eval_from),
       absl::StrFormat("policies            %s\n",
-                      f.policies.empty() ? "all (learned ones with --model)" : f.policies));
+                      f.policies.empty() ? "all (learned ones with --model)" : f.policies),
+      PublishedText());
   return out;
 }
 
@@ -134,16 +196,37 @@ int RunCompare(const CompareFlags& f) {
     }
   }
 
-  std::cerr << absl::StrFormat("replaying %d requests (%d block accesses) under %d policies\n",
-                               trace->requests.size(), replay->block_accesses(), policies.size());
+  // --prefill-nodes auto: the fewest instances at which LRU is busy at most
+  // kTargetUtilization of the evaluated window (SizePoolReplay).
+  CostModel sized = *cost;
+  const bool auto_nodes = f.cost.prefill_nodes == "auto";
+  if (auto_nodes) {
+    ReplayResult lru;
+    auto nodes = SizePoolReplay(*replay, sized, options, kTargetUtilization, &lru);
+    if (!nodes.ok()) return Fail(nodes.status());
+    HardwareProfile hw = sized.hardware();
+    hw.prefill_nodes = *nodes;
+    sized = CostModel(sized.model(), hw, sized.form());
+    std::cerr << absl::StrFormat("prefill nodes auto: %d (LRU busy %.0f s over a %.0f s window)\n",
+                                 hw.prefill_nodes, lru.busy_seconds, lru.window_seconds());
+  }
+
+  std::cerr << absl::StrFormat(
+      "replaying %d requests (%d block accesses) under %d policies on %d prefill instances\n",
+      trace->requests.size(), replay->block_accesses(), policies.size(),
+      sized.hardware().prefill_nodes);
   std::vector<absl::StatusOr<ReplayResult>> results(policies.size(), absl::UnknownError("not run"));
   tbb::parallel_for(size_t{0}, policies.size(), [&](size_t i) {
-    results[i] = ReplayPool(*replay, *cost, policies[i], options);
+    results[i] = ReplayPool(*replay, sized, policies[i], options);
   });
 
   Comparison comparison;
   comparison.trace = f.trace;
   comparison.pool_bytes = options.pool_bytes;
+  comparison.cost_model = std::string(RecomputeFormName(sized.form()));
+  comparison.prefill_nodes = sized.hardware().prefill_nodes;
+  comparison.prefill_nodes_auto = auto_nodes;
+  comparison.transfer_weight = f.transfer_weight;
   for (auto& r : results) {
     if (!r.ok()) return Fail(r.status());
     comparison.requests = r->requests;
@@ -151,6 +234,16 @@ int RunCompare(const CompareFlags& f) {
     comparison.results.push_back(std::move(*r));
   }
   FillGapClosed(comparison);
+  if (AnySaturated(comparison.results)) {
+    std::vector<std::string> rows;
+    for (const ReplayResult& r : comparison.results) {
+      if (r.utilization() >= kSaturatedUtilization) {
+        rows.push_back(absl::StrFormat("%s %.0f%%", r.policy, 100 * r.utilization()));
+      }
+    }
+    std::cerr << "kvlearn compare: saturated: " << absl::StrJoin(rows, ", ")
+              << " of the window busy (>= 95%): those rows' TTFT grows with the trace's length\n";
+  }
 
   std::string text = f.format == "json"  ? FormatJson(comparison)
                      : f.format == "csv" ? FormatCsv(comparison)
@@ -200,15 +293,21 @@ Command AddCompareCommand(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", flags->out, "write the output to this file instead of stdout");
+  cmd->add_option("--transfer-weight", flags->transfer_weight,
+                  "w in cost_seconds = prefill GPU-seconds + w * transfer seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_flag("--print-config", flags->print_config,
-                "print the resolved cost model and pool settings, then exit");
+                "print the resolved cost model (with its recompute curve and where it stands "
+                "against published prefill times) and pool settings, then exit");
   auto cluster = AddClusterCompareFlags(cmd);  // --cluster: cli/cluster_compare.cc
   return {cmd, [flags, cluster] {
             const CompareFlags& f = *flags;
             return cluster->enabled
-                       ? RunClusterCompare(*cluster, {f.trace, f.policies, f.pool_fraction,
-                                                      f.pool_bytes, f.cost, f.model, f.block_size,
-                                                      f.lenient, f.eval_from, f.format, f.out})
+                       ? RunClusterCompare(
+                             *cluster, {f.trace, f.policies, f.pool_fraction, f.pool_bytes, f.cost,
+                                        f.model, f.block_size, f.lenient, f.eval_from, f.format,
+                                        f.out, f.transfer_weight})
                        : RunCompare(f);
           }};
 }

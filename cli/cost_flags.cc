@@ -1,44 +1,78 @@
 #include "cli/cost_flags.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
 namespace kvlearn {
 
 void CostFlags::Register(CLI::App* cmd) {
+  cmd->add_option("--cost-model", cost_model,
+                  "recompute cost: flops (dense + causal attention FLOPs / (peak * MFU)) or "
+                  "kvlearn-paper (the KVLearn paper's alpha calibration); docs/cost_model.md")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"flops", "kvlearn-paper"}));
   cmd->add_option("--model-profile", model_profile,
-                  "model profile (KV bytes per token): llama3-8b, llama3.3-70b, qwen3-8b")
+                  "model profile (architecture, params, KV bytes per token, GPUs per prefill "
+                  "instance): llama3-8b, llama3.3-70b, qwen3-8b")
       ->capture_default_str();
   cmd->add_option("--hardware-profile", hardware_profile,
-                  "hardware profile (prefill speed, links, nodes): a100, h100")
+                  "hardware profile (peak FLOP/s, MFU, links, HBM): a100, h100, h200")
       ->capture_default_str();
-  cmd->add_option("--alpha-bw", alpha_bw, "override: recompute ms per token");
-  cmd->add_option("--alpha-flop", alpha_flop, "override: recompute ms per token^2 past L_cross");
-  cmd->add_option("--l-cross", l_cross, "override: L_cross in tokens");
+  cmd->add_option("--prefill-nodes", prefill_nodes,
+                  "prefill instances: a number, or auto (compare: the fewest at which LRU keeps "
+                  "them busy at most 80% of the evaluated window; other commands: the hardware "
+                  "profile's count)")
+      ->capture_default_str();
+  cmd->add_option("--mfu", mfu, "override: model FLOPs utilisation of prefill (flops form)");
+  cmd->add_option("--transfer-latency-ms", transfer_latency_ms,
+                  "override: fixed ms per pool transfer on top of bytes / link (flops form)");
+  cmd->add_option("--alpha-bw", alpha_bw, "override: recompute ms per token (kvlearn-paper form)");
+  cmd->add_option("--alpha-flop", alpha_flop,
+                  "override: recompute ms per token^2 past L_cross (kvlearn-paper form)");
+  cmd->add_option("--l-cross", l_cross, "override: L_cross in tokens (kvlearn-paper form)");
   cmd->add_option("--rdma-gbps", rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)");
-  cmd->add_option("--prefill-nodes", prefill_nodes, "override: number of prefill nodes");
   cmd->add_option("--kv-bytes-per-token", kv_bytes_per_token,
                   "override: KV bytes per token (replaces the model profile's)");
 }
 
+absl::StatusOr<std::optional<uint32_t>> CostFlags::PrefillNodes() const {
+  if (prefill_nodes == "auto") return std::nullopt;
+  uint32_t n = 0;
+  if (!absl::SimpleAtoi(prefill_nodes, &n) || n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefill-nodes must be 'auto' or a number >= 1, got '", prefill_nodes, "'"));
+  }
+  return n;
+}
+
 absl::StatusOr<CostModel> CostFlags::Resolve() const {
+  auto form = ParseRecomputeForm(cost_model);
+  if (!form.ok()) return form.status();
   auto model = FindModelProfile(model_profile);
   if (!model.ok()) return model.status();
   auto hw = FindHardwareProfile(hardware_profile);
   if (!hw.ok()) return hw.status();
+  auto nodes = PrefillNodes();
+  if (!nodes.ok()) return nodes.status();
+  if (nodes->has_value()) hw->prefill_nodes = **nodes;
   if (alpha_bw >= 0) hw->alpha_bw_ms_per_token = alpha_bw;
   if (alpha_flop >= 0) hw->alpha_flop_ms_per_token2 = alpha_flop;
   if (rdma_gbps >= 0) hw->rdma_gb_per_s = rdma_gbps;
   if (l_cross >= 0) hw->l_cross_tokens = static_cast<uint32_t>(l_cross);
-  if (prefill_nodes >= 0) hw->prefill_nodes = static_cast<uint32_t>(prefill_nodes);
+  if (transfer_latency_ms >= 0) hw->transfer_latency_ms = transfer_latency_ms;
+  if (mfu >= 0) {
+    if (mfu == 0 || mfu > 1) return absl::InvalidArgumentError("--mfu must be in (0, 1]");
+    hw->mfu = mfu;
+  }
   if (kv_bytes_per_token >= 0) {
     if (kv_bytes_per_token == 0 || kv_bytes_per_token % 2 != 0) {
       return absl::InvalidArgumentError("--kv-bytes-per-token must be even and > 0 (K and V)");
     }
-    // A one-layer, one-head, one-byte model whose head_dim yields the raw figure.
-    model->layers = model->kv_heads = model->dtype_bytes = 1;
-    model->head_dim = static_cast<uint32_t>(kv_bytes_per_token / 2);
+    model->kv_bytes_per_token_override = static_cast<uint64_t>(kv_bytes_per_token);
   }
   if (hw->rdma_gb_per_s <= 0) return absl::InvalidArgumentError("--rdma-gbps must be > 0");
   if (hw->prefill_nodes == 0) return absl::InvalidArgumentError("--prefill-nodes must be >= 1");
-  return CostModel(*model, *hw);
+  return CostModel(*model, *hw, *form);
 }
 
 }  // namespace kvlearn

@@ -12,7 +12,7 @@ double Ratio(uint64_t part, uint64_t whole) {
 }
 
 // The fields of one row, in output order: JSON keys and CSV columns.
-std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c) {
+std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c, double w) {
   const ReplayResult& r = c.replay;
   return {
       {"router", JsonString(c.router)},
@@ -42,21 +42,38 @@ std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c) 
       {"burst_triggers", absl::StrCat(c.burst_triggers)},
       {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
       {"link_bytes", absl::StrCat(c.link_bytes)},
+      {"transfer_seconds", JsonNumber(r.transfer_seconds)},
+      {"cost_seconds", JsonNumber(r.cost_seconds(w))},
+      {"cost_gap_closed", "null"},
+      {"utilization", JsonNumber(r.utilization())},
+      {"busy_seconds", JsonNumber(r.busy_seconds)},
+      {"window_seconds", JsonNumber(r.window_seconds())},
   };
 }
 
 }  // namespace
 
+bool AnyClusterSaturated(const ClusterComparison& c) {
+  for (const ClusterResult& r : c.results) {
+    if (r.replay.utilization() >= kSaturatedUtilization) return true;
+  }
+  return false;
+}
+
 std::string FormatClusterJson(const ClusterComparison& c) {
-  std::string out =
-      absl::StrCat("{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
-                   ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
-                   ", \"prefill_nodes\": ", c.prefill_nodes, ", \"decode_nodes\": ", c.decode_nodes,
-                   ", \"hbm_bytes_per_node\": ", c.hbm_bytes_per_node,
-                   ", \"dram_bytes_per_node\": ", c.dram_bytes_per_node, ", \"results\": [");
+  std::string out = absl::StrCat(
+      "{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
+      ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
+      ", \"prefill_nodes\": ", c.prefill_nodes, ", \"decode_nodes\": ", c.decode_nodes,
+      ", \"hbm_bytes_per_node\": ", c.hbm_bytes_per_node,
+      ", \"dram_bytes_per_node\": ", c.dram_bytes_per_node,
+      ", \"cost_model\": ", JsonString(c.cost_model),
+      ", \"prefill_nodes_auto\": ", c.prefill_nodes_auto ? "true" : "false",
+      ", \"transfer_weight\": ", JsonNumber(c.transfer_weight),
+      ", \"saturated\": ", AnyClusterSaturated(c) ? "true" : "false", ", \"results\": [");
   for (size_t i = 0; i < c.results.size(); ++i) {
     absl::StrAppend(&out, i ? ", " : "", "{");
-    const auto fields = Fields(c.results[i]);
+    const auto fields = Fields(c.results[i], c.transfer_weight);
     for (size_t k = 0; k < fields.size(); ++k) {
       absl::StrAppend(&out, k ? ", " : "", "\"", fields[k].first, "\": ", fields[k].second);
     }
@@ -68,7 +85,7 @@ std::string FormatClusterJson(const ClusterComparison& c) {
 std::string FormatClusterCsv(const ClusterComparison& c) {
   std::string out;
   for (size_t i = 0; i < c.results.size(); ++i) {
-    const auto fields = Fields(c.results[i]);
+    const auto fields = Fields(c.results[i], c.transfer_weight);
     if (i == 0) {
       for (size_t k = 0; k < fields.size(); ++k)
         absl::StrAppend(&out, k ? "," : "", fields[k].first);
@@ -87,25 +104,40 @@ std::string FormatClusterCsv(const ClusterComparison& c) {
 
 std::string FormatClusterTable(const ClusterComparison& c) {
   std::string out = absl::StrFormat(
-      "trace %s: %d requests, %d block accesses evaluated; %d prefill nodes (HBM %.1f GB, "
-      "DRAM %.1f GB each), pool %.1f GB\n\n",
-      c.trace, c.requests, c.block_accesses, c.prefill_nodes, Gb(c.hbm_bytes_per_node),
-      Gb(c.dram_bytes_per_node), Gb(c.pool_bytes));
+      "trace %s: %d requests, %d block accesses evaluated; %d prefill nodes%s (HBM %.1f GB, "
+      "DRAM %.1f GB each), pool %.1f GB; cost model %s; cost = prefill GPU-s + %g x transfer "
+      "s\n\n",
+      c.trace, c.requests, c.block_accesses, c.prefill_nodes, c.prefill_nodes_auto ? " (auto)" : "",
+      Gb(c.hbm_bytes_per_node), Gb(c.dram_bytes_per_node), Gb(c.pool_bytes), c.cost_model,
+      c.transfer_weight);
+  const char* header = "%-22s %-8s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
   absl::StrAppend(&out,
-                  absl::StrFormat("%-22s %-8s %9s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s\n",
-                                  "router", "policy", "TTFT", "TTFT", "TTFT", "TTFT", "queue",
-                                  "load", "prefill", "HBM hit", "blk hit", "repl", "loaded"),
-                  absl::StrFormat("%-22s %-8s %9s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s\n", "",
-                                  "", "mean ms", "p50 ms", "p95 ms", "p99 ms", "mean ms", "mean ms",
-                                  "mean ms", "%", "%", "GB", "GB"));
+                  absl::StrFormat(header, "router", "policy", "TTFT", "TTFT", "TTFT", "queue",
+                                  "load", "prefill", "HBM hit", "blk hit", "repl", "cost", "util"),
+                  absl::StrFormat(header, "", "", "mean ms", "p95 ms", "p99 ms", "mean ms",
+                                  "mean ms", "mean ms", "%", "%", "GB", "s", "%"));
   for (const ClusterResult& r : c.results) {
     absl::StrAppend(
-        &out, absl::StrFormat(
-                  "%-22s %-8s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %9.2f %9.2f\n",
-                  r.router, r.replay.policy, r.replay.ttft_ms.mean, r.replay.ttft_ms.p50,
-                  r.replay.ttft_ms.p95, r.replay.ttft_ms.p99, r.queue_ms.mean, r.load_ms.mean,
-                  r.prefill_ms.mean, 100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(),
-                  Gb(r.replication_bytes), Gb(r.replay.loaded_bytes)));
+        &out,
+        absl::StrFormat(
+            "%-22s %-8s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %9.2f %9.1f %5.0f\n",
+            r.router, r.replay.policy, r.replay.ttft_ms.mean, r.replay.ttft_ms.p95,
+            r.replay.ttft_ms.p99, r.queue_ms.mean, r.load_ms.mean, r.prefill_ms.mean,
+            100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(), Gb(r.replication_bytes),
+            r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
+  }
+  if (AnyClusterSaturated(c)) {
+    std::string rows;
+    for (const ClusterResult& r : c.results) {
+      if (r.replay.utilization() < kSaturatedUtilization) continue;
+      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
+                      absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
+                                      100 * r.replay.utilization()));
+    }
+    absl::StrAppend(&out, "\nsaturated: ", rows,
+                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
+                                    "trace's length\n",
+                                    100 * kSaturatedUtilization));
   }
   return out;
 }

@@ -22,8 +22,14 @@ struct ClusterComparison {
   uint32_t decode_nodes = 0;
   uint64_t hbm_bytes_per_node = 0;
   uint64_t dram_bytes_per_node = 0;
+  std::string cost_model;           // "flops" or "kvlearn-paper"
+  bool prefill_nodes_auto = false;  // sized by --prefill-nodes auto
+  double transfer_weight = 1;       // w in cost_seconds
   std::vector<ClusterResult> results;
 };
+
+// Whether any row's utilization reaches kSaturatedUtilization.
+bool AnyClusterSaturated(const ClusterComparison& comparison);
 
 std::string FormatClusterTable(const ClusterComparison& comparison);
 std::string FormatClusterJson(const ClusterComparison& comparison);

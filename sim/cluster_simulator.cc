@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "sim/pool_simulator.h"
 
 namespace kvlearn {
 namespace {
@@ -64,11 +65,13 @@ struct Node {
   std::vector<std::pair<uint32_t, uint32_t>> parked;
   uint32_t pending_loads = 0;
   double start_ms = 0, loads_done_ms = 0, prefill_ms = 0;
+  double begin_ms = 0;        // when the node began serving the current request (loads start)
   double prefill_end_ms = 0;  // when the current request's prefill ends (estimate while loading)
   uint32_t used_blocks = 0;   // blocks not recomputed
   uint64_t used_tokens = 0;
   uint32_t hbm_blocks = 0, dram_blocks = 0, pool_blocks = 0;
   uint64_t loaded_bytes = 0;
+  uint64_t dram_loaded_bytes = 0, pool_loaded_bytes = 0;
 };
 
 class Simulator final : public ClusterView, public ClusterState {
@@ -165,11 +168,10 @@ class Simulator final : public ClusterView, public ClusterState {
   LoadChoice ChooseLoads(uint32_t n, std::span<const BlockIndex> chain, uint64_t input_tokens,
                          uint32_t hbm_blocks) const;
 
-  // Prefill time of tokens [done_tokens, tokens) of a prompt, in the cost
-  // form the replay uses (alpha model or FLOPs).
+  // Prefill time of tokens [done_tokens, tokens) of a prompt: marginal, so
+  // the missed tokens still attend to the loaded prefix.
   double PrefillMs(uint64_t done_tokens, uint64_t tokens) const {
-    return o_.flops_prefill ? cost_.PrefillFlopsMs(tokens - done_tokens)
-                            : cost_.RecomputeMs(done_tokens, tokens);
+    return cost_.RecomputeMs(done_tokens, tokens);
   }
 
   // Estimated ms left of the request `node` is serving (its estimate from
@@ -499,6 +501,9 @@ void Simulator::Begin(uint32_t n) {
   node.dram_blocks = from_dram_end > kh ? from_dram_end - kh : 0;
   node.pool_blocks = choice.end - kh - node.dram_blocks;
   node.loaded_bytes = dram_bytes + pool_bytes;
+  node.dram_loaded_bytes = dram_bytes;
+  node.pool_loaded_bytes = pool_bytes;
+  node.begin_ms = now_;
   node.prefill_ms = PrefillMs(choice.tokens, r.input_length);
   node.prefill_end_ms = now_ + choice.ms;  // estimate: loads at nominal bandwidth
   node.pending_loads = 0;
@@ -559,17 +564,17 @@ absl::Status Simulator::PrefillDone(uint32_t n) {
   ++completed_;
 
   if (ri >= eval_start_) {
-    ReplayResult& m = result_.replay;
-    ++m.requests;
-    m.block_accesses += blocks;
-    m.block_hits += node.used_blocks;
-    m.prompt_tokens += r.input_length;
-    m.hit_tokens += node.used_tokens;
-    m.loaded_bytes += node.loaded_bytes;
-    m.admitted_bytes += admitted;
-    m.evicted_blocks += pool_evicted;
-    m.recomputed_tokens += r.input_length - node.used_tokens;
-    m.prefill_gpu_seconds += node.prefill_ms / 1000.0;
+    const RequestOutcome outcome{node.used_blocks, node.used_tokens, node.loaded_bytes, admitted,
+                                 pool_evicted};
+    // Transfer time at nominal bandwidth: DRAM loads over PCIe, pool loads
+    // and the admission over RDMA with their per-transfer latency, as the
+    // pool replay prices them.
+    const double transfer_ms =
+        static_cast<double>(node.dram_loaded_bytes) / BytesPerMs(cost_.hardware().pcie_gb_per_s) +
+        cost_.TransferMs(node.pool_loaded_bytes) + cost_.TransferMs(admitted);
+    const double busy_ms = node.loads_done_ms - node.begin_ms + node.prefill_ms;
+    AddRequest(result_.replay, r, outcome,
+               {node.prefill_ms, cost_.GpusPerInstance(), transfer_ms, busy_ms});
     result_.hbm_hit_blocks += node.hbm_blocks;
     result_.dram_hit_blocks += node.dram_blocks;
     result_.pool_hit_blocks += node.pool_blocks;
@@ -612,8 +617,8 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   if (!(hw.rdma_gb_per_s > 0) || !(hw.pcie_gb_per_s > 0)) {
     return absl::InvalidArgumentError("RDMA and PCIe bandwidths must be > 0");
   }
-  if (o_.flops_prefill && !(hw.peak_tflops > 0 && hw.mfu > 0)) {
-    return absl::InvalidArgumentError("FLOPs prefill needs peak TFLOP/s and MFU > 0");
+  if (cost_.form() == RecomputeForm::kFlops && !(hw.peak_tflops > 0 && hw.mfu > 0)) {
+    return absl::InvalidArgumentError("the flops cost model needs peak TFLOP/s and MFU > 0");
   }
   auto setup = ResolveRouterName(o_.router);
   if (!setup.ok()) return setup.status();
@@ -653,6 +658,7 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   head_ms_.assign(n, std::numeric_limits<double>::quiet_NaN());
   result_.router = o_.router;
   result_.replay.policy = o_.retention_policy;
+  result_.replay.prefill_nodes = o_.prefill_nodes;
 
   const auto wall_start = std::chrono::steady_clock::now();
   uint32_t next = 0;
@@ -703,7 +709,7 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
 }  // namespace
 
 void FillClusterCapacities(const CostModel& cost, ClusterOptions& options) {
-  options.hbm_bytes_per_node = static_cast<uint64_t>(cost.hardware().hbm_kv_gb_per_node * 1e9);
+  options.hbm_bytes_per_node = static_cast<uint64_t>(cost.KvHbmBytesPerInstance());
   options.dram_bytes_per_node = static_cast<uint64_t>(cost.hardware().host_dram_gb_per_node * 1e9);
 }
 
@@ -711,6 +717,57 @@ absl::StatusOr<ClusterResult> ReplayCluster(const ReplayTrace& replay, const Cos
                                             const ClusterOptions& options) {
   Simulator sim(replay, cost, options);
   return sim.Run();
+}
+
+absl::StatusOr<uint32_t> SizeCluster(const ReplayTrace& replay, const CostModel& cost,
+                                     const ClusterOptions& base, double target,
+                                     ClusterSizing* sizing) {
+  PoolReplayOptions pool_options;
+  pool_options.pool_bytes = base.pool_bytes;
+  pool_options.eval_from = base.eval_from;
+  auto start = SizePoolReplay(replay, cost, pool_options, target);
+  if (!start.ok()) return start.status();
+  absl::flat_hash_map<uint32_t, double> utilization;
+  const auto measure = [&](uint32_t nodes) -> absl::StatusOr<double> {
+    if (auto it = utilization.find(nodes); it != utilization.end()) return it->second;
+    ClusterOptions o = base;
+    o.prefill_nodes = nodes;
+    o.router = "round-robin";
+    o.retention_policy = "lru";
+    o.model = nullptr;
+    o.keep_ttft_samples = false;
+    o.after_event = nullptr;
+    auto r = ReplayCluster(replay, cost, o);
+    if (!r.ok()) return r.status();
+    utilization[nodes] = r->replay.utilization();
+    return r->replay.utilization();
+  };
+  uint32_t nodes = *start;
+  for (int move = 0; move < 8; ++move) {
+    auto u = measure(nodes);
+    if (!u.ok()) return u.status();
+    // Busy time is utilization * nodes * window: the count it asks for.
+    const auto wanted = static_cast<uint32_t>(std::max(1.0, std::ceil(*u * nodes / target - 1e-9)));
+    if (wanted == nodes) break;
+    nodes = wanted;
+  }
+  while (true) {
+    auto u = measure(nodes);
+    if (!u.ok()) return u.status();
+    if (*u <= target) break;
+    ++nodes;
+  }
+  while (nodes > 1) {
+    auto u = measure(nodes - 1);
+    if (!u.ok()) return u.status();
+    if (*u > target) break;
+    --nodes;
+  }
+  if (sizing != nullptr) {
+    sizing->utilization = utilization[nodes];
+    sizing->replays = static_cast<uint32_t>(utilization.size());
+  }
+  return nodes;
 }
 
 }  // namespace kvlearn

@@ -18,13 +18,17 @@
 //   blocks after the HBM prefix), then the pool; of the loadable prefix it
 //   loads the part that is cheaper to load than to recompute (nominal link
 //   bandwidth against marginal prefill time) and recomputes the rest.
-//   Prefill time is CostModel::RecomputeMs (alpha model) or, with
-//   `flops_prefill`, CostModel::PrefillFlopsMs. When the prefill ends the
+//   Prefill time is CostModel::RecomputeMs (marginal: the missed tokens
+//   attend to the loaded prefix). When the prefill ends the
 //   prompt's blocks enter HBM (retention policy decides), are written through
 //   to DRAM, and new blocks are offered to the pool; the DRAM and pool writes
 //   are background transfers on the node's links.
 // - TTFT = queue wait + tier loads (including waiting for a replication copy
-//   the request was routed for) + prefill of the missed tokens.
+//   the request was routed for) + prefill of the missed tokens. Links carry
+//   bytes at their bandwidth; the cost model's per-transfer latency is
+//   counted in transfer_seconds but not in link timing.
+// - Busy time of a request (utilization): from when its node began its loads
+//   to the end of its prefill.
 // - Replication (ReplicationPolicy): a copy goes from a node holding the
 //   prefix in HBM (or, if it is still being computed, from the node computing
 //   it, once that prefill ends) to each target's HBM over the sender's NIC.
@@ -67,7 +71,6 @@ struct ClusterOptions {
   std::string router = "cache-aware";    // see RouterNames()
   CacheAwareOptions cache_aware;
   ReplicationOptions replication;
-  bool flops_prefill = false;  // prefill time from FLOPs instead of the alpha model
   double eval_from = 0;
   std::shared_ptr<const LearnedModel> model;
   bool keep_ttft_samples = false;  // fill ClusterResult::ttft_samples_ms
@@ -112,7 +115,24 @@ class ClusterState {
 absl::StatusOr<ClusterResult> ReplayCluster(const ReplayTrace& replay, const CostModel& cost,
                                             const ClusterOptions& options);
 
-// Capacities from the hardware profile (HBM and DRAM per node, in GB).
+// --prefill-nodes auto for the cluster: the fewest prefill instances at
+// which LRU in every tier under the round-robin router keeps them busy at
+// most `target` of the evaluated window. Busy time depends on the count (each
+// node has its own HBM and DRAM caches), so it searches: it starts from the
+// count the pool replay's LRU asks for (SizePoolReplay), moves to the count
+// the measured busy time asks for until that settles (at most 8 moves), then
+// steps to the smallest count that meets the target. `base` gives everything
+// but the count, router and policy.
+struct ClusterSizing {
+  double utilization = 0;  // LRU's at the chosen count
+  uint32_t replays = 0;    // cluster replays the search ran
+};
+absl::StatusOr<uint32_t> SizeCluster(const ReplayTrace& replay, const CostModel& cost,
+                                     const ClusterOptions& base, double target,
+                                     ClusterSizing* sizing = nullptr);
+
+// Capacities from the cost model: HBM for KV per prefill instance
+// (CostModel::KvHbmBytesPerInstance) and the profile's host DRAM per node.
 void FillClusterCapacities(const CostModel& cost, ClusterOptions& options);
 
 }  // namespace kvlearn

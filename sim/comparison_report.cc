@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,54 +20,90 @@ const ReplayResult* FindRow(const Comparison& c, std::string_view policy) {
 
 std::string OptionalNumber(const std::optional<double>& v) { return v ? JsonNumber(*v) : "null"; }
 
+// The fields of one row, in output order: JSON keys and CSV columns.
+std::vector<std::pair<std::string, std::string>> Fields(const ReplayResult& r, double w) {
+  return {
+      {"policy", JsonString(r.policy)},
+      {"block_hit_ratio", JsonNumber(r.block_hit_ratio())},
+      {"token_hit_ratio", JsonNumber(r.token_hit_ratio())},
+      {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
+      {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
+      {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
+      {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
+      {"prefill_gpu_seconds", JsonNumber(r.prefill_gpu_seconds)},
+      {"ttft_mean_ms", JsonNumber(r.ttft_ms.mean)},
+      {"ttft_p50_ms", JsonNumber(r.ttft_ms.p50)},
+      {"ttft_p95_ms", JsonNumber(r.ttft_ms.p95)},
+      {"ttft_p99_ms", JsonNumber(r.ttft_ms.p99)},
+      {"accesses_per_second", JsonNumber(r.accesses_per_second())},
+      {"gap_closed", OptionalNumber(r.gap_closed)},
+      {"transfer_seconds", JsonNumber(r.transfer_seconds)},
+      {"cost_seconds", JsonNumber(r.cost_seconds(w))},
+      {"cost_gap_closed", OptionalNumber(r.cost_gap_closed)},
+      {"utilization", JsonNumber(r.utilization())},
+      {"busy_seconds", JsonNumber(r.busy_seconds)},
+      {"window_seconds", JsonNumber(r.window_seconds())},
+  };
+}
+
+std::string Percent(const std::optional<double>& v) {
+  return v ? absl::StrFormat("%.1f%%", 100 * *v) : "-";
+}
+
 }  // namespace
+
+bool AnySaturated(const std::vector<ReplayResult>& results) {
+  return std::any_of(results.begin(), results.end(), [](const ReplayResult& r) {
+    return r.utilization() >= kSaturatedUtilization;
+  });
+}
 
 void FillGapClosed(Comparison& comparison) {
   const ReplayResult* lru = FindRow(comparison, "lru");
   const ReplayResult* oracle = FindRow(comparison, "belady");
   for (auto& r : comparison.results) {
     r.gap_closed = lru && oracle ? GapClosed(r, *lru, *oracle) : std::nullopt;
+    r.cost_gap_closed =
+        lru && oracle ? CostGapClosed(r, *lru, *oracle, comparison.transfer_weight) : std::nullopt;
   }
 }
 
 std::string FormatJson(const Comparison& c) {
-  std::string out =
-      absl::StrCat("{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
-                   ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
-                   ", \"results\": [");
+  std::string out = absl::StrCat(
+      "{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
+      ", \"block_accesses\": ", c.block_accesses, ", \"pool_bytes\": ", c.pool_bytes,
+      ", \"cost_model\": ", JsonString(c.cost_model), ", \"prefill_nodes\": ", c.prefill_nodes,
+      ", \"prefill_nodes_auto\": ", c.prefill_nodes_auto ? "true" : "false",
+      ", \"transfer_weight\": ", JsonNumber(c.transfer_weight),
+      ", \"saturated\": ", AnySaturated(c.results) ? "true" : "false", ", \"results\": [");
   for (size_t i = 0; i < c.results.size(); ++i) {
-    const ReplayResult& r = c.results[i];
-    absl::StrAppend(&out, i ? ", " : "", "{\"policy\": ", JsonString(r.policy),
-                    ", \"block_hit_ratio\": ", JsonNumber(r.block_hit_ratio()),
-                    ", \"token_hit_ratio\": ", JsonNumber(r.token_hit_ratio()),
-                    ", \"loaded_bytes\": ", r.loaded_bytes,
-                    ", \"admitted_bytes\": ", r.admitted_bytes,
-                    ", \"transfer_bytes\": ", r.transfer_bytes(),
-                    ", \"recomputed_tokens\": ", r.recomputed_tokens,
-                    ", \"prefill_gpu_seconds\": ", JsonNumber(r.prefill_gpu_seconds),
-                    ", \"ttft_mean_ms\": ", JsonNumber(r.ttft_ms.mean),
-                    ", \"ttft_p50_ms\": ", JsonNumber(r.ttft_ms.p50),
-                    ", \"ttft_p95_ms\": ", JsonNumber(r.ttft_ms.p95),
-                    ", \"ttft_p99_ms\": ", JsonNumber(r.ttft_ms.p99),
-                    ", \"accesses_per_second\": ", JsonNumber(r.accesses_per_second()),
-                    ", \"gap_closed\": ", OptionalNumber(r.gap_closed), "}");
+    absl::StrAppend(&out, i ? ", " : "", "{");
+    const auto fields = Fields(c.results[i], c.transfer_weight);
+    for (size_t k = 0; k < fields.size(); ++k) {
+      absl::StrAppend(&out, k ? ", " : "", "\"", fields[k].first, "\": ", fields[k].second);
+    }
+    absl::StrAppend(&out, "}");
   }
   return out + "]}\n";
 }
 
 std::string FormatCsv(const Comparison& c) {
-  std::string out =
-      "policy,block_hit_ratio,token_hit_ratio,loaded_bytes,admitted_bytes,transfer_bytes,"
-      "recomputed_tokens,prefill_gpu_seconds,ttft_mean_ms,ttft_p50_ms,ttft_p95_ms,ttft_p99_ms,"
-      "accesses_per_second,gap_closed\n";
-  for (const ReplayResult& r : c.results) {
-    absl::StrAppend(&out, r.policy, ",", JsonNumber(r.block_hit_ratio()), ",",
-                    JsonNumber(r.token_hit_ratio()), ",", r.loaded_bytes, ",", r.admitted_bytes,
-                    ",", r.transfer_bytes(), ",", r.recomputed_tokens, ",",
-                    JsonNumber(r.prefill_gpu_seconds), ",", JsonNumber(r.ttft_ms.mean), ",",
-                    JsonNumber(r.ttft_ms.p50), ",", JsonNumber(r.ttft_ms.p95), ",",
-                    JsonNumber(r.ttft_ms.p99), ",", JsonNumber(r.accesses_per_second()), ",",
-                    r.gap_closed ? JsonNumber(*r.gap_closed) : "", "\n");
+  std::string out;
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    const auto fields = Fields(c.results[i], c.transfer_weight);
+    if (i == 0) {
+      for (size_t k = 0; k < fields.size(); ++k) {
+        absl::StrAppend(&out, k ? "," : "", fields[k].first);
+      }
+      out += "\n";
+    }
+    for (size_t k = 0; k < fields.size(); ++k) {
+      std::string v = fields[k].second;
+      if (v == "null") v.clear();
+      if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
+      absl::StrAppend(&out, k ? "," : "", v);
+    }
+    out += "\n";
   }
   return out;
 }
@@ -80,29 +117,39 @@ std::string FormatTable(const Comparison& c) {
     padded.resize(width, ' ');
     return padded;
   };
-  std::string out =
-      absl::StrFormat("trace %s: %d requests, %d block accesses evaluated; pool %.1f GB\n\n",
-                      c.trace, c.requests, c.block_accesses, Gb(c.pool_bytes));
+  std::string out = absl::StrFormat(
+      "trace %s: %d requests, %d block accesses evaluated; pool %.1f GB; cost model %s; "
+      "%d prefill instances%s; cost = prefill GPU-s + %g x transfer s\n\n",
+      c.trace, c.requests, c.block_accesses, Gb(c.pool_bytes), c.cost_model, c.prefill_nodes,
+      c.prefill_nodes_auto ? " (auto)" : "", c.transfer_weight);
+  const char* header = "%s %7s %10s %9s %9s %9s %9s %5s %9s %9s %7s %7s %7s\n";
   absl::StrAppend(
       &out,
-      absl::StrFormat("%s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
-                      "%9s %7s\n",
-                      name("policy"), "blk hit", "tok hit", "loaded", "admitted", "transfer",
-                      "recompute", "prefill", "TTFT", "TTFT", "TTFT", "TTFT", "replay", "gap"),
-      absl::StrFormat("%s %8s %8s %10s %10s %10s %10s %9s %9s %9s %9s %9s "
-                      "%9s %7s\n",
-                      name(""), "%", "%", "GB", "GB", "GB", "Mtokens", "GPU-s", "mean ms", "p50 ms",
-                      "p95 ms", "p99 ms", "Macc/s", "closed"));
+      absl::StrFormat(header, name("policy"), "blk hit", "transfer", "recompute", "prefill",
+                      "transfer", "cost", "util", "TTFT", "TTFT", "replay", "gap", "cost gap"),
+      absl::StrFormat(header, name(""), "%", "GB", "Mtokens", "GPU-s", "s", "s", "%", "mean ms",
+                      "p95 ms", "Macc/s", "closed", "closed"));
   for (const ReplayResult& r : c.results) {
     absl::StrAppend(
         &out,
-        absl::StrFormat("%s %8.2f %8.2f %10.1f %10.1f %10.1f %10.2f %9.1f %9.1f %9.1f %9.1f %9.1f "
-                        "%9.2f %7s\n",
-                        name(r.policy), 100 * r.block_hit_ratio(), 100 * r.token_hit_ratio(),
-                        Gb(r.loaded_bytes), Gb(r.admitted_bytes), Gb(r.transfer_bytes()),
-                        r.recomputed_tokens / 1e6, r.prefill_gpu_seconds, r.ttft_ms.mean,
-                        r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99, r.accesses_per_second() / 1e6,
-                        r.gap_closed ? absl::StrFormat("%.1f%%", 100 * *r.gap_closed) : "-"));
+        absl::StrFormat("%s %7.2f %10.1f %9.2f %9.1f %9.1f %9.1f %5.0f %9.1f %9.1f %7.2f %7s %7s\n",
+                        name(r.policy), 100 * r.block_hit_ratio(), Gb(r.transfer_bytes()),
+                        r.recomputed_tokens / 1e6, r.prefill_gpu_seconds, r.transfer_seconds,
+                        r.cost_seconds(c.transfer_weight), 100 * r.utilization(), r.ttft_ms.mean,
+                        r.ttft_ms.p95, r.accesses_per_second() / 1e6, Percent(r.gap_closed),
+                        Percent(r.cost_gap_closed)));
+  }
+  if (AnySaturated(c.results)) {
+    std::string rows;
+    for (const ReplayResult& r : c.results) {
+      if (r.utilization() < kSaturatedUtilization) continue;
+      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
+                      absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
+    }
+    absl::StrAppend(&out, "\nsaturated: ", rows,
+                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
+                                    "trace's length\n",
+                                    100 * kSaturatedUtilization));
   }
   return out;
 }

@@ -74,4 +74,16 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   return result;
 }
 
+absl::StatusOr<uint32_t> SizePoolReplay(const ReplayTrace& replay, const CostModel& cost,
+                                        const PoolReplayOptions& options, double target,
+                                        ReplayResult* lru_result) {
+  PoolReplayOptions lru_options;
+  lru_options.pool_bytes = options.pool_bytes;
+  lru_options.eval_from = options.eval_from;
+  auto lru = ReplayPool(replay, cost, "lru", lru_options);
+  if (!lru.ok()) return lru.status();
+  if (lru_result != nullptr) *lru_result = *lru;
+  return InstancesForUtilization(*lru, target);
+}
+
 }  // namespace kvlearn

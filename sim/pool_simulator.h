@@ -49,4 +49,13 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
                                         std::string_view policy_name,
                                         const PoolReplayOptions& options);
 
+// --prefill-nodes auto for the pool replay: the fewest prefill instances at
+// which LRU keeps them busy at most `target` of the evaluated window. Busy
+// time here does not depend on the count (one global pool, requests dealt
+// round-robin), so one LRU replay settles it: InstancesForUtilization.
+// `lru_result`, when given, receives that replay.
+absl::StatusOr<uint32_t> SizePoolReplay(const ReplayTrace& replay, const CostModel& cost,
+                                        const PoolReplayOptions& options, double target,
+                                        ReplayResult* lru_result = nullptr);
+
 }  // namespace kvlearn

@@ -1,8 +1,10 @@
 // Turns what each request got from the pool into a ReplayResult: requests go
 // round-robin to FIFO prefill nodes (TTFT = queue wait + load of the hit
-// prefix + prefill of the missed tokens), and counters cover the requests from
-// `eval_start` on. The simulator and the sidecar's load generator both count
-// through this class, which is what lets a test demand equal results.
+// prefix + prefill of the missed tokens; a node is busy for the load and the
+// prefill), and counters cover the requests from `eval_start` on. The
+// admission copy node -> pool runs in the background: it counts in
+// transfer_seconds, not in TTFT or busy time. The simulator and the sidecar's load generator both
+// count through this class, which is what lets a test demand equal results.
 //
 // REQUIRES: Record is called for every request in trace order.
 #pragma once
@@ -17,15 +19,6 @@
 
 namespace kvlearn {
 
-// What one request got from the pool.
-struct RequestOutcome {
-  uint32_t hit_blocks = 0;
-  uint64_t hit_tokens = 0;
-  uint64_t loaded_bytes = 0;
-  uint64_t admitted_bytes = 0;
-  uint64_t evicted_blocks = 0;
-};
-
 class ReplayAccounting {
  public:
   ReplayAccounting(const CostModel& cost, uint32_t prefill_nodes, uint32_t eval_start)
@@ -38,22 +31,16 @@ class ReplayAccounting {
     const double arrival = static_cast<double>(r.timestamp_ms);
     node_free = std::max(arrival, node_free) + load_ms + prefill_ms;
     if (index < eval_start_) return;
-    ++result_.requests;
-    result_.block_accesses += r.num_blocks;
-    result_.block_hits += o.hit_blocks;
-    result_.prompt_tokens += r.input_length;
-    result_.hit_tokens += o.hit_tokens;
-    result_.loaded_bytes += o.loaded_bytes;
-    result_.admitted_bytes += o.admitted_bytes;
-    result_.evicted_blocks += o.evicted_blocks;
-    result_.recomputed_tokens += r.input_length - o.hit_tokens;
-    result_.prefill_gpu_seconds += prefill_ms / 1000.0;
+    const double transfer_ms = load_ms + cost_.TransferMs(o.admitted_bytes);
+    AddRequest(result_, r, o,
+               {prefill_ms, cost_.GpusPerInstance(), transfer_ms, load_ms + prefill_ms});
     ttft_ms_.push_back(node_free - arrival);
   }
 
   // The counters and the TTFT summary; the caller fills policy and timing.
   ReplayResult Finish() {
     result_.ttft_ms = Summarize(ttft_ms_);
+    result_.prefill_nodes = static_cast<uint32_t>(node_free_ms_.size());
     return result_;
   }
 

@@ -48,10 +48,31 @@ TEST(ClusterReportTest, JsonRowsHavePoolFieldsPlusClusterFields) {
   EXPECT_NE(json.find("\"router\": \"burst-replicate:4\""), std::string::npos);
   EXPECT_NE(json.find("\"replication_bytes\": 123"), std::string::npos);
   EXPECT_NE(json.find("\"prefill_nodes\": 4"), std::string::npos);
+  for (const char* k : {"transfer_seconds", "cost_seconds", "utilization"}) {
+    EXPECT_TRUE(cluster_keys.count(k)) << k;
+  }
+  EXPECT_NE(json.find("\"saturated\": false"), std::string::npos);
 
   const std::string csv = FormatClusterCsv(cluster);
   EXPECT_EQ(csv.substr(0, csv.find(',')), "router");
   EXPECT_NE(csv.find("\nburst-replicate:4,lru,"), std::string::npos);
+}
+
+// One node busy 1 s of a 1 s window: 100%, saturated; the table names it.
+TEST(ClusterReportTest, SaturatedRowIsFlagged) {
+  ClusterResult c;
+  c.router = "cache-aware";
+  c.replay.policy = "lru";
+  c.replay.prefill_nodes = 1;
+  c.replay.first_arrival_ms = 0;
+  c.replay.last_arrival_ms = 1000;
+  c.replay.busy_seconds = 1;
+  ClusterComparison cluster;
+  cluster.results.push_back(c);
+  EXPECT_TRUE(AnyClusterSaturated(cluster));
+  EXPECT_NE(FormatClusterJson(cluster).find("\"saturated\": true"), std::string::npos);
+  EXPECT_NE(FormatClusterTable(cluster).find("saturated: cache-aware/lru (100%)"),
+            std::string::npos);
 }
 
 TEST(ClusterReportTest, SamplesFileListsEveryTtft) {

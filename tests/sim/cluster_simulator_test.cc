@@ -17,7 +17,7 @@ namespace {
 CostModel RoundCosts() {
   ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
   HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 2.0, 4.0, 1.0, 1.0, 1};
-  return CostModel(m, h);
+  return CostModel(m, h, RecomputeForm::kKvlearnPaper);  // alpha_bw only: linear
 }
 
 Trace HandTrace() {
@@ -128,20 +128,33 @@ TEST(ClusterSimulatorTest, DramTierLoadsOverPcie) {
   EXPECT_EQ(r.dram_write_bytes, 12'000'000u);  // 2 blocks, then r2's third
 }
 
-// FLOPs prefill: 2 * 1e9 params * 8 tokens / (1e12 FLOP/s * 0.5) = 32 ms.
+// The flops cost model: 2 * 1e9 params * 8 tokens / (1 TFLOP/s * 0.5) = 32
+// ms, no attention term (0 query heads). A second request hitting the first
+// block (4 tokens) from HBM prefills tokens [4, 8): 16 ms, and with 1 query
+// head of dim 250000 over 1 layer the attention term adds
+// 2 * 250000 * (8^2 - 4^2) = 24e6 FLOPs = 0.048 ms.
 TEST(ClusterSimulatorTest, FlopsPrefill) {
   Trace t = HandTrace();
   t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(100, 8, 1, std::vector<uint64_t>{1, 3});
   ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
   HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 2.0, 4.0, 1.0, 1.0, 1, 1.0, 0.5, 1.0, 1.0};
-  const CostModel flops(m, h);
-  auto replay = BuildReplayTrace(t, flops);
+  const CostModel dense(m, h);
+  auto replay = BuildReplayTrace(t, dense);
   ASSERT_TRUE(replay.ok());
   ClusterOptions o = Options(1);
-  o.flops_prefill = true;
-  auto r = ReplayCluster(*replay, flops, o);
+  auto r = ReplayCluster(*replay, dense, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->ttft_samples_ms[0], 32);
+  EXPECT_DOUBLE_EQ(r->ttft_samples_ms[1], 16);
+
+  m.query_heads = 1;
+  const CostModel attention(m, h);
+  auto replay2 = BuildReplayTrace(t, attention);
+  ASSERT_TRUE(replay2.ok());
+  auto r2 = ReplayCluster(*replay2, attention, o);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_NEAR(r2->ttft_samples_ms[1], 16 + 0.048, 1e-9);
 }
 
 // Loading is skipped when recomputing is cheaper: at 0.5 GB/s a block takes
@@ -152,7 +165,7 @@ TEST(ClusterSimulatorTest, RecomputesWhenLoadingCostsMore) {
   t.Add(20, 12, 1, std::vector<uint64_t>{1, 2, 3});
   ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
   HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 0.5, 4.0, 1.0, 1.0, 1};
-  const CostModel slow(m, h);
+  const CostModel slow(m, h, RecomputeForm::kKvlearnPaper);
   auto replay = BuildReplayTrace(t, slow);
   ASSERT_TRUE(replay.ok());
   ClusterOptions o = Options(1);
@@ -293,6 +306,29 @@ TEST(ClusterSimulatorTest, InvariantsHoldOnABurstyTrace) {
       EXPECT_EQ(r->replication_bytes, 0u) << router;
     }
   }
+}
+
+// Ten requests of 8 distinct tokens (8 ms each at 1 ms/token), one every 10
+// ms from 0 to 90: LRU is busy 80 ms over a 90 ms window. One node: 89%, over
+// the 80% target; two: 44%. SizeCluster picks 2, and the row's utilization
+// is busy / (nodes * window).
+TEST(ClusterSimulatorTest, AutoSizingOnAHandMadeTrace) {
+  Trace t = HandTrace();
+  for (uint64_t i = 0; i < 10; ++i) {
+    t.Add(static_cast<int64_t>(10 * i), 8, 1, std::vector<uint64_t>{100 + 2 * i, 101 + 2 * i});
+  }
+  static const CostModel cost = RoundCosts();
+  auto replay = BuildReplayTrace(t, cost);
+  ASSERT_TRUE(replay.ok());
+  ClusterSizing sizing;
+  auto nodes = SizeCluster(*replay, cost, Options(1), kTargetUtilization, &sizing);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(*nodes, 2u);
+  EXPECT_NEAR(sizing.utilization, 80.0 / 180, 1e-12);
+  const ClusterResult one = Simulate(t, Options(1));
+  EXPECT_NEAR(one.replay.busy_seconds, 0.080, 1e-12);
+  EXPECT_NEAR(one.replay.utilization(), 80.0 / 90, 1e-12);
+  EXPECT_GT(one.replay.utilization(), kTargetUtilization);
 }
 
 }  // namespace

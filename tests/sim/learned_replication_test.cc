@@ -32,7 +32,7 @@ std::shared_ptr<const LearnedModel> ConstantModel(double p) {
 CostModel RoundCosts() {
   ModelProfile m{"toy", 1, 1, 250000, 2, 1.0};
   HardwareProfile h{"toy", 1.0, 0.0, 1u << 30, 1.0, 2.0, 4.0, 1.0, 1.0, 1};
-  return CostModel(m, h);
+  return CostModel(m, h, RecomputeForm::kKvlearnPaper);  // alpha_bw only: linear
 }
 
 ClusterResult Simulate(const Trace& t, double p) {

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "sim/comparison_report.h"
+
 namespace kvlearn {
 namespace {
 
@@ -12,7 +14,7 @@ namespace {
 CostModel RoundCosts(uint32_t prefill_nodes) {
   ModelProfile m{"toy", 1, 1, 250, 2, 1.0};
   HardwareProfile h{"toy", 0.01, 0.0, 1u << 30, 1.0, 1.0, 1.0, 1.0, 1.0, prefill_nodes};
-  return CostModel(m, h);
+  return CostModel(m, h, RecomputeForm::kKvlearnPaper);  // alpha_bw only: linear
 }
 
 Trace SmallTrace() {
@@ -66,6 +68,50 @@ TEST(PoolSimulatorTest, HitLoadsPrefixAndRecomputesTail) {
   // load 8000 B at 1e6 B/ms + recompute 2 tokens at 0.01 ms.
   EXPECT_NEAR(r.ttft_ms.mean, 0.008 + 0.02, 1e-9);  // 10 + 0.028 - 10 rounds
   EXPECT_DOUBLE_EQ(r.token_hit_ratio(), 0.8);
+  // Transfers: the load (8000 B) and the admission (2000 B) at 1e6 B/ms, no
+  // latency in the paper's form: 0.01 ms. Busy: load + prefill = 0.028 ms.
+  EXPECT_NEAR(r.transfer_seconds, 0.010 / 1000, 1e-15);
+  EXPECT_NEAR(r.busy_seconds, 0.028 / 1000, 1e-15);
+  EXPECT_NEAR(r.cost_seconds(1), (0.02 + 0.01) / 1000, 1e-15);
+}
+
+// Ten requests of 400 distinct tokens (4 ms each at 0.01 ms/token), one per
+// ms from 0 to 9: LRU is busy 40 ms over a 9 ms window. The fewest instances
+// at or under 80% is ceil(40 / 7.2) = 6 (40 / 54 = 74%); 5 would be 40 / 45 =
+// 89%. One instance is saturated (444%), and its TTFT grows with the trace:
+// the last request waits for the nine before it (40 - 9 = 31 ms).
+Trace EvenTrace() {
+  Trace t = SmallTrace();
+  uint64_t next_id = 1;
+  for (int64_t at = 0; at < 10; ++at) {
+    std::vector<uint64_t> ids;
+    for (int b = 0; b < 100; ++b) ids.push_back(next_id++);
+    t.Add(at, 400, 1, ids);
+  }
+  return t;
+}
+
+TEST(PoolSimulatorTest, AutoSizingOnAHandMadeTrace) {
+  const Trace t = EvenTrace();
+  PoolReplayOptions o;
+  o.pool_bytes = 0;
+  const CostModel cost = RoundCosts(1);
+  auto replay = BuildReplayTrace(t, cost);
+  ASSERT_TRUE(replay.ok());
+  ReplayResult lru;
+  auto nodes = SizePoolReplay(*replay, cost, o, kTargetUtilization, &lru);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(*nodes, 6u);
+  EXPECT_NEAR(lru.busy_seconds, 0.040, 1e-12);
+  EXPECT_NEAR(lru.window_seconds(), 0.009, 1e-12);
+  EXPECT_NEAR(Replay(t, RoundCosts(6), o).utilization(), 40.0 / 54, 1e-9);
+  EXPECT_GT(Replay(t, RoundCosts(5), o).utilization(), kTargetUtilization);
+
+  const ReplayResult one = Replay(t, RoundCosts(1), o);
+  EXPECT_NEAR(one.utilization(), 40.0 / 9, 1e-9);
+  EXPECT_TRUE(AnySaturated({one}));
+  EXPECT_NEAR(one.ttft_ms.p99, 40 - 9, 1e-9);
+  EXPECT_FALSE(AnySaturated({Replay(t, RoundCosts(6), o)}));
 }
 
 TEST(PoolSimulatorTest, SecondRequestWaitsForTheNodeOnOneNode) {
