@@ -244,7 +244,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   if (AnyClusterSaturated(comparison)) {
     std::vector<std::string> saturated;
     for (const ClusterResult& r : comparison.results) {
-      if (r.replay.utilization() >= kSaturatedUtilization) {
+      if (CountsForSaturation(r.replay)) {
         saturated.push_back(absl::StrFormat("%s/%s %.0f%%", r.router, r.replay.policy,
                                             100 * r.replay.utilization()));
       }

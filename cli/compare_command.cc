@@ -237,7 +237,7 @@ int RunCompare(const CompareFlags& f) {
   if (AnySaturated(comparison.results)) {
     std::vector<std::string> rows;
     for (const ReplayResult& r : comparison.results) {
-      if (r.utilization() >= kSaturatedUtilization) {
+      if (CountsForSaturation(r)) {
         rows.push_back(absl::StrFormat("%s %.0f%%", r.policy, 100 * r.utilization()));
       }
     }

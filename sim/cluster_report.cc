@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c, 
 
 bool AnyClusterSaturated(const ClusterComparison& c) {
   for (const ClusterResult& r : c.results) {
-    if (r.replay.utilization() >= kSaturatedUtilization) return true;
+    if (CountsForSaturation(r.replay)) return true;
   }
   return false;
 }
@@ -129,7 +129,7 @@ std::string FormatClusterTable(const ClusterComparison& c) {
   if (AnyClusterSaturated(c)) {
     std::string rows;
     for (const ClusterResult& r : c.results) {
-      if (r.replay.utilization() < kSaturatedUtilization) continue;
+      if (!CountsForSaturation(r.replay)) continue;
       absl::StrAppend(&rows, rows.empty() ? "" : ", ",
                       absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
                                       100 * r.replay.utilization()));

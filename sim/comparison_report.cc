@@ -53,9 +53,8 @@ std::string Percent(const std::optional<double>& v) {
 }  // namespace
 
 bool AnySaturated(const std::vector<ReplayResult>& results) {
-  return std::any_of(results.begin(), results.end(), [](const ReplayResult& r) {
-    return r.utilization() >= kSaturatedUtilization;
-  });
+  return std::any_of(results.begin(), results.end(),
+                     [](const ReplayResult& r) { return CountsForSaturation(r); });
 }
 
 void FillGapClosed(Comparison& comparison) {
@@ -142,7 +141,7 @@ std::string FormatTable(const Comparison& c) {
   if (AnySaturated(c.results)) {
     std::string rows;
     for (const ReplayResult& r : c.results) {
-      if (r.utilization() < kSaturatedUtilization) continue;
+      if (!CountsForSaturation(r)) continue;
       absl::StrAppend(&rows, rows.empty() ? "" : ", ",
                       absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
     }

@@ -112,6 +112,14 @@ inline constexpr double kTargetUtilization = 0.8;
 // with the trace's length, and so does its TTFT.
 inline constexpr double kSaturatedUtilization = 0.95;
 
+// Whether `r` decides if a run is saturated. `no-cache` is left out: it is the
+// bound that recomputes every token, not a policy anyone would run, and a
+// cluster sized for LRU at 80% busy is meant to be too small for it. Its row
+// still shows its utilization.
+inline bool CountsForSaturation(const ReplayResult& r) {
+  return r.policy != "no-cache" && r.utilization() >= kSaturatedUtilization;
+}
+
 // Smallest number of prefill instances at which `result`'s busy time fills
 // at most `target` of each instance's evaluated window:
 // ceil(busy / (target * window)), at least 1 (1 when the window is empty).

@@ -88,7 +88,7 @@ TEST(ReplayResultTest, CostGapClosedByHand) {
 
 TEST(ReplayResultTest, SaturatedFromUtilization) {
   ReplayResult busy;
-  busy.policy = "no-cache";
+  busy.policy = "lru";
   busy.prefill_nodes = 1;
   busy.first_arrival_ms = 0;
   busy.last_arrival_ms = 1000;
@@ -100,6 +100,28 @@ TEST(ReplayResultTest, SaturatedFromUtilization) {
   c.results[0].busy_seconds = 0.94;
   EXPECT_FALSE(AnySaturated(c.results));
   EXPECT_NE(FormatJson(c).find("\"saturated\": false"), std::string::npos);
+}
+
+// no-cache is the recompute-everything bound: a cluster sized for LRU is meant
+// to be too small for it, so its row alone does not flag the run.
+TEST(ReplayResultTest, TheNoCacheBoundDoesNotFlagTheRun) {
+  ReplayResult bound;
+  bound.policy = "no-cache";
+  bound.prefill_nodes = 1;
+  bound.first_arrival_ms = 0;
+  bound.last_arrival_ms = 1000;
+  bound.busy_seconds = 1.2;
+  ReplayResult lru = bound;
+  lru.policy = "lru";
+  lru.busy_seconds = 0.5;
+  Comparison c;
+  c.results = {lru, bound};
+  EXPECT_DOUBLE_EQ(c.results[1].utilization(), 1.2);
+  EXPECT_FALSE(AnySaturated(c.results));
+  EXPECT_EQ(FormatTable(c).find("saturated:"), std::string::npos);
+  c.results[0].busy_seconds = 0.96;
+  EXPECT_TRUE(AnySaturated(c.results));
+  EXPECT_NE(FormatTable(c).find("saturated: lru (96%)"), std::string::npos);
 }
 
 }  // namespace
