@@ -67,7 +67,8 @@ int RunServe(ServeFlags& f) {
   if (!s.startup_notes().empty()) std::cerr << "kvlearn serve: " << s.startup_notes();
   if (s.replayed_events() > 0) {
     std::cerr << "kvlearn serve: rebuilt the pools from " << s.replayed_events()
-              << " logged events in " << s.replay_seconds() << " s" << std::endl;
+              << " logged events and " << s.replayed_decisions() << " journaled decisions in "
+              << s.replay_seconds() << " s" << std::endl;
   }
   std::string host = o.listen.substr(0, o.listen.rfind(':'));
   std::cerr << "kvlearn serve: listening on " << host << ":" << s.port() << " ("

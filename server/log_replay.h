@@ -1,23 +1,24 @@
-// Rebuilds every pool's state at start-up by replaying the sidecar's event
-// log (server/event_log.h) through NodePools::Apply, in sequence order, as if
-// the events had just arrived (nothing is logged again or counted as
-// ingested).
+// Rebuilds every pool's state at start-up from the sidecar's event log
+// (server/event_log.h): the logged events go through NodePools::Apply in
+// sequence order, as if they had just arrived, and each journaled decision
+// (Admit, RankEviction) is redone through NodePools::RedoDecision right after
+// the event its pool had applied last when the decision was made. Nothing is
+// logged or journaled again, nor counted as ingested.
 //
-// Why the result equals the state before a stop or kill -9: the pools change
-// only through events and the two decision calls, and the log holds every
-// accepted event in the order it was applied to its pool (one stream per
-// pool, as a node sends them). The decision calls' own changes are redone by
-// the events that follow them in the protocol: a block RankEviction evicted
-// in the sidecar's view comes back as the node's block_removed (the node
-// reports it before its next event for that pool), a kept Admit candidate as
-// its block_stored. That holds for every policy whose ShouldAdmit changes no
-// state (lru, lfu, fifo, gdsf, s3fifo, learned, no-cache); kvlearn-cars
-// counts and draws its exploration coin in ShouldAdmit, so its replayed state
-// can differ (docs/sidecar.md, "Restart and recovery").
+// Why the result equals the state before a stop or kill -9: a pool changes
+// only through its events and its decision calls, every policy is
+// deterministic, and the log holds the accepted events of each pool in the
+// order they were applied (as long as one stream at a time writes a pool, as
+// a node does) and the decisions with their place among them. So every
+// policy's state, s3fifo's queues and kvlearn-cars' counters and exploration
+// draws included, comes back as it was. What was not acknowledged (a batch
+// being appended, a decision not yet journaled, when the process died) is
+// not replayed: the node saw those calls fail.
 //
 // A log trimmed by --log-max-bytes starts mid-history: events that need what
-// was trimmed are refused (counted in ReplayStats::rejected), and the state is
-// rebuilt from the retained suffix only.
+// was trimmed are refused (counted in ReplayStats::rejected), journaled
+// decisions are not redone (their places no longer line up), and the state is
+// rebuilt from the retained events only.
 //
 // Thread-safety: call before the server accepts calls (it runs alone).
 #pragma once
@@ -33,8 +34,11 @@
 namespace kvlearn {
 
 struct ReplayStats {
-  uint64_t events = 0;    // replayed (applied or refused)
-  uint64_t rejected = 0;  // refused by the pools
+  uint64_t events = 0;             // replayed (applied or refused)
+  uint64_t rejected = 0;           // refused by the pools
+  uint64_t decisions = 0;          // journaled decisions redone
+  uint64_t decisions_failed = 0;   // of those, failed again (as they did live)
+  uint64_t decisions_skipped = 0;  // not redone: the log was trimmed
   double seconds = 0;
   std::string first_rejection;  // "sequence N: message", empty if none
 };

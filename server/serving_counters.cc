@@ -16,8 +16,10 @@ bool ServingCounters::TryOpenStream() {
   return false;
 }
 
-void ServingCounters::SetReplay(uint64_t events, uint64_t rejected, double seconds) {
+void ServingCounters::SetReplay(uint64_t events, uint64_t rejected, uint64_t decisions,
+                                double seconds) {
   replayed_.store(events, std::memory_order_relaxed);
+  replayed_decisions_.store(decisions, std::memory_order_relaxed);
   replay_rejected_.store(rejected, std::memory_order_relaxed);
   replay_seconds_.store(seconds, std::memory_order_relaxed);
 }
@@ -52,6 +54,11 @@ std::string ServingCounters::Render() const {
       "# TYPE kvlearn_replay_rejected_events_total counter\n"
       "kvlearn_replay_rejected_events_total ",
       replay_rejected_.load(std::memory_order_relaxed), "\n",
+      "# HELP kvlearn_replayed_decisions_total Journaled Admit / RankEviction calls redone "
+      "at start.\n"
+      "# TYPE kvlearn_replayed_decisions_total counter\n"
+      "kvlearn_replayed_decisions_total ",
+      replayed_decisions_.load(std::memory_order_relaxed), "\n",
       "# HELP kvlearn_replay_seconds Wall time of the start-up replay of the event log.\n"
       "# TYPE kvlearn_replay_seconds gauge\n"
       "kvlearn_replay_seconds ",

@@ -8,6 +8,7 @@
 //                                                    protobuf type (INVALID_ARGUMENT)
 //   kvlearn_replayed_events_total           counter  logged events replayed at start
 //   kvlearn_replay_rejected_events_total    counter  of those, refused by the pools
+//   kvlearn_replayed_decisions_total        counter  journaled decisions redone at start
 //   kvlearn_replay_seconds                  gauge    wall time of the start-up replay
 //
 // The open-stream count is also the limit's state: TryOpenStream admits a
@@ -43,7 +44,7 @@ class ServingCounters {
   uint64_t malformed(Rpc rpc) const {
     return malformed_[static_cast<int>(rpc)].load(std::memory_order_relaxed);
   }
-  void SetReplay(uint64_t events, uint64_t rejected, double seconds);
+  void SetReplay(uint64_t events, uint64_t rejected, uint64_t decisions, double seconds);
 
   std::string Render() const;
 
@@ -52,7 +53,7 @@ class ServingCounters {
   std::atomic<uint32_t> open_streams_{0};
   std::atomic<uint64_t> refused_streams_{0};
   std::array<std::atomic<uint64_t>, static_cast<int>(Rpc::kCount)> malformed_{};
-  std::atomic<uint64_t> replayed_{0}, replay_rejected_{0};
+  std::atomic<uint64_t> replayed_{0}, replay_rejected_{0}, replayed_decisions_{0};
   std::atomic<double> replay_seconds_{0};
 };
 

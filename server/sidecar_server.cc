@@ -140,9 +140,20 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
                                      ": cannot rebuild the pools: ", replay.status().message(),
                                      " (move the directory aside to start empty)"));
   }
+  // From now on every decision that changes a pool is journaled.
+  EventLog* journal = s->log_.get();
+  s->pools_->SetDecisionJournal(
+      [journal](std::string_view record) { return journal->AppendDecision(record); });
   s->replayed_events_ = replay->events;
+  s->replayed_decisions_ = replay->decisions;
   s->replay_seconds_ = replay->seconds;
-  s->counters_->SetReplay(replay->events, replay->rejected, replay->seconds);
+  s->counters_->SetReplay(replay->events, replay->rejected, replay->decisions, replay->seconds);
+  if (replay->decisions_skipped > 0) {
+    absl::StrAppend(&s->notes_, "event log replay: the log was trimmed by --log-max-bytes, so ",
+                    replay->decisions_skipped,
+                    " journaled decisions were not redone; the pools are rebuilt from the "
+                    "retained events only\n");
+  }
   if (replay->rejected > 0) {
     absl::StrAppend(&s->notes_, "event log replay: ", replay->rejected, " of ", replay->events,
                     " events refused (first: ", replay->first_rejection, ")",

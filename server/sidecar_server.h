@@ -3,9 +3,9 @@
 // event log, the Prometheus /metrics endpoint and model hot reload, wired
 // together from SidecarOptions. Tests start it in-process on port 0.
 //
-// At start the event log is replayed through the pools, so every pool's state
-// is what it was before the stop or kill -9 (server/log_replay.h); the port
-// opens after that.
+// At start the event log (events and journaled decisions) is replayed through
+// the pools, so every pool's state is what it was before the stop or kill -9
+// (server/log_replay.h); the port opens after that.
 //
 // Plaintext is accepted only on a loopback address unless
 // allow_insecure_remote; with tls_cert/tls_key the server speaks TLS, and
@@ -97,6 +97,7 @@ class SidecarServer {
 
   // What the start-up replay of the event log did.
   uint64_t replayed_events() const { return replayed_events_; }
+  uint64_t replayed_decisions() const { return replayed_decisions_; }
   double replay_seconds() const { return replay_seconds_; }
   // ReportEvents streams open now.
   uint32_t open_streams() const;
@@ -125,6 +126,7 @@ class SidecarServer {
   int port_ = 0;
   int metrics_port_ = 0;
   uint64_t replayed_events_ = 0;
+  uint64_t replayed_decisions_ = 0;
   double replay_seconds_ = 0;
   bool shut_down_ = false;
 };

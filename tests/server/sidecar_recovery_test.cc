@@ -140,11 +140,13 @@ TEST_P(SidecarRecoveryTest, RestartRebuildsEveryPoolAsIfItNeverStopped) {
   auto never_stub = Connect(never->port());
   auto restarted_stub = Connect(restarted->port());
   EXPECT_GT(restarted->replayed_events(), 0u);
+  EXPECT_GT(restarted->replayed_decisions(), 0u);
   ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SidecarRecoveryTest,
-                         ::testing::Values("lru", "lfu", "fifo", "gdsf"), [](const auto& info) {
+                         ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "kvlearn-cars"),
+                         [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {
                              if (c == '-') c = '_';
