@@ -154,6 +154,31 @@ INSTANTIATE_TEST_SUITE_P(Policies, SidecarRecoveryTest,
                            return name;
                          });
 
+// A log trimmed by --log-max-bytes starts mid-history: the server still
+// starts, rebuilds from the retained events, redoes no journaled decision
+// (their places no longer line up) and says so.
+TEST(SidecarRecoveryTrimTest, ATrimmedLogRebuildsFromTheRetainedEventsAndSaysSo) {
+  const Fed fed(SmallChatTrace());
+  ASSERT_TRUE(fed.replay.ok());
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path(), "lru");
+  o.metrics_listen = "";
+  o.cost = std::make_shared<CostModel>(DefaultCost());
+  o.log_max_bytes = 200'000;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  Feed(fed, server->port());
+  server.reset();
+  server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  EXPECT_GT(server->replayed_events(), 0u);
+  EXPECT_EQ(server->replayed_decisions(), 0u);
+  EXPECT_NE(server->startup_notes().find("trimmed by --log-max-bytes"), std::string::npos)
+      << server->startup_notes();
+  auto stub = Connect(server->port());
+  EXPECT_NE(PoolsOf(*stub).find("loadgen-0"), std::string::npos);
+}
+
 // The real binary (lru, its default): kill -9 after the trace, or SIGTERM
 // with an idle stream open, then a restart on the same directory.
 class SidecarProcessRecoveryTest : public ::testing::TestWithParam<int> {};
