@@ -99,6 +99,12 @@ grpc::Status ReportEventsReactor::Ingest() {
 
 void ReportEventsReactor::End(grpc::Status status) {
   final_code_ = static_cast<int>(status.error_code());
+  // The slot goes back as the answer leaves, not in OnDone (which gRPC runs
+  // a little after the client has its answer): a client that closes a
+  // stream and opens the next at the limit is not refused. Nothing below
+  // touches the log: SidecarServer::Shutdown waits for zero open streams
+  // before it closes it.
+  env_.counters->CloseStream();
   Finish(std::move(status));
 }
 
@@ -107,12 +113,7 @@ void ReportEventsReactor::OnDone() {
                        ? static_cast<int>(grpc::StatusCode::CANCELLED)
                        : final_code_;
   env_.metrics->CountRpc(Rpc::kReportEvents, code);
-  // Releasing the slot is the last access to anything the server owns:
-  // SidecarServer::Shutdown waits for zero open streams before it closes
-  // the log.
-  ServingCounters* counters = env_.counters;
   delete this;
-  counters->CloseStream();
 }
 
 }  // namespace kvlearn

@@ -11,8 +11,8 @@
 // The next read starts only after the append returned, so every event counted
 // in the summary is durable, and one stream has one batch in flight.
 //
-// The reactor deletes itself in OnDone, after releasing its stream slot
-// (ServingCounters) and counting the call's final code.
+// The reactor releases its stream slot (ServingCounters) when it finishes
+// the call, and deletes itself in OnDone after counting the final code.
 //
 // Thread-safety: gRPC runs at most one of this reactor's OnReadDone at a time
 // (the next read is started at the end of the previous one); OnCancel may run

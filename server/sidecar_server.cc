@@ -286,8 +286,9 @@ void SidecarServer::Shutdown() {
         std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
     server_->Shutdown(deadline);
     // Shutdown returns once every call is done; a stream releases its slot
-    // as the very last thing it does, so zero open streams means no reactor
-    // touches the log any more (bounded wait, in case of a gRPC surprise).
+    // only after its last use of the log, so zero open streams means no
+    // reactor touches the log any more (bounded wait, in case of a gRPC
+    // surprise).
     for (int i = 0; i < 10'000 && counters_ && counters_->open_streams() > 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
