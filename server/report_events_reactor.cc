@@ -98,22 +98,17 @@ grpc::Status ReportEventsReactor::Ingest() {
 }
 
 void ReportEventsReactor::End(grpc::Status status) {
-  final_code_ = static_cast<int>(status.error_code());
-  // The slot goes back as the answer leaves, not in OnDone (which gRPC runs
-  // a little after the client has its answer): a client that closes a
-  // stream and opens the next at the limit is not refused. Nothing below
+  // Counted and the slot given back as the answer leaves, not in OnDone
+  // (which gRPC runs a little after the client has its answer): a client
+  // that reads /metrics after its call sees it counted, and one that closes
+  // a stream and opens the next at the limit is not refused. Nothing below
   // touches the log: SidecarServer::Shutdown waits for zero open streams
   // before it closes it.
+  env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
   Finish(std::move(status));
 }
 
-void ReportEventsReactor::OnDone() {
-  const int code = cancelled_.load(std::memory_order_acquire)
-                       ? static_cast<int>(grpc::StatusCode::CANCELLED)
-                       : final_code_;
-  env_.metrics->CountRpc(Rpc::kReportEvents, code);
-  delete this;
-}
+void ReportEventsReactor::OnDone() { delete this; }
 
 }  // namespace kvlearn

@@ -11,8 +11,8 @@
 // The next read starts only after the append returned, so every event counted
 // in the summary is durable, and one stream has one batch in flight.
 //
-// The reactor releases its stream slot (ServingCounters) when it finishes
-// the call, and deletes itself in OnDone after counting the final code.
+// The reactor counts the call and releases its stream slot
+// (ServingCounters) when it finishes the call, and deletes itself in OnDone.
 //
 // Thread-safety: gRPC runs at most one of this reactor's OnReadDone at a time
 // (the next read is started at the end of the previous one); OnCancel may run
@@ -65,7 +65,6 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   std::vector<std::string> values_;  // serialized accepted events, reused per batch
   uint32_t batch_index_ = 0;
   bool any_logged_ = false;
-  int final_code_ = 0;
   std::atomic<bool> cancelled_{false};
 };
 
