@@ -133,7 +133,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
 
   // Rebuild every pool from the log before the port opens, so no call sees
   // a half-rebuilt pool.
-  auto replay = ReplayEventLog(*s->log_, *s->pools_, o.replay_progress);
+  auto replay =
+      ReplayEventLog(*s->log_, *s->pools_, o.replay_progress, o.replay_progress_interval_seconds);
   if (!replay.ok()) {
     return absl::Status(replay.status().code(),
                         absl::StrCat("--data-dir ", o.data_dir,

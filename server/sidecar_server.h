@@ -70,9 +70,11 @@ struct SidecarOptions {
   bool log_sync = false;
   std::string tls_cert, tls_key, tls_client_ca;  // PEM file paths
   bool allow_insecure_remote = false;
-  // Called about once a second while the event log is replayed at start
-  // (events done, events to replay, seconds so far); nullptr: silent.
+  // Called every replay_progress_interval_seconds (checked every 4096
+  // events) while the event log is replayed at start (events done, events to
+  // replay, seconds so far); nullptr: silent.
   std::function<void(uint64_t done, uint64_t total, double seconds)> replay_progress;
+  double replay_progress_interval_seconds = 1.0;
 };
 
 // True when the host of "host:port" is a loopback address.

@@ -135,12 +135,25 @@ TEST_P(SidecarRecoveryTest, RestartRebuildsEveryPoolAsIfItNeverStopped) {
   ASSERT_GT(a.result.evicted_blocks, 0u);
 
   restarted.reset();  // a clean stop
-  restarted = StartServer(options(restarted_dir.path()));
+  // Progress is reported while replaying (every 4096 events with no minimum
+  // interval here).
+  std::vector<std::pair<uint64_t, uint64_t>> progress;  // done, total
+  SidecarOptions again = options(restarted_dir.path());
+  again.replay_progress = [&progress](uint64_t done, uint64_t total, double) {
+    progress.emplace_back(done, total);
+  };
+  again.replay_progress_interval_seconds = 0;
+  restarted = StartServer(again);
   ASSERT_NE(restarted, nullptr);
   auto never_stub = Connect(never->port());
   auto restarted_stub = Connect(restarted->port());
   EXPECT_GT(restarted->replayed_events(), 0u);
   EXPECT_GT(restarted->replayed_decisions(), 0u);
+  ASSERT_EQ(progress.size(), restarted->replayed_events() / 4096);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_EQ(progress[i].first, 4096 * (i + 1));
+    EXPECT_EQ(progress[i].second, restarted->replayed_events());
+  }
   ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
 }
 
