@@ -214,6 +214,43 @@ absl::Status EventLog::ForEachDecision(
   return FromRocks(it->status(), "scan decisions");
 }
 
+namespace {
+
+class RocksDecisionCursor final : public EventLog::DecisionCursor {
+ public:
+  explicit RocksDecisionCursor(rocksdb::Iterator* it) : it_(it) {
+    if (it_) it_->SeekToFirst();
+  }
+  bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) override {
+    if (!it_ || !status_.ok()) return false;
+    if (!it_->Valid()) {
+      status_ = FromRocks(it_->status(), "scan decisions");
+      return false;
+    }
+    *number = DecodeKey(it_->key().ToStringView());
+    std::string_view value = it_->value().ToStringView();
+    if (!GetVarint(value, *event_sequence)) {
+      status_ = absl::DataLossError(absl::StrCat("event log: decision ", *number, " is malformed"));
+      return false;
+    }
+    record->assign(value.data(), value.size());
+    it_->Next();
+    return true;
+  }
+  absl::Status status() const override { return status_; }
+
+ private:
+  std::unique_ptr<rocksdb::Iterator> it_;  // null: a log without decisions
+  absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisions() const {
+  return std::make_unique<RocksDecisionCursor>(
+      handles_.size() < 2 ? nullptr : db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+}
+
 absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
   absl::MutexLock lock(&mu_);
   const uint64_t first = next_sequence_;

@@ -80,6 +80,17 @@ class EventLog {
       const std::function<absl::Status(uint64_t number, uint64_t event_sequence,
                                        std::string_view record)>& fn) const;
 
+  // The same, one at a time, for a reader that interleaves them with
+  // ForEach (server/log_replay.cc). Not thread-safe; the log must outlive it.
+  class DecisionCursor {
+   public:
+    virtual ~DecisionCursor() = default;
+    // The next decision; false at the end or on an error (see status()).
+    virtual bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) = 0;
+    virtual absl::Status status() const = 0;
+  };
+  std::unique_ptr<DecisionCursor> ReadDecisions() const;
+
   uint64_t next_sequence() const;
   uint64_t first_sequence() const;  // oldest retained
   uint64_t retained_bytes() const;  // keys + values of retained entries

@@ -20,6 +20,10 @@
 // decisions are not redone (their places no longer line up), and the state is
 // rebuilt from the retained events only.
 //
+// Memory: events and decisions are streamed from RocksDB; only decisions
+// waiting for events that were applied but not yet logged when they were made
+// are held.
+//
 // Thread-safety: call before the server accepts calls (it runs alone).
 #pragma once
 

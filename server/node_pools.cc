@@ -208,21 +208,32 @@ absl::Status NodePools::JournalLocked(char kind, const Shard& s,
   return journal_(record);
 }
 
-absl::Status NodePools::DecisionShard(std::string_view record, std::string* shard_key,
+absl::Status NodePools::DecisionShard(std::string_view record, std::string* node, v1::Tier* tier,
                                       uint64_t* shard_events) {
   char kind = 0;
   std::string_view bytes;
   if (auto st = SplitRecord(record, &kind, shard_events, &bytes); !st.ok()) return st;
-  // node_id (1) and tier (2) are the same fields in both requests.
   v1::AdmitRequest admit;
   v1::RankRequest rank;
   const bool parsed = kind == kAdmitRecord
                           ? admit.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))
                           : rank.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
   if (!parsed) return absl::DataLossError("decision record: the request does not parse");
-  *shard_key = kind == kAdmitRecord ? ShardKey(admit.node_id(), admit.tier())
-                                    : ShardKey(rank.node_id(), rank.tier());
+  *node = kind == kAdmitRecord ? admit.node_id() : rank.node_id();
+  *tier = NormalTier(kind == kAdmitRecord ? admit.tier() : rank.tier());
   return absl::OkStatus();
+}
+
+uint64_t NodePools::EventsApplied(const std::string& node, v1::Tier tier) const {
+  Shard* s = nullptr;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    auto it = shards_.find(std::make_pair(node, static_cast<int>(NormalTier(tier))));
+    if (it == shards_.end()) return 0;
+    s = it->second.get();
+  }
+  absl::MutexLock lock(&s->mu);
+  return s->events_applied;
 }
 
 absl::Status NodePools::RedoDecision(std::string_view record) {

@@ -120,10 +120,12 @@ class NodePools {
   // Runs a journaled decision again; its status is the call's (errors are
   // expected where the original call failed too).
   absl::Status RedoDecision(std::string_view record);
-  // The shard a record is about (a key comparable with ShardKey) and the
-  // number of events that shard had applied when it was journaled.
-  static absl::Status DecisionShard(std::string_view record, std::string* shard_key,
+  // The pool a record is about and the number of events that pool had
+  // applied when it was journaled.
+  static absl::Status DecisionShard(std::string_view record, std::string* node, v1::Tier* tier,
                                     uint64_t* shard_events);
+  // Events the (node, tier) pool has applied; 0 for a pool not seen yet.
+  uint64_t EventsApplied(const std::string& node, v1::Tier tier) const;
   // A (node, tier) pool's identity; TIER_UNSPECIFIED is TIER_POOL.
   static std::string ShardKey(const std::string& node, v1::Tier tier);
 

@@ -55,6 +55,16 @@ TEST(EventLogDecisionsTest, DecisionsKeepTheirOrderAndEventPositionAcrossReopens
   const std::vector<Decision> want = {
       {0, 0, "first"}, {1, 2, "second"}, {2, 2, std::string("\0third", 6)}, {3, 2, "fourth"}};
   EXPECT_EQ(Decisions(**log), want);
+  // The cursor reads the same, one at a time.
+  {
+    std::vector<Decision> read;
+    auto cursor = (*log)->ReadDecisions();  // must not outlive the log
+    uint64_t n = 0, seq = 0;
+    std::string record;
+    while (cursor->Next(&n, &seq, &record)) read.emplace_back(n, seq, record);
+    EXPECT_TRUE(cursor->status().ok()) << cursor->status();
+    EXPECT_EQ(read, want);
+  }
   log->reset();
   auto ro = EventLog::OpenReadOnly(dir.path());
   ASSERT_TRUE(ro.ok()) << ro.status();
