@@ -1,11 +1,15 @@
 // `kvlearn serve`: the gRPC retention sidecar (server/sidecar_server.h).
-// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file.
+// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file. At start it
+// replays its event log (progress on stderr about once a second).
 #include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +53,11 @@ int RunServe(ServeFlags& f) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  o.replay_progress = [](uint64_t done, uint64_t total, double seconds) {
+    std::cerr << "kvlearn serve: replaying the event log: " << done << " of " << total
+              << " events (" << static_cast<int>(total ? 100.0 * done / total : 100) << "%), "
+              << static_cast<int>(seconds) << " s" << std::endl;
+  };
   auto server = SidecarServer::Start(o);
   if (!server.ok()) {
     std::cerr << "kvlearn serve: " << server.status().message() << "\n";
@@ -56,6 +65,11 @@ int RunServe(ServeFlags& f) {
   }
   SidecarServer& s = **server;
   if (!s.startup_notes().empty()) std::cerr << "kvlearn serve: " << s.startup_notes();
+  if (s.replayed_events() > 0) {
+    std::cerr << "kvlearn serve: rebuilt the pools from " << s.replayed_events()
+              << " logged events and " << s.replayed_decisions() << " journaled decisions in "
+              << s.replay_seconds() << " s" << std::endl;
+  }
   std::string host = o.listen.substr(0, o.listen.rfind(':'));
   std::cerr << "kvlearn serve: listening on " << host << ":" << s.port() << " ("
             << (o.tls_cert.empty()        ? "plaintext"
@@ -87,10 +101,24 @@ int RunServe(ServeFlags& f) {
       }
       continue;
     }
-    std::cerr << "kvlearn serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": shutting down\n";
+    std::cerr << "kvlearn serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+              << ": shutting down (calls in flight get " << o.shutdown_grace_seconds
+              << " s, then are cancelled)" << std::endl;
     break;
   }
+  // Backstop: Shutdown is bounded by the grace period, but a process that
+  // stays up holds the RocksDB lock and the next start fails. If it has not
+  // returned well after the grace period, exit anyway: every acknowledged
+  // event is already in RocksDB's write-ahead log, as after kill -9.
+  const auto backstop =
+      std::chrono::milliseconds(static_cast<int64_t>((o.shutdown_grace_seconds + 30) * 1000));
+  std::thread([backstop] {
+    std::this_thread::sleep_for(backstop);
+    std::cerr << "kvlearn serve: shutdown did not finish in time; exiting" << std::endl;
+    _exit(1);
+  }).detach();
   s.Shutdown();
+  std::cerr << "kvlearn serve: stopped" << std::endl;
   return 0;
 }
 
@@ -128,6 +156,14 @@ Command AddServeCommand(CLI::App& root) {
                   "candidates per Admit / RankEviction call (RESOURCE_EXHAUSTED above)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-streams", o.max_streams,
+                  "ReportEvents streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--shutdown-grace-seconds", o.shutdown_grace_seconds,
+                  "on SIGINT/SIGTERM, how long calls in flight may run before they are cancelled")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--pool-bytes", o.default_pool_bytes,
                   "capacity assumed for pools whose node sends no pool_configured event "
                   "(0: unbounded; only s3fifo and arc read it)")

@@ -4,12 +4,37 @@
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr size_t kKeySize = 8;
+constexpr const char* kDecisions = "decisions";
+
+void PutVarint(std::string& out, uint64_t n) {
+  while (n >= 0x80) {
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out.push_back(static_cast<char>(n));
+}
+
+// Reads a varint at the front of `in` and drops it; false if malformed.
+bool GetVarint(std::string_view& in, uint64_t& n) {
+  n = 0;
+  for (size_t i = 0; i < in.size() && i < 10; ++i) {
+    const auto b = static_cast<unsigned char>(in[i]);
+    n |= uint64_t{b & 0x7fu} << (7 * i);
+    if (b < 0x80) {
+      in.remove_prefix(i + 1);
+      return true;
+    }
+  }
+  return false;
+}
 
 uint64_t DecodeKey(std::string_view key) {
   uint64_t v = 0;
@@ -32,12 +57,7 @@ absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 // Frames `v` as a protobuf field-1 length-delimited record.
 void AppendRecord(std::string& out, const std::string& v) {
   out.push_back('\x0a');
-  uint64_t n = v.size();
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
+  PutVarint(out, v.size());
   out.append(v);
 }
 
@@ -80,55 +100,155 @@ std::string EventLogKey(uint64_t sequence) {
   return key;
 }
 
-EventLog::EventLog(std::unique_ptr<rocksdb::DB> db, const EventLogOptions& options)
-    : db_(std::move(db)), options_(options) {}
+EventLog::EventLog(std::unique_ptr<rocksdb::DB> db,
+                   std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                   const EventLogOptions& options)
+    : db_(std::move(db)), handles_(std::move(handles)), options_(options) {}
 
-EventLog::~EventLog() = default;
+EventLog::~EventLog() {
+  // Column family handles go before the database they belong to.
+  for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
+}
 
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& dir,
                                                          const EventLogOptions& options) {
-  rocksdb::Options o;
-  o.create_if_missing = true;
-  o.compression = rocksdb::kNoCompression;
-  o.write_buffer_size = 64 << 20;
-  // Keys only ever grow (sequence numbers), so an append-only vector memtable
-  // beats the default skiplist; Append serializes writers anyway.
-  o.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
-  o.allow_concurrent_memtable_write = false;
-  rocksdb::DB* raw = nullptr;
-  if (auto s = FromRocks(rocksdb::DB::Open(o, dir, &raw), absl::StrCat("open ", dir)); !s.ok()) {
-    return s;
-  }
-  std::unique_ptr<EventLog> log(new EventLog(std::unique_ptr<rocksdb::DB>(raw), options));
-  if (auto s = log->LoadBounds(); !s.ok()) return s;
-  return log;
+  return OpenImpl(dir, options, /*read_only=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenReadOnly(const std::string& dir) {
+  return OpenImpl(dir, {}, /*read_only=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& dir,
+                                                             const EventLogOptions& options,
+                                                             bool read_only) {
   rocksdb::Options o;
-  rocksdb::DB* raw = nullptr;
-  if (auto s = FromRocks(rocksdb::DB::OpenForReadOnly(o, dir, &raw), absl::StrCat("open ", dir));
-      !s.ok()) {
-    return s;
+  o.create_if_missing = !read_only;
+  o.create_missing_column_families = !read_only;
+  rocksdb::ColumnFamilyOptions cf;
+  if (!read_only) {
+    cf.compression = rocksdb::kNoCompression;
+    cf.write_buffer_size = 64 << 20;
+    // Keys only ever grow (sequence numbers), so an append-only vector
+    // memtable beats the default skiplist; Append serializes writers anyway.
+    cf.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+    o.allow_concurrent_memtable_write = false;
   }
-  std::unique_ptr<EventLog> log(new EventLog(std::unique_ptr<rocksdb::DB>(raw), {}));
+  static_cast<rocksdb::ColumnFamilyOptions&>(o) = cf;
+  // A log written before decisions were journaled has no such family: a
+  // writer creates it, a reader does without.
+  std::vector<std::string> existing;
+  const bool has_decisions =
+      rocksdb::DB::ListColumnFamilies(o, dir, &existing).ok() &&
+      std::find(existing.begin(), existing.end(), kDecisions) != existing.end();
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, cf}};
+  if (has_decisions || !read_only) families.emplace_back(kDecisions, cf);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status opened =
+      read_only ? rocksdb::DB::OpenForReadOnly(o, dir, families, &handles, &raw)
+                : rocksdb::DB::Open(o, dir, families, &handles, &raw);
+  if (auto s = FromRocks(opened, absl::StrCat("open ", dir)); !s.ok()) return s;
+  std::unique_ptr<EventLog> log(
+      new EventLog(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options));
   if (auto s = log->LoadBounds(); !s.ok()) return s;
   return log;
 }
 
 absl::Status EventLog::LoadBounds() {
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-  it->SeekToFirst();
-  if (!it->Valid()) return FromRocks(it->status(), "scan");
-  first_sequence_ = DecodeKey(it->key().ToStringView());
-  for (; it->Valid(); it->Next()) retained_bytes_ += it->key().size() + it->value().size();
-  if (auto s = FromRocks(it->status(), "scan"); !s.ok()) return s;
-  it->SeekToLast();
-  if (it->Valid()) {
-    next_sequence_ = DecodeKey(it->key().ToStringView()) + CountRecords(it->value().ToStringView());
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+    it->SeekToFirst();
+    if (it->Valid()) first_sequence_ = DecodeKey(it->key().ToStringView());
+    for (; it->Valid(); it->Next()) retained_bytes_ += it->key().size() + it->value().size();
+    if (auto s = FromRocks(it->status(), "scan"); !s.ok()) return s;
+    it->SeekToLast();
+    if (it->Valid()) {
+      next_sequence_ =
+          DecodeKey(it->key().ToStringView()) + CountRecords(it->value().ToStringView());
+    }
+    if (auto s = FromRocks(it->status(), "scan"); !s.ok()) return s;
   }
-  return FromRocks(it->status(), "scan");
+  if (handles_.size() < 2) return absl::OkStatus();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    retained_bytes_ += it->key().size() + it->value().size();
+    next_decision_ = DecodeKey(it->key().ToStringView()) + 1;
+  }
+  return FromRocks(it->status(), "scan decisions");
+}
+
+absl::Status EventLog::AppendDecision(std::string_view record) {
+  absl::MutexLock lock(&mu_);
+  if (handles_.size() < 2) return absl::FailedPreconditionError("event log: opened read-only");
+  const std::string key = EventLogKey(next_decision_);
+  std::string value;
+  value.reserve(record.size() + 10);
+  PutVarint(value, next_sequence_);
+  value.append(record);
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync;
+  if (auto s = FromRocks(db_->Put(w, handles_[1], key, value), "append decision"); !s.ok()) {
+    return s;
+  }
+  ++next_decision_;
+  retained_bytes_ += key.size() + value.size();
+  if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) return TrimLocked();
+  return absl::OkStatus();
+}
+
+absl::Status EventLog::ForEachDecision(
+    const std::function<absl::Status(uint64_t, uint64_t, std::string_view)>& fn) const {
+  if (handles_.size() < 2) return absl::OkStatus();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const uint64_t number = DecodeKey(it->key().ToStringView());
+    std::string_view value = it->value().ToStringView();
+    uint64_t event_sequence = 0;
+    if (!GetVarint(value, event_sequence)) {
+      return absl::DataLossError(absl::StrCat("event log: decision ", number, " is malformed"));
+    }
+    if (auto s = fn(number, event_sequence, value); !s.ok()) return s;
+  }
+  return FromRocks(it->status(), "scan decisions");
+}
+
+namespace {
+
+class RocksDecisionCursor final : public EventLog::DecisionCursor {
+ public:
+  explicit RocksDecisionCursor(rocksdb::Iterator* it) : it_(it) {
+    if (it_) it_->SeekToFirst();
+  }
+  bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) override {
+    if (!it_ || !status_.ok()) return false;
+    if (!it_->Valid()) {
+      status_ = FromRocks(it_->status(), "scan decisions");
+      return false;
+    }
+    *number = DecodeKey(it_->key().ToStringView());
+    std::string_view value = it_->value().ToStringView();
+    if (!GetVarint(value, *event_sequence)) {
+      status_ = absl::DataLossError(absl::StrCat("event log: decision ", *number, " is malformed"));
+      return false;
+    }
+    record->assign(value.data(), value.size());
+    it_->Next();
+    return true;
+  }
+  absl::Status status() const override { return status_; }
+
+ private:
+  std::unique_ptr<rocksdb::Iterator> it_;  // null: a log without decisions
+  absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisions() const {
+  return std::make_unique<RocksDecisionCursor>(
+      handles_.size() < 2 ? nullptr : db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
 }
 
 absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
@@ -144,7 +264,7 @@ absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
   const uint64_t bytes = key.size() + value.size();
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Put(w, key, value), "append"); !s.ok()) return s;
+  if (auto s = FromRocks(db_->Put(w, handles_[0], key, value), "append"); !s.ok()) return s;
   next_sequence_ = first + values.size();
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {
@@ -155,7 +275,7 @@ absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
 
 absl::Status EventLog::TrimLocked() {
   const uint64_t target = options_.max_bytes / 10 * 9;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
   uint64_t removed = 0;
   uint64_t end = first_sequence_;
   // Whole entries, oldest first, until the rest fits; `end` is the first
@@ -169,11 +289,38 @@ absl::Status EventLog::TrimLocked() {
   if (auto s = FromRocks(it->status(), "trim scan"); !s.ok()) return s;
   it.reset();
   if (end == first_sequence_) return absl::OkStatus();
-  if (auto s = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(),
+  if (auto s = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(), handles_[0],
                                           EventLogKey(first_sequence_), EventLogKey(end)),
                          "trim");
       !s.ok()) {
     return s;
+  }
+  // Decisions journaled before the first event kept go with the events.
+  if (handles_.size() >= 2) {
+    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+    uint64_t first_decision = 0, end_decision = 0;
+    bool any = false;
+    for (d->SeekToFirst(); d->Valid(); d->Next()) {
+      std::string_view value = d->value().ToStringView();
+      uint64_t event_sequence = 0;
+      if (GetVarint(value, event_sequence) && event_sequence >= end) break;
+      const uint64_t number = DecodeKey(d->key().ToStringView());
+      if (!any) first_decision = number;
+      any = true;
+      end_decision = number + 1;
+      removed += d->key().size() + d->value().size();
+    }
+    if (auto s = FromRocks(d->status(), "trim scan decisions"); !s.ok()) return s;
+    d.reset();
+    if (any) {
+      if (auto s =
+              FromRocks(db_->DeleteRange(rocksdb::WriteOptions(), handles_[1],
+                                         EventLogKey(first_decision), EventLogKey(end_decision)),
+                        "trim decisions");
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   first_sequence_ = end;
   retained_bytes_ -= removed;
@@ -183,7 +330,7 @@ absl::Status EventLog::TrimLocked() {
 
 absl::Status EventLog::ForEach(
     const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     uint64_t seq = DecodeKey(it->key().ToStringView());
     absl::Status status;
@@ -211,6 +358,10 @@ uint64_t EventLog::first_sequence() const {
 uint64_t EventLog::retained_bytes() const {
   absl::MutexLock lock(&mu_);
   return retained_bytes_;
+}
+uint64_t EventLog::next_decision() const {
+  absl::MutexLock lock(&mu_);
+  return next_decision_;
 }
 uint64_t EventLog::trimmed_bytes() const {
   absl::MutexLock lock(&mu_);

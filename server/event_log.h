@@ -7,14 +7,23 @@
 // of a kvlearn.v1.EventBatch. One entry per batch instead of per event keeps
 // the memtable and its flushes cheap; ForEach still yields single events.
 //
+// Decisions: the Admit and RankEviction calls that changed a pool are
+// journaled too (AppendDecision), so that a restart can redo them in place
+// (server/log_replay.h). They live in a second column family, "decisions",
+// which ForEach and the readers of the trace (export-log) never see: key =
+// 8-byte big-endian decision number, value = varint of the event sequence
+// number current when it was journaled, then the record (opaque here; built
+// by NodePools).
+//
 // Durability: Append writes its entry through RocksDB's write-ahead log before
 // it returns, so an appended event survives the process being killed
 // (kill -9) once Append has returned. With `sync = true` the WAL is also
 // fsynced, which extends that to power loss.
 //
 // Retention: when the retained entries exceed `max_bytes`, the oldest
-// entries are deleted (DeleteRange) down to 90% of the bound; disk space
-// comes back as RocksDB compacts.
+// entries are deleted (DeleteRange) down to 90% of the bound, with the
+// decisions journaled before the first event kept; disk space comes back as
+// RocksDB compacts. retained_bytes counts events and decisions.
 //
 // Thread-safety: Append and the accessors may be called concurrently;
 // appends are serialized so sequence numbers are written in order.
@@ -26,14 +35,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
-}
+}  // namespace rocksdb
 
 namespace kvlearn {
 
@@ -60,23 +71,52 @@ class EventLog {
   absl::Status ForEach(
       const std::function<absl::Status(uint64_t sequence, std::string_view value)>& fn) const;
 
+  // Journals one decision record, durable as Append is.
+  absl::Status AppendDecision(std::string_view record);
+  // Calls `fn` on every retained decision in journal order: its number, the
+  // event sequence number current when it was journaled (every event below
+  // it was logged before the decision), the record.
+  absl::Status ForEachDecision(
+      const std::function<absl::Status(uint64_t number, uint64_t event_sequence,
+                                       std::string_view record)>& fn) const;
+
+  // The same, one at a time, for a reader that interleaves them with
+  // ForEach (server/log_replay.cc). Not thread-safe; the log must outlive it.
+  class DecisionCursor {
+   public:
+    virtual ~DecisionCursor() = default;
+    // The next decision; false at the end or on an error (see status()).
+    virtual bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) = 0;
+    virtual absl::Status status() const = 0;
+  };
+  std::unique_ptr<DecisionCursor> ReadDecisions() const;
+
   uint64_t next_sequence() const;
   uint64_t first_sequence() const;  // oldest retained
   uint64_t retained_bytes() const;  // keys + values of retained entries
   uint64_t trimmed_bytes() const;   // deleted by the retention bound since open
+  uint64_t next_decision() const;   // number of the next journaled decision
 
  private:
-  EventLog(std::unique_ptr<rocksdb::DB> db, const EventLogOptions& options);
+  EventLog(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+           const EventLogOptions& options);
+  static absl::StatusOr<std::unique_ptr<EventLog>> OpenImpl(const std::string& dir,
+                                                            const EventLogOptions& options,
+                                                            bool read_only);
   absl::Status LoadBounds();
-  absl::Status TrimLocked();
+  absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<rocksdb::DB> db_;
+  // [0] default (events), [1] decisions when present (absent in a read-only
+  // open of a log written before decisions were journaled).
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   EventLogOptions options_;
   mutable absl::Mutex mu_;
-  uint64_t next_sequence_ = 0;
-  uint64_t first_sequence_ = 0;
-  uint64_t retained_bytes_ = 0;
-  uint64_t trimmed_bytes_ = 0;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t first_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retained_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_decision_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Big-endian key of a sequence number.

@@ -30,6 +30,8 @@ struct NodePools::Shard {
   uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
   uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
   uint64_t requests ABSL_GUARDED_BY(mu) = 0;
+  // Events accepted so far: the position of a journaled decision among them.
+  uint64_t events_applied ABSL_GUARDED_BY(mu) = 0;
 };
 
 namespace {
@@ -43,6 +45,37 @@ v1::Tier NormalTier(v1::Tier tier) { return tier == v1::TIER_UNSPECIFIED ? v1::T
 
 std::string ShardName(const std::string& node, v1::Tier tier) {
   return absl::StrCat("node '", node, "' tier ", v1::Tier_Name(tier));
+}
+
+constexpr char kAdmitRecord = 'A';
+constexpr char kRankRecord = 'R';
+
+void PutVarint(std::string& out, uint64_t n) {
+  while (n >= 0x80) {
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out.push_back(static_cast<char>(n));
+}
+
+// Splits a decision record into kind, shard event count and request bytes.
+absl::Status SplitRecord(std::string_view record, char* kind, uint64_t* shard_events,
+                         std::string_view* request) {
+  const auto bad = [] { return absl::DataLossError("decision record is malformed"); };
+  if (record.empty()) return bad();
+  *kind = record[0];
+  if (*kind != kAdmitRecord && *kind != kRankRecord) return bad();
+  uint64_t n = 0;
+  size_t i = 1;
+  for (int shift = 0;; shift += 7) {
+    if (i >= record.size() || shift > 63) return bad();
+    const auto b = static_cast<unsigned char>(record[i++]);
+    n |= uint64_t{b & 0x7fu} << shift;
+    if (b < 0x80) break;
+  }
+  *shard_events = n;
+  *request = record.substr(i);
+  return absl::OkStatus();
 }
 
 AccessInfo Access(const NodePools::Shard& s, int64_t timestamp_us) {
@@ -145,7 +178,14 @@ void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
 
 }  // namespace
 
-absl::Status NodePools::Apply(const Event& e) {
+std::string NodePools::ShardKey(const std::string& node, v1::Tier tier) {
+  std::string key = node;
+  key.push_back('\0');  // node ids never hold one
+  absl::StrAppend(&key, static_cast<int>(NormalTier(tier)));
+  return key;
+}
+
+absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
   if (auto st = ValidateEvent(e); !st.ok()) return st;
   if (e.kind_case() == Event::kTransferFinished) return absl::OkStatus();  // no pool state
@@ -153,6 +193,69 @@ absl::Status NodePools::Apply(const Event& e) {
   if (!shard.ok()) return shard.status();
   Shard& s = **shard;
   absl::MutexLock lock(&s.mu);
+  absl::Status st = ApplyLocked(s, e);
+  if (st.ok()) ++s.events_applied;
+  if (shard_events != nullptr) *shard_events = s.events_applied;
+  return st;
+}
+
+absl::Status NodePools::JournalLocked(char kind, const Shard& s,
+                                      const google::protobuf::Message& request) {
+  if (!journal_) return absl::OkStatus();
+  std::string record(1, kind);
+  PutVarint(record, s.events_applied);
+  request.AppendToString(&record);
+  return journal_(record);
+}
+
+absl::Status NodePools::DecisionShard(std::string_view record, std::string* node, v1::Tier* tier,
+                                      uint64_t* shard_events) {
+  char kind = 0;
+  std::string_view bytes;
+  if (auto st = SplitRecord(record, &kind, shard_events, &bytes); !st.ok()) return st;
+  v1::AdmitRequest admit;
+  v1::RankRequest rank;
+  const bool parsed = kind == kAdmitRecord
+                          ? admit.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))
+                          : rank.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  if (!parsed) return absl::DataLossError("decision record: the request does not parse");
+  *node = kind == kAdmitRecord ? admit.node_id() : rank.node_id();
+  *tier = NormalTier(kind == kAdmitRecord ? admit.tier() : rank.tier());
+  return absl::OkStatus();
+}
+
+uint64_t NodePools::EventsApplied(const std::string& node, v1::Tier tier) const {
+  Shard* s = nullptr;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    auto it = shards_.find(std::make_pair(node, static_cast<int>(NormalTier(tier))));
+    if (it == shards_.end()) return 0;
+    s = it->second.get();
+  }
+  absl::MutexLock lock(&s->mu);
+  return s->events_applied;
+}
+
+absl::Status NodePools::RedoDecision(std::string_view record) {
+  char kind = 0;
+  uint64_t shard_events = 0;
+  std::string_view bytes;
+  if (auto st = SplitRecord(record, &kind, &shard_events, &bytes); !st.ok()) return st;
+  if (kind == kAdmitRecord) {
+    v1::AdmitRequest request;
+    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::DataLossError("decision record: the AdmitRequest does not parse");
+    }
+    return Admit(request).status();
+  }
+  v1::RankRequest request;
+  if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError("decision record: the RankRequest does not parse");
+  }
+  return RankEviction(request).status();
+}
+
+absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
   const CostModel& cost = *options_.cost;
   const uint32_t bs = options_.block_size;
 
@@ -334,6 +437,9 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     d->set_keep(admitting);
     d->set_score(admitting ? 1.0 : 0.0);
   }
+  // Before the answer leaves: an answer the node saw is always redone after
+  // a restart (and a call that failed here is as if never made).
+  if (auto st = JournalLocked(kAdmitRecord, s, request); !st.ok()) return st;
   return response;
 }
 
@@ -357,10 +463,16 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& 
     s.advised_evictions.insert(b);
   };
 
+  // Asking for victims may change the policy (s3fifo's lazy promotions) even
+  // when it fails: journal whatever happened once the input was accepted.
+  absl::Status failed;
   if (request.candidate_ids().empty()) {
     while (freed < want) {
       auto victim = s.driver.NextVictim();
-      if (!victim.ok()) return victim.status();
+      if (!victim.ok()) {
+        failed = victim.status();
+        break;
+      }
       if (*victim == kNoBlock) break;
       take(*victim);
     }
@@ -392,6 +504,8 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& 
       }
     }
   }
+  if (auto st = JournalLocked(kRankRecord, s, request); !st.ok()) return st;
+  if (!failed.ok()) return failed;
   response.set_bytes_freed(static_cast<int64_t>(freed));
   return response;
 }

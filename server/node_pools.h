@@ -21,6 +21,16 @@
 // declares (pool_configured) only matters to policies that size queues from
 // it (s3fifo, arc).
 //
+// Decision journal: the decision calls change pools too (Admit asks the
+// policy, which may count or draw; RankEviction asks for victims, which may
+// reorder queues, and evicts). Once a journal is set, every Admit and
+// RankEviction that got past its input checks is journaled, under its shard's
+// lock and before its answer is returned, as a record: kind, the number of
+// events the shard had applied before it, and the request. RedoDecision runs a
+// record again; at start-up server/log_replay.h interleaves the journaled
+// decisions with the logged events at those counts, which rebuilds each pool
+// exactly.
+//
 // Catalogs grow as hash ids arrive: a block's parent is the previous id of the
 // request's chain (or the parent of a stored event / Admit candidate); an id
 // seen behind two different parents is refused with INVALID_ARGUMENT.
@@ -32,6 +42,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,7 +95,9 @@ class NodePools {
 
   // Checks the fields of one event and applies it to its shard. Errors name
   // the field ("block_stored.bytes: ...") and carry the gRPC-mappable code.
-  absl::Status Apply(const v1::Event& event);
+  // `shard_events`, when given and the event reached a shard, gets the number
+  // of events that shard has applied (this one included if accepted).
+  absl::Status Apply(const v1::Event& event, uint64_t* shard_events = nullptr);
 
   absl::StatusOr<v1::AdmitResponse> Admit(const v1::AdmitRequest& request);
   absl::StatusOr<v1::RankResponse> RankEviction(const v1::RankRequest& request);
@@ -98,14 +111,37 @@ class NodePools {
 
   const PoolCounters& counters() const { return counters_; }
 
+  // Where Admit and RankEviction journal themselves (see above); a journal
+  // error fails the call with that error. Set it before calls arrive and
+  // after the start-up replay (RedoDecision must not journal again).
+  using DecisionJournal = std::function<absl::Status(std::string_view record)>;
+  void SetDecisionJournal(DecisionJournal journal) { journal_ = std::move(journal); }
+
+  // Runs a journaled decision again; its status is the call's (errors are
+  // expected where the original call failed too).
+  absl::Status RedoDecision(std::string_view record);
+  // The pool a record is about and the number of events that pool had
+  // applied when it was journaled.
+  static absl::Status DecisionShard(std::string_view record, std::string* node, v1::Tier* tier,
+                                    uint64_t* shard_events);
+  // Events the (node, tier) pool has applied; 0 for a pool not seen yet.
+  uint64_t EventsApplied(const std::string& node, v1::Tier tier) const;
+  // A (node, tier) pool's identity; TIER_UNSPECIFIED is TIER_POOL.
+  static std::string ShardKey(const std::string& node, v1::Tier tier);
+
   // One (node, tier); defined in node_pools.cc.
   struct Shard;
 
  private:
   absl::StatusOr<Shard*> FindOrCreate(const std::string& node, v1::Tier tier,
                                       const std::string& field);
+  // REQUIRES: s.mu held.
+  absl::Status ApplyLocked(Shard& s, const v1::Event& e);
+  // REQUIRES: s.mu held. Journals `request` when a journal is set.
+  absl::Status JournalLocked(char kind, const Shard& s, const google::protobuf::Message& request);
 
   NodePoolsOptions options_;
+  DecisionJournal journal_;
   PoolCounters counters_;
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_

@@ -1,14 +1,14 @@
 #include "server/retention_service.h"
 
 #include <chrono>
-#include <vector>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/raw_message.h"
+#include "server/report_events_reactor.h"
 
 namespace kvlearn {
 namespace {
-
-constexpr int kMaxListedRejections = 100;
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -22,10 +22,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 RetentionService::RetentionService(NodePools* pools, EventLog* log, SidecarMetrics* metrics,
-                                   RetentionServiceLimits limits, ReloadFn reload)
+                                   ServingCounters* counters, RetentionServiceLimits limits,
+                                   ReloadFn reload)
     : pools_(pools),
       log_(log),
       metrics_(metrics),
+      counters_(counters),
       limits_(limits),
       reload_(std::move(reload)),
       start_seconds_(NowSeconds()) {}
@@ -40,85 +42,77 @@ std::string RetentionService::model_version() const {
   return model_version_;
 }
 
-grpc::Status RetentionService::Finish(Rpc rpc, grpc::Status status) {
+template <typename Req, typename Resp, typename Fn>
+grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response, Fn&& fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Req parsed;
+  grpc::Status status;
+  if (auto st = ParseRawMessage(*request, &parsed, "request"); !st.ok()) {
+    counters_->CountMalformed(rpc);
+    status = ToGrpcStatus(st);
+  } else {
+    Resp out;
+    status = fn(parsed, &out);
+    if (status.ok()) status = ToGrpcStatus(SerializeRawMessage(out, response));
+  }
   metrics_->CountRpc(rpc, static_cast<int>(status.error_code()));
-  return status;
+  reactor->Finish(std::move(status));
+  return reactor;
 }
 
-grpc::Status RetentionService::ReportEvents(grpc::ServerContext* context,
-                                            grpc::ServerReader<v1::EventBatch>* reader,
-                                            v1::ReportSummary* summary) {
-  v1::EventBatch batch;
-  std::vector<std::string> values;
-  uint32_t batch_index = 0;
-  bool any_logged = false;
-  while (reader->Read(&batch)) {
-    if (static_cast<uint32_t>(batch.events_size()) > limits_.max_events_per_batch) {
-      return Finish(
-          Rpc::kReportEvents,
-          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       absl::StrCat("events: batch ", batch_index, " has ", batch.events_size(),
-                                    " events, over the limit of ", limits_.max_events_per_batch,
-                                    " (--max-events-per-batch); earlier batches (",
-                                    summary->accepted(), " events) were logged")));
-    }
-    size_t accepted = 0;
-    for (int i = 0; i < batch.events_size(); ++i) {
-      const v1::Event& e = batch.events(i);
-      const absl::Status s = pools_->Apply(e);
-      if (s.ok()) {
-        if (values.size() <= accepted) values.emplace_back();
-        e.SerializeToString(&values[accepted++]);  // reuses the string's buffer
-        const int kind = static_cast<int>(e.kind_case()) - v1::Event::kRequestArrival;
-        metrics_->CountIngested(kind);
-        continue;
-      }
-      summary->set_rejected(summary->rejected() + 1);
-      const std::string code = absl::StatusCodeToString(s.code());
-      (*summary->mutable_rejected_by_code())[code]++;
-      metrics_->CountRejected(static_cast<int>(s.code()));
-      if (summary->rejections_size() < kMaxListedRejections) {
-        auto* r = summary->add_rejections();
-        r->set_batch(batch_index);
-        r->set_event(static_cast<uint32_t>(i));
-        r->set_code(code);
-        r->set_message(absl::StrCat("events[", i, "].", s.message()));
-      }
-    }
-    if (accepted > 0) {
-      auto first = log_->Append(std::span<const std::string>(values.data(), accepted));
-      if (!first.ok()) return Finish(Rpc::kReportEvents, ToGrpcStatus(first.status()));
-      if (!any_logged) summary->set_first_sequence(*first);
-      summary->set_last_sequence(*first + accepted - 1);
-      any_logged = true;
-      summary->set_accepted(summary->accepted() + accepted);
-    }
-    summary->set_batches(++batch_index);
+grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
+    grpc::CallbackServerContext*, grpc::ByteBuffer* response) {
+  if (!counters_->TryOpenStream()) {
+    grpc::Status refused(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                         absl::StrCat("ReportEvents: ", counters_->max_streams(),
+                                      " streams are open, the limit (--max-streams); finish one "
+                                      "or raise --max-streams"));
+    metrics_->CountRpc(Rpc::kReportEvents, static_cast<int>(refused.error_code()));
+    return new RefusedStreamReactor(std::move(refused));
   }
-  if (context->IsCancelled()) {
-    return Finish(Rpc::kReportEvents,
-                  grpc::Status(grpc::StatusCode::CANCELLED,
-                               absl::StrCat("stream cancelled by the client after ", batch_index,
-                                            " complete batches (", summary->accepted(),
-                                            " events logged); a partial batch is dropped")));
-  }
-  return Finish(Rpc::kReportEvents, grpc::Status::OK);
+  IngestEnv env;
+  env.pools = pools_;
+  env.log = log_;
+  env.metrics = metrics_;
+  env.counters = counters_;
+  env.max_events_per_batch = limits_.max_events_per_batch;
+  return new ReportEventsReactor(env, response);
 }
 
 grpc::ServerUnaryReactor* RetentionService::Admit(grpc::CallbackServerContext* context,
-                                                  const v1::AdmitRequest* request,
-                                                  v1::AdmitResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoAdmit(*request, response));
-  return reactor;
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return Unary<v1::AdmitRequest, v1::AdmitResponse>(
+      Rpc::kAdmit, context, request, response,
+      [this](const v1::AdmitRequest& r, v1::AdmitResponse* out) { return DoAdmit(r, out); });
 }
 
 grpc::ServerUnaryReactor* RetentionService::RankEviction(grpc::CallbackServerContext* context,
-                                                         const v1::RankRequest* request,
-                                                         v1::RankResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoRankEviction(*request, response));
-  return reactor;
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return Unary<v1::RankRequest, v1::RankResponse>(
+      Rpc::kRankEviction, context, request, response,
+      [this](const v1::RankRequest& r, v1::RankResponse* out) { return DoRankEviction(r, out); });
+}
+
+grpc::ServerUnaryReactor* RetentionService::GetStatus(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return Unary<v1::GetStatusRequest, v1::GetStatusResponse>(
+      Rpc::kGetStatus, context, request, response,
+      [this](const v1::GetStatusRequest&, v1::GetStatusResponse* out) { return DoGetStatus(out); });
+}
+
+grpc::ServerUnaryReactor* RetentionService::ReloadModel(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return Unary<v1::ReloadModelRequest, v1::ReloadModelResponse>(
+      Rpc::kReloadModel, context, request, response,
+      [this](const v1::ReloadModelRequest& r, v1::ReloadModelResponse* out) {
+        return DoReloadModel(r, out);
+      });
 }
 
 grpc::Status RetentionService::DoAdmit(const v1::AdmitRequest& request,
@@ -127,10 +121,10 @@ grpc::Status RetentionService::DoAdmit(const v1::AdmitRequest& request,
   auto r = pools_->Admit(request);
   metrics_->ObserveDecision(
       Rpc::kAdmit, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!r.ok()) return Finish(Rpc::kAdmit, ToGrpcStatus(r.status()));
+  if (!r.ok()) return ToGrpcStatus(r.status());
   for (const auto& d : r->decisions()) metrics_->CountAdmit(d.keep());
   *response = std::move(*r);
-  return Finish(Rpc::kAdmit, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::Status RetentionService::DoRankEviction(const v1::RankRequest& request,
@@ -140,14 +134,13 @@ grpc::Status RetentionService::DoRankEviction(const v1::RankRequest& request,
   metrics_->ObserveDecision(
       Rpc::kRankEviction,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!r.ok()) return Finish(Rpc::kRankEviction, ToGrpcStatus(r.status()));
+  if (!r.ok()) return ToGrpcStatus(r.status());
   metrics_->CountEvictionAdvice(r->victims_size());
   *response = std::move(*r);
-  return Finish(Rpc::kRankEviction, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::Status RetentionService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
-                                         v1::GetStatusResponse* response) {
+grpc::Status RetentionService::DoGetStatus(v1::GetStatusResponse* response) {
   response->set_policy(pools_->policy_name());
   response->set_model_version(model_version());
   response->set_events_logged(metrics_->ingested_total());
@@ -155,16 +148,15 @@ grpc::Status RetentionService::GetStatus(grpc::ServerContext*, const v1::GetStat
   response->set_log_bytes(log_->retained_bytes());
   response->set_uptime_seconds(NowSeconds() - start_seconds_);
   pools_->FillStatus(*response);
-  return Finish(Rpc::kGetStatus, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::Status RetentionService::ReloadModel(grpc::ServerContext*,
-                                           const v1::ReloadModelRequest* request,
-                                           v1::ReloadModelResponse* response) {
-  auto version = reload_(request->path());
-  if (!version.ok()) return Finish(Rpc::kReloadModel, ToGrpcStatus(version.status()));
+grpc::Status RetentionService::DoReloadModel(const v1::ReloadModelRequest& request,
+                                             v1::ReloadModelResponse* response) {
+  auto version = reload_(request.path());
+  if (!version.ok()) return ToGrpcStatus(version.status());
   response->set_model_version(*version);
-  return Finish(Rpc::kReloadModel, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 }  // namespace kvlearn

@@ -2,17 +2,29 @@
 // (durability) and SidecarMetrics. absl::Status errors from below become
 // grpc::Status with the same code at this edge (the numeric codes agree).
 //
-// ReportEvents checks and applies each event; a refused event is counted in
-// the summary with its code and a message naming the field, and the stream
-// goes on. A batch over --max-events-per-batch ends the stream with
-// RESOURCE_EXHAUSTED. Accepted events of a batch are appended to the log (one
-// RocksDB entry) before the next batch is read, so every event counted in a
-// returned summary is durable.
+// Every method is a raw callback method (gRPC's callback API over
+// ByteBuffers):
+//  - callback, so no call holds a thread while it waits: an idle ReportEvents
+//    stream costs its buffers, not a thread (before, the sync API's thread
+//    pool grew one thread per open stream). Admit and RankEviction decide
+//    inline on the thread that read the request (a few µs), which also saves
+//    the sync pool's thread hand-off (docs/performance.md, "Sidecar speed").
+//  - raw, so the service parses the bytes itself: garbage is INVALID_ARGUMENT
+//    naming the message type and counted in kvlearn_malformed_messages_total
+//    (gRPC's own deserialization gives UNIMPLEMENTED with no message, and ends
+//    a client stream as if it were complete). See server/raw_message.h.
 //
-// Admit and RankEviction use gRPC's callback API: the decision (a few µs)
-// runs inline on the thread that read the request, which saves the thread
-// hand-off of the sync thread pool (measured: docs/performance.md, "Sidecar speed"). The other
-// methods are sync: ReportEvents blocks on the log append.
+// ReportEvents (server/report_events_reactor.h) checks and applies each
+// event; a refused event is counted in the summary with its code and a message
+// naming the field, and the stream goes on. A batch that does not parse ends
+// the stream with INVALID_ARGUMENT, one over --max-events-per-batch with
+// RESOURCE_EXHAUSTED. At most --max-streams streams are open at once; one more
+// is refused with RESOURCE_EXHAUSTED naming the flag. Accepted events of a batch
+// are appended to the log (one RocksDB entry) before the next batch is read,
+// so every event counted in a returned summary is durable.
+//
+// ReloadModel loads a model file inline (an admin call, rare; it blocks one
+// gRPC callback thread for the load).
 //
 // Thread-safety: gRPC calls the methods concurrently; all state below is
 // thread-safe.
@@ -27,6 +39,7 @@
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "server/event_log.h"
 #include "server/node_pools.h"
+#include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
 
 namespace kvlearn {
@@ -37,8 +50,10 @@ struct RetentionServiceLimits {
   uint32_t max_events_per_batch = 4096;
 };
 
-using RetentionServiceBase = v1::Retention::WithCallbackMethod_Admit<
-    v1::Retention::WithCallbackMethod_RankEviction<v1::Retention::Service>>;
+using RetentionServiceBase = v1::Retention::WithRawCallbackMethod_ReportEvents<
+    v1::Retention::WithRawCallbackMethod_Admit<v1::Retention::WithRawCallbackMethod_RankEviction<
+        v1::Retention::WithRawCallbackMethod_GetStatus<
+            v1::Retention::WithRawCallbackMethod_ReloadModel<v1::Retention::Service>>>>>;
 
 class RetentionService final : public RetentionServiceBase {
  public:
@@ -46,38 +61,49 @@ class RetentionService final : public RetentionServiceBase {
   using ReloadFn = std::function<absl::StatusOr<std::string>(const std::string& path)>;
 
   RetentionService(NodePools* pools, EventLog* log, SidecarMetrics* metrics,
-                   RetentionServiceLimits limits, ReloadFn reload);
+                   ServingCounters* counters, RetentionServiceLimits limits, ReloadFn reload);
 
-  grpc::Status ReportEvents(grpc::ServerContext* context,
-                            grpc::ServerReader<v1::EventBatch>* reader,
-                            v1::ReportSummary* summary) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* ReportEvents(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* context,
-                                  const v1::AdmitRequest* request,
-                                  v1::AdmitResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RankEviction(grpc::CallbackServerContext* context,
-                                         const v1::RankRequest* request,
-                                         v1::RankResponse* response) override;
-  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
-                         v1::GetStatusResponse* response) override;
-  grpc::Status ReloadModel(grpc::ServerContext* context, const v1::ReloadModelRequest* request,
-                           v1::ReloadModelResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReloadModel(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   void set_model_version(const std::string& version);
   std::string model_version() const;
 
  private:
+  // Parses the request as Req, runs `fn(request, &response)`, serializes the
+  // response, counts the call and finishes it on the default reactor.
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Unary(Rpc rpc, grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Fn&& fn);
+
   grpc::Status DoAdmit(const v1::AdmitRequest& request, v1::AdmitResponse* response);
   grpc::Status DoRankEviction(const v1::RankRequest& request, v1::RankResponse* response);
-  grpc::Status Finish(Rpc rpc, grpc::Status status);
+  grpc::Status DoGetStatus(v1::GetStatusResponse* response);
+  grpc::Status DoReloadModel(const v1::ReloadModelRequest& request,
+                             v1::ReloadModelResponse* response);
 
   NodePools* pools_;
   EventLog* log_;
   SidecarMetrics* metrics_;
+  ServingCounters* counters_;
   RetentionServiceLimits limits_;
   ReloadFn reload_;
   const double start_seconds_;
   mutable absl::Mutex mu_;
-  std::string model_version_;
+  std::string model_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvlearn

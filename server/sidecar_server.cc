@@ -12,9 +12,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/event_log.h"
+#include "server/log_replay.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
 #include "server/retention_service.h"
+#include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
 
 namespace kvlearn {
@@ -127,12 +129,47 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   s->log_ = std::move(*log);
   s->metrics_ = std::make_unique<SidecarMetrics>();
   s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+  s->counters_ = std::make_unique<ServingCounters>(o.max_streams);
+
+  // Rebuild every pool from the log before the port opens, so no call sees
+  // a half-rebuilt pool.
+  auto replay =
+      ReplayEventLog(*s->log_, *s->pools_, o.replay_progress, o.replay_progress_interval_seconds);
+  if (!replay.ok()) {
+    return absl::Status(replay.status().code(),
+                        absl::StrCat("--data-dir ", o.data_dir,
+                                     ": cannot rebuild the pools: ", replay.status().message(),
+                                     " (move the directory aside to start empty)"));
+  }
+  // From now on every decision that changes a pool is journaled.
+  EventLog* journal = s->log_.get();
+  s->pools_->SetDecisionJournal(
+      [journal](std::string_view record) { return journal->AppendDecision(record); });
+  s->replayed_events_ = replay->events;
+  s->replayed_decisions_ = replay->decisions;
+  s->replay_seconds_ = replay->seconds;
+  s->counters_->SetReplay(replay->events, replay->rejected, replay->decisions, replay->seconds);
+  if (replay->decisions_skipped > 0) {
+    absl::StrAppend(&s->notes_, "event log replay: the log was trimmed by --log-max-bytes, so ",
+                    replay->decisions_skipped,
+                    " journaled decisions were not redone; the pools are rebuilt from the "
+                    "retained events only\n");
+  }
+  if (replay->rejected > 0) {
+    absl::StrAppend(&s->notes_, "event log replay: ", replay->rejected, " of ", replay->events,
+                    " events refused (first: ", replay->first_rejection, ")",
+                    s->log_->first_sequence() > 0
+                        ? "; the log was trimmed by --log-max-bytes, so the pools are rebuilt "
+                          "from the retained events only"
+                        : "",
+                    "\n");
+  }
 
   RetentionServiceLimits limits;
   limits.max_events_per_batch = o.max_events_per_batch;
   SidecarServer* self = s.get();
   s->service_ = std::make_unique<RetentionService>(
-      s->pools_.get(), s->log_.get(), s->metrics_.get(), limits,
+      s->pools_.get(), s->log_.get(), s->metrics_.get(), s->counters_.get(), limits,
       [self](const std::string& path) { return self->ReloadModel(path); });
   s->service_->set_model_version(model_version);
 
@@ -161,6 +198,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   builder.AddListeningPort(o.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  // Bounds the sync services' threads (reflection); every Retention method is
+  // a callback method and holds no thread while it waits.
+  grpc::ResourceQuota quota("kvlearn-serve");
+  quota.SetMaxThreads(o.max_sync_threads);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -187,7 +229,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       g.log_bytes = self->log_->retained_bytes();
       g.log_trimmed_bytes = self->log_->trimmed_bytes();
       g.log_next_sequence = self->log_->next_sequence();
-      res.set_content(self->metrics_->Render(g), "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(self->metrics_->Render(g) + self->counters_->Render(),
+                      "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
                                  : (s->http_->bind_to_port(host, port) ? port : -1);
@@ -224,6 +267,8 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
   return version;
 }
 
+uint32_t SidecarServer::open_streams() const { return counters_->open_streams(); }
+
 void SidecarServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
@@ -231,7 +276,25 @@ void SidecarServer::Shutdown() {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
   }
-  if (server_) server_->Shutdown();
+  if (server_) {
+    // Without a deadline gRPC waits for every call to end on its own, and an
+    // idle ReportEvents stream never does: the shutdown hung with the
+    // RocksDB lock held. After the deadline gRPC cancels what is left; each
+    // stream's pending read then fails and it finishes (a stream's batch in
+    // progress completes its log append first).
+    const auto deadline =
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
+    server_->Shutdown(deadline);
+    // Shutdown returns once every call is done; a stream releases its slot
+    // only after its last use of the log, so zero open streams means no
+    // reactor touches the log any more (bounded wait, in case of a gRPC
+    // surprise).
+    for (int i = 0; i < 10'000 && counters_ && counters_->open_streams() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  log_.reset();
 }
 
 void SidecarServer::Wait() {

@@ -3,6 +3,10 @@
 // event log, the Prometheus /metrics endpoint and model hot reload, wired
 // together from SidecarOptions. Tests start it in-process on port 0.
 //
+// At start the event log (events and journaled decisions) is replayed through
+// the pools, so every pool's state is what it was before the stop or kill -9
+// (server/log_replay.h); the port opens after that.
+//
 // Plaintext is accepted only on a loopback address unless
 // allow_insecure_remote; with tls_cert/tls_key the server speaks TLS, and
 // with tls_client_ca it requires and verifies client certificates (mutual
@@ -13,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,6 +38,7 @@ namespace kvlearn {
 class EventLog;
 class NodePools;
 class RetentionService;
+class ServingCounters;
 class SidecarMetrics;
 
 struct SidecarOptions {
@@ -49,6 +55,13 @@ struct SidecarOptions {
   uint32_t max_message_bytes = 4 << 20;
   uint32_t max_events_per_batch = 4096;
   uint32_t max_candidates = 1024;
+  // ReportEvents streams open at once; one more gets RESOURCE_EXHAUSTED.
+  uint32_t max_streams = 1024;
+  // Shutdown waits this long for calls in flight, then cancels them.
+  double shutdown_grace_seconds = 5;
+  // Threads for the sync services (reflection); their calls beyond it get
+  // RESOURCE_EXHAUSTED. The kvlearn.v1.Retention methods use no such thread.
+  int max_sync_threads = 64;
   // Capacity of pools whose node sends no pool_configured event (0 = unbounded).
   uint64_t default_pool_bytes = 0;
   bool strict_nodes = false;
@@ -57,6 +70,11 @@ struct SidecarOptions {
   bool log_sync = false;
   std::string tls_cert, tls_key, tls_client_ca;  // PEM file paths
   bool allow_insecure_remote = false;
+  // Called every replay_progress_interval_seconds (checked every 4096
+  // events) while the event log is replayed at start (events done, events to
+  // replay, seconds so far); nullptr: silent.
+  std::function<void(uint64_t done, uint64_t total, double seconds)> replay_progress;
+  double replay_progress_interval_seconds = 1.0;
 };
 
 // True when the host of "host:port" is a loopback address.
@@ -79,7 +97,17 @@ class SidecarServer {
   // failure the current model keeps serving. Returns the new version.
   absl::StatusOr<std::string> ReloadModel(const std::string& path);
 
-  // Stops accepting calls, finishes the ones in flight, closes the log.
+  // What the start-up replay of the event log did.
+  uint64_t replayed_events() const { return replayed_events_; }
+  uint64_t replayed_decisions() const { return replayed_decisions_; }
+  double replay_seconds() const { return replay_seconds_; }
+  // ReportEvents streams open now.
+  uint32_t open_streams() const;
+
+  // Stops accepting calls, lets the ones in flight finish for
+  // shutdown_grace_seconds, then cancels the rest (idle streams included),
+  // waits for every call to end and closes the log. Bounded: it returns
+  // shortly after the grace period whatever the clients do.
   void Shutdown();
   // Blocks until Shutdown (from another thread).
   void Wait();
@@ -91,6 +119,7 @@ class SidecarServer {
   std::string notes_;
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<SidecarMetrics> metrics_;
+  std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -98,6 +127,9 @@ class SidecarServer {
   std::thread http_thread_;
   int port_ = 0;
   int metrics_port_ = 0;
+  uint64_t replayed_events_ = 0;
+  uint64_t replayed_decisions_ = 0;
+  double replay_seconds_ = 0;
   bool shut_down_ = false;
 };
 

@@ -1,0 +1,127 @@
+#include "server/log_replay.h"
+
+#include <chrono>
+#include <deque>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kvlearn/v1/retention.pb.h"
+
+namespace kvlearn {
+namespace {
+
+// A journaled decision whose pool has not yet replayed the `shard_events`
+// events it had applied when the decision was made.
+struct Pending {
+  uint64_t shard_events = 0;
+  std::string record;
+};
+
+}  // namespace
+
+absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools,
+                                           const ReplayProgressFn& progress,
+                                           double progress_interval_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto last_report = start;
+  ReplayStats stats;
+
+  // Decisions are read in journal order, alongside the events. A decision
+  // journaled when the log's next sequence number was p followed every event
+  // below p on its pool, so it becomes due once those are replayed; it runs
+  // then if its pool has replayed as many events as it had applied when the
+  // decision was made, else it waits in its pool's queue for the events that
+  // were applied but not yet logged at the time (a batch being appended).
+  // Memory stays small: only those waiting decisions are held.
+  //
+  // A trimmed log starts mid-history: the counts no longer line up with the
+  // retained events, so its decisions are left out.
+  std::unique_ptr<EventLog::DecisionCursor> cursor = log.ReadDecisions();
+  const bool trimmed = log.first_sequence() > 0;
+  uint64_t number = 0, due_at = 0;
+  std::string record;
+  bool have = false;
+  if (trimmed) {
+    while (cursor->Next(&number, &due_at, &record)) ++stats.decisions_skipped;
+  } else {
+    have = cursor->Next(&number, &due_at, &record);
+  }
+  if (!cursor->status().ok()) return cursor->status();
+
+  absl::flat_hash_map<std::string, std::deque<Pending>> waiting;
+  auto redo = [&](const std::string& r) {
+    if (!pools.RedoDecision(r).ok()) ++stats.decisions_failed;
+    ++stats.decisions;
+  };
+  // Runs a pool's waiting decisions that its `events` now allow.
+  auto drain = [&](std::deque<Pending>& queue, uint64_t events) {
+    while (!queue.empty() && queue.front().shard_events <= events) {
+      redo(queue.front().record);
+      queue.pop_front();
+    }
+  };
+  // Makes every decision due at or before event `sequence` run or wait.
+  auto release = [&](uint64_t sequence) -> absl::Status {
+    while (have && due_at <= sequence) {
+      std::string node;
+      v1::Tier tier = v1::TIER_UNSPECIFIED;
+      uint64_t shard_events = 0;
+      if (auto st = NodePools::DecisionShard(record, &node, &tier, &shard_events); !st.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("event log: decision ", number, ": ", st.message()));
+      }
+      auto it = waiting.find(NodePools::ShardKey(node, tier));
+      if ((it == waiting.end() || it->second.empty()) &&
+          pools.EventsApplied(node, tier) >= shard_events) {
+        redo(record);
+      } else {
+        waiting[NodePools::ShardKey(node, tier)].push_back({shard_events, std::move(record)});
+      }
+      have = cursor->Next(&number, &due_at, &record);
+    }
+    return cursor->status();
+  };
+
+  const uint64_t total = log.next_sequence() - log.first_sequence();
+  v1::Event event;
+  absl::Status status = log.ForEach([&](uint64_t sequence, std::string_view value) -> absl::Status {
+    if (auto st = release(sequence); !st.ok()) return st;
+    if (!event.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return absl::DataLossError(absl::StrCat("event log: the event at sequence ", sequence,
+                                              " is not a kvlearn.v1.Event"));
+    }
+    ++stats.events;
+    uint64_t shard_events = 0;
+    if (absl::Status s = pools.Apply(event, &shard_events); !s.ok()) {
+      if (stats.rejected++ == 0) {
+        stats.first_rejection = absl::StrCat("sequence ", sequence, ": ", s.message());
+      }
+    } else if (!waiting.empty()) {
+      auto it = waiting.find(NodePools::ShardKey(event.node_id(), event.tier()));
+      if (it != waiting.end()) {
+        drain(it->second, shard_events);
+        if (it->second.empty()) waiting.erase(it);
+      }
+    }
+    // Reading the clock per event would cost more than some events do.
+    if (progress && (stats.events & 0xfff) == 0) {
+      const auto now = Clock::now();
+      if (std::chrono::duration<double>(now - last_report).count() >= progress_interval_seconds) {
+        last_report = now;
+        progress(stats.events, total, std::chrono::duration<double>(now - start).count());
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  if (auto st = release(UINT64_MAX); !st.ok()) return st;
+  // Decisions that followed events applied but never logged (the process
+  // died while their batch was being appended): they run last.
+  for (auto& [shard, queue] : waiting) drain(queue, UINT64_MAX);
+  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,61 @@
+// Rebuilds every pool's state at start-up from the sidecar's event log
+// (server/event_log.h): the logged events go through NodePools::Apply in
+// sequence order, as if they had just arrived, and each journaled decision
+// (Admit, RankEviction) is redone through NodePools::RedoDecision right after
+// the event its pool had applied last when the decision was made. Nothing is
+// logged or journaled again, nor counted as ingested.
+//
+// Why the result equals the state before a stop or kill -9: a pool changes
+// only through its events and its decision calls, every policy is
+// deterministic, and the log holds the accepted events of each pool in the
+// order they were applied (as long as one stream at a time writes a pool, as
+// a node does) and the decisions with their place among them. So every
+// policy's state, s3fifo's queues and kvlearn-cars' counters and exploration
+// draws included, comes back as it was. What was not acknowledged (a batch
+// being appended, a decision not yet journaled, when the process died) is
+// not replayed: the node saw those calls fail.
+//
+// A log trimmed by --log-max-bytes starts mid-history: events that need what
+// was trimmed are refused (counted in ReplayStats::rejected), journaled
+// decisions are not redone (their places no longer line up), and the state is
+// rebuilt from the retained events only.
+//
+// Memory: events and decisions are streamed from RocksDB; only decisions
+// waiting for events that were applied but not yet logged when they were made
+// are held.
+//
+// Thread-safety: call before the server accepts calls (it runs alone).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/event_log.h"
+#include "server/node_pools.h"
+
+namespace kvlearn {
+
+struct ReplayStats {
+  uint64_t events = 0;             // replayed (applied or refused)
+  uint64_t rejected = 0;           // refused by the pools
+  uint64_t decisions = 0;          // journaled decisions redone
+  uint64_t decisions_failed = 0;   // of those, failed again (as they did live)
+  uint64_t decisions_skipped = 0;  // not redone: the log was trimmed
+  double seconds = 0;
+  std::string first_rejection;  // "sequence N: message", empty if none
+};
+
+// Called every `progress_interval_seconds` of replay: events done so far, the
+// total to replay, seconds elapsed.
+using ReplayProgressFn = std::function<void(uint64_t done, uint64_t total, double seconds)>;
+
+// Applies every retained event of `log` to `pools`. Fails (DATA_LOSS, naming
+// the sequence number) on an entry or event that does not parse, and on a
+// RocksDB read error; a refused event is counted, not an error.
+absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools,
+                                           const ReplayProgressFn& progress = nullptr,
+                                           double progress_interval_seconds = 1.0);
+
+}  // namespace kvlearn

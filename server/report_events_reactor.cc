@@ -1,0 +1,114 @@
+#include "server/report_events_reactor.h"
+
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "server/raw_message.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr int kMaxListedRejections = 100;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace
+
+ReportEventsReactor::ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer* response)
+    : env_(env), response_(response) {
+  StartRead(&buffer_);
+}
+
+void ReportEventsReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // No more batches: the client half-closed (the normal end), or the call
+    // is gone (client cancel, deadline, server shutdown). A cancelled call
+    // still needs Finish; its status is not delivered.
+    if (cancelled_.load(std::memory_order_acquire)) {
+      End(grpc::Status(
+          grpc::StatusCode::CANCELLED,
+          absl::StrCat("stream cancelled after ", batch_index_, " complete batches (",
+                       summary_.accepted(), " events logged); a partial batch is dropped")));
+      return;
+    }
+    End(ToGrpc(SerializeRawMessage(summary_, response_)));
+    return;
+  }
+  grpc::Status status = Ingest();
+  if (!status.ok()) {
+    End(std::move(status));
+    return;
+  }
+  StartRead(&buffer_);
+}
+
+grpc::Status ReportEventsReactor::Ingest() {
+  const std::string where = absl::StrCat("batch ", batch_index_);
+  // What was logged before this batch, for the messages that end the stream.
+  const std::string earlier =
+      absl::StrCat("earlier batches (", batch_index_, " batches, ", summary_.accepted(),
+                   " events) were logged; nothing after this batch was read");
+  if (auto st = ParseRawMessage(buffer_, &batch_, where); !st.ok()) {
+    env_.counters->CountMalformed(Rpc::kReportEvents);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat(st.message(), "; ", earlier));
+  }
+  buffer_.Clear();
+  if (static_cast<uint32_t>(batch_.events_size()) > env_.max_events_per_batch) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("events: ", where, " has ", batch_.events_size(),
+                                     " events, over the limit of ", env_.max_events_per_batch,
+                                     " (--max-events-per-batch); ", earlier));
+  }
+  size_t accepted = 0;
+  for (int i = 0; i < batch_.events_size(); ++i) {
+    const v1::Event& e = batch_.events(i);
+    const absl::Status s = env_.pools->Apply(e);
+    if (s.ok()) {
+      if (values_.size() <= accepted) values_.emplace_back();
+      e.SerializeToString(&values_[accepted++]);  // reuses the string's buffer
+      env_.metrics->CountIngested(static_cast<int>(e.kind_case()) - v1::Event::kRequestArrival);
+      continue;
+    }
+    summary_.set_rejected(summary_.rejected() + 1);
+    const std::string code = absl::StatusCodeToString(s.code());
+    (*summary_.mutable_rejected_by_code())[code]++;
+    env_.metrics->CountRejected(static_cast<int>(s.code()));
+    if (summary_.rejections_size() < kMaxListedRejections) {
+      auto* r = summary_.add_rejections();
+      r->set_batch(batch_index_);
+      r->set_event(static_cast<uint32_t>(i));
+      r->set_code(code);
+      r->set_message(absl::StrCat("events[", i, "].", s.message()));
+    }
+  }
+  if (accepted > 0) {
+    auto first = env_.log->Append(std::span<const std::string>(values_.data(), accepted));
+    if (!first.ok()) return ToGrpc(first.status());
+    if (!any_logged_) summary_.set_first_sequence(*first);
+    summary_.set_last_sequence(*first + accepted - 1);
+    any_logged_ = true;
+    summary_.set_accepted(summary_.accepted() + accepted);
+  }
+  summary_.set_batches(++batch_index_);
+  return grpc::Status::OK;
+}
+
+void ReportEventsReactor::End(grpc::Status status) {
+  // Counted and the slot given back as the answer leaves, not in OnDone
+  // (which gRPC runs a little after the client has its answer): a client
+  // that reads /metrics after its call sees it counted, and one that closes
+  // a stream and opens the next at the limit is not refused. Nothing below
+  // touches the log: SidecarServer::Shutdown waits for zero open streams
+  // before it closes it.
+  env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
+  env_.counters->CloseStream();
+  Finish(std::move(status));
+}
+
+void ReportEventsReactor::OnDone() { delete this; }
+
+}  // namespace kvlearn
