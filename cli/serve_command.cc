@@ -182,6 +182,16 @@ Command AddServeCommand(CLI::App& root) {
                   "CA (PEM) that client certificates must chain to: mutual TLS");
   cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
                 "allow plaintext on a non-loopback --listen address");
+  cmd->add_option("--engine-events", o.engine_events,
+                  "follow engines' own KV cache events (vLLM --kv-events-config, SGLang): "
+                  "comma-separated [NODE=]tcp://HOST:PORT of their ZMQ PUB sockets; each "
+                  "engine's stores and removals are applied to NODE's pools and logged "
+                  "(docs/engine_events.md)");
+  cmd->add_option("--engine-replay", o.engine_replay,
+                  "the engines' replay (ZMQ ROUTER) sockets, in --engine-events order: a gap "
+                  "in an engine's sequence numbers is asked for there");
+  cmd->add_option("--engine-topic", o.engine_topic,
+                  "ZMQ topic prefix to subscribe to (default: every topic)");
   return {cmd, [f] { return RunServe(*f); }};
 }
 

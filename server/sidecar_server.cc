@@ -11,10 +11,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/engine_subscriber.h"
+#include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
+#include "server/request_validation.h"
 #include "server/retention_service.h"
 #include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
@@ -211,6 +214,35 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   s->server_->GetHealthCheckService()->SetServingStatus(true);
   s->server_->GetHealthCheckService()->SetServingStatus("kvlearn.v1.Retention", true);
 
+  if (!o.engine_events.empty()) {
+    auto endpoints = ParseEngineEndpoints(o.engine_events, o.engine_replay);
+    if (!endpoints.ok()) return endpoints.status();
+    for (const EngineEndpoint& e : *endpoints) {
+      if (auto st = ValidateNodeId(e.node_id, absl::StrCat("--engine-events: node of ", e.endpoint,
+                                                           " (name it: node=", e.endpoint, ")"));
+          !st.ok()) {
+        return st;
+      }
+    }
+    EngineMapping mapping;
+    mapping.block_size = o.block_size;
+    mapping.cost = s->pools_->options().cost.get();
+    s->engine_ingest_ =
+        std::make_unique<EngineIngest>(s->pools_.get(), s->log_.get(), s->metrics_.get(), mapping);
+    EngineSubscriberOptions so;
+    so.endpoints = *std::move(endpoints);
+    so.topic = o.engine_topic;
+    so.start_sequence = 0;  // ask each engine's replay socket for what it still holds
+    EngineIngest* ingest = s->engine_ingest_.get();
+    auto subscriber = EngineSubscriber::Start(
+        std::move(so),
+        [ingest](const std::string& node, uint64_t seq, const EngineEventBatch& batch) {
+          ingest->OnBatch(node, seq, batch);
+        });
+    if (!subscriber.ok()) return subscriber.status();
+    s->engine_subscriber_ = *std::move(subscriber);
+  }
+
   if (!o.metrics_listen.empty()) {
     std::string host;
     int port = 0;
@@ -229,7 +261,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       g.log_bytes = self->log_->retained_bytes();
       g.log_trimmed_bytes = self->log_->trimmed_bytes();
       g.log_next_sequence = self->log_->next_sequence();
-      res.set_content(self->metrics_->Render(g) + self->counters_->Render(),
+      std::string engines;
+      if (self->engine_ingest_) {
+        engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
+      }
+      res.set_content(self->metrics_->Render(g) + self->counters_->Render() + engines,
                       "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
@@ -269,9 +305,19 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
 
 uint32_t SidecarServer::open_streams() const { return counters_->open_streams(); }
 
+uint64_t SidecarServer::engine_events_applied() const {
+  return engine_ingest_ ? engine_ingest_->applied() : 0;
+}
+uint64_t SidecarServer::engine_events_rejected() const {
+  return engine_ingest_ ? engine_ingest_->rejected() : 0;
+}
+
 void SidecarServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // The engine subscriber writes to the log: it stops first (bounded, it
+  // polls every 100 ms).
+  if (engine_subscriber_) engine_subscriber_->Stop();
   if (http_) {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();

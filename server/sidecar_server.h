@@ -35,6 +35,8 @@ class Server;
 
 namespace kvlearn {
 
+class EngineIngest;
+class EngineSubscriber;
 class EventLog;
 class NodePools;
 class RetentionService;
@@ -75,6 +77,12 @@ struct SidecarOptions {
   // replay, seconds so far); nullptr: silent.
   std::function<void(uint64_t done, uint64_t total, double seconds)> replay_progress;
   double replay_progress_interval_seconds = 1.0;
+  // Engines' own KV cache event streams (vLLM / SGLang ZMQ PUB), as
+  // "[node=]tcp://host:port,...", and their replay (ROUTER) sockets in the
+  // same order; empty: none (engine/engine_subscriber.h, server/engine_ingest.h).
+  std::string engine_events;
+  std::string engine_replay;
+  std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
 };
 
 // True when the host of "host:port" is a loopback address.
@@ -103,6 +111,9 @@ class SidecarServer {
   double replay_seconds() const { return replay_seconds_; }
   // ReportEvents streams open now.
   uint32_t open_streams() const;
+  // kvlearn events from engine streams applied and logged, and refused.
+  uint64_t engine_events_applied() const;
+  uint64_t engine_events_rejected() const;
 
   // Stops accepting calls, lets the ones in flight finish for
   // shutdown_grace_seconds, then cancels the rest (idle streams included),
@@ -122,6 +133,8 @@ class SidecarServer {
   std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
   std::unique_ptr<RetentionService> service_;
+  std::unique_ptr<EngineIngest> engine_ingest_;
+  std::unique_ptr<EngineSubscriber> engine_subscriber_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;

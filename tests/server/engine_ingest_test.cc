@@ -1,0 +1,178 @@
+// Engine KV events into the sidecar: the mapping to kvlearn events on a batch
+// worked out by hand, and end to end, an engine replaying the shipped trace
+// over real ZMQ sockets (one batch dropped, so the sidecar must replay it)
+// leaves the sidecar's pool for that engine holding exactly the engine's
+// resident set.
+#include "server/engine_ingest.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "datasets/mooncake_reader.h"
+#include "engine/engine_publisher.h"
+#include "engine/kv_event_encoder.h"
+#include "engine/prefix_cache_engine.h"
+#include "tests/server/sidecar_fixture.h"
+#include "tests/support/default_cost.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr char kShippedTrace[] = KVLEARN_SOURCE_DIR "/datasets/mooncake_conversation_trace.jsonl";
+
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// A 3-block chain stored on the CPU under parent 7 becomes three DRAM
+// block_stored events chained 7 -> 1 -> 2 -> 3; a GPU removal of 3 one HBM
+// block_removed; a group-1 event is skipped; AllBlocksCleared clears the one
+// tier stored to so far (DRAM).
+TEST(EngineMappingTest, BatchWorkedOutByHand) {
+  const CostModel cost = DefaultCost();
+  EngineEventBatch batch;
+  batch.ts = 12.5;
+  BlockStoredEvent stored;
+  stored.block_hashes = {1, 2, 3};
+  stored.parent_block_hash = 7;
+  stored.tokens_per_block = 16;
+  stored.medium = KvMedium::kCpu;
+  batch.events.push_back(stored);
+  BlockRemovedEvent removed;
+  removed.block_hashes = {3};
+  removed.medium = KvMedium::kGpu;
+  batch.events.push_back(removed);
+  BlockStoredEvent other_group = stored;
+  other_group.group_idx = 1;
+  batch.events.push_back(other_group);
+  batch.events.push_back(AllBlocksClearedEvent{});
+
+  absl::flat_hash_set<int> tiers;
+  std::vector<v1::Event> out;
+  const uint32_t skipped =
+      ToKvlearnEvents("e1", batch, {.block_size = 512, .cost = &cost}, tiers, out);
+  EXPECT_EQ(skipped, 1u);
+  ASSERT_EQ(out.size(), 5u);
+  const uint64_t parents[] = {7, 1, 2};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out[i].node_id(), "e1");
+    EXPECT_EQ(out[i].tier(), v1::TIER_DRAM);
+    EXPECT_EQ(out[i].timestamp_us(), 12'500'000);
+    ASSERT_TRUE(out[i].has_block_stored());
+    EXPECT_EQ(out[i].block_stored().block_id(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(out[i].block_stored().parent_id(), parents[i]);
+    EXPECT_EQ(out[i].block_stored().tokens(), 16);
+    EXPECT_EQ(out[i].block_stored().bytes(), static_cast<int64_t>(cost.BytesForTokens(16)));
+  }
+  EXPECT_EQ(out[3].tier(), v1::TIER_HBM);
+  EXPECT_EQ(out[3].block_removed().block_id(), 3u);
+  EXPECT_TRUE(out[4].has_all_blocks_cleared());
+  EXPECT_EQ(out[4].tier(), v1::TIER_DRAM);
+}
+
+TEST(EngineMappingTest, AnEngineThatSendsNoBlockSizeGetsTheSidecarsAndARestartClears) {
+  const CostModel cost = DefaultCost();
+  EngineEventBatch batch;
+  batch.engine_restarted = true;
+  BlockStoredEvent stored;
+  stored.block_hashes = {5};
+  batch.events.push_back(stored);
+  absl::flat_hash_set<int> tiers = {v1::TIER_HBM};
+  std::vector<v1::Event> out;
+  ToKvlearnEvents("e1", batch, {.block_size = 64, .cost = &cost}, tiers, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].has_all_blocks_cleared());  // before the new stores
+  EXPECT_EQ(out[1].block_stored().tokens(), 64);
+  EXPECT_FALSE(out[1].block_stored().has_parent_id());
+}
+
+class EngineIngestEndToEnd : public ::testing::TestWithParam<KvEventEncoding> {};
+
+TEST_P(EngineIngestEndToEnd, TheSidecarHoldsTheEnginesResidentSet) {
+  const auto trace = ReadMooncakeTrace(kShippedTrace, {});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EnginePublisherOptions po;
+  po.replay_endpoint = "tcp://127.0.0.1:*";
+  po.drop_sequence = 5;
+  auto publisher = EnginePublisher::Start(po);
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path(), "lru");
+  o.metrics_listen = "";
+  o.engine_events = "engine-a=" + (*publisher)->endpoint();
+  o.engine_replay = (*publisher)->replay_endpoint();
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE((*publisher)->WaitForSubscribers(1, std::chrono::seconds(120)));
+
+  PrefixCacheEngine engine({.capacity_blocks = 200, .block_size = 512});
+  uint64_t kvlearn_events = 0;
+  for (size_t i = 0; i < 300; ++i) {
+    const TraceRequest& r = trace->requests[i];
+    const EngineEventBatch batch =
+        engine.Serve(trace->BlocksOf(r), r.input_length, r.timestamp_ms / 1e3);
+    if (batch.events.empty()) continue;
+    for (const EngineEvent& e : batch.events) {
+      if (const auto* s = std::get_if<BlockStoredEvent>(&e))
+        kvlearn_events += s->block_hashes.size();
+      if (const auto* d = std::get_if<BlockRemovedEvent>(&e))
+        kvlearn_events += d->block_hashes.size();
+    }
+    KvEventEncodeOptions encode;
+    encode.encoding = GetParam();
+    (*publisher)->Publish(EncodeKvEventBatch(batch, encode));
+  }
+  ASSERT_GT(engine.stats().evicted_blocks, 0u);
+  ASSERT_TRUE(WaitUntil([&] {
+    return server->engine_events_applied() + server->engine_events_rejected() >= kvlearn_events;
+  })) << server->engine_events_applied()
+      << " of " << kvlearn_events;
+  EXPECT_EQ(server->engine_events_rejected(), 0u);
+  EXPECT_EQ(server->engine_events_applied(), kvlearn_events);
+
+  // Same count in the sidecar's pool for the engine's GPU tier ...
+  auto stub = Connect(server->port());
+  v1::GetStatusResponse status;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->GetStatus(&ctx, {}, &status).ok());
+  }
+  ASSERT_EQ(status.pools_size(), 1);
+  EXPECT_EQ(status.pools(0).node_id(), "engine-a");
+  EXPECT_EQ(status.pools(0).tier(), v1::TIER_HBM);
+  const std::vector<uint64_t> resident = engine.ResidentBlocks();
+  EXPECT_EQ(status.pools(0).resident_blocks(), resident.size());
+  // ... and every one of the engine's blocks is resident there (a hit on a
+  // block the sidecar does not hold is refused), so the sets are equal.
+  v1::EventBatch hits;
+  for (const uint64_t id : resident) {
+    auto* e = hits.add_events();
+    e->set_node_id("engine-a");
+    e->set_tier(v1::TIER_HBM);
+    e->mutable_block_hit()->set_block_id(id);
+  }
+  v1::ReportSummary summary;
+  ASSERT_TRUE(Report(*stub, {hits}, &summary).ok());
+  EXPECT_EQ(summary.accepted(), resident.size());
+  EXPECT_EQ(summary.rejected(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothEncodings, EngineIngestEndToEnd,
+                         ::testing::Values(KvEventEncoding::kArray, KvEventEncoding::kMap),
+                         [](const auto& info) {
+                           return info.param == KvEventEncoding::kArray ? std::string("array")
+                                                                        : std::string("map");
+                         });
+
+}  // namespace
+}  // namespace kvlearn
