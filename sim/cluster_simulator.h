@@ -1,4 +1,4 @@
-// Replays a trace through a disaggregated prefill cluster (DESIGN.md, "The
+// Replays a trace through a disaggregated prefill cluster (docs/design.md, "The
 // world it models"), event by event:
 //
 //   arrival --router--> prefill node FIFO queue --start--> loads --> prefill --> done
