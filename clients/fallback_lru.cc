@@ -26,7 +26,8 @@ void FallbackLru::Pin(uint64_t block_id, Entry& entry) {
   pinned_.push_back(block_id);
 }
 
-void FallbackLru::Stored(uint64_t block_id, std::optional<uint64_t> parent_id, int64_t bytes) {
+void FallbackLru::Stored(uint64_t block_id, std::optional<uint64_t> parent_id, int64_t bytes,
+                         int64_t tokens) {
   if (auto it = entries_.find(block_id); it != entries_.end()) {
     Touch(block_id, it->second);
     Pin(block_id, it->second);
@@ -35,6 +36,7 @@ void FallbackLru::Stored(uint64_t block_id, std::optional<uint64_t> parent_id, i
   Entry entry;
   entry.parent = parent_id;
   entry.bytes = bytes;
+  entry.tokens = tokens;
   entry.last_use = ++clock_;
   entry.place = recency_.insert(recency_.end(), block_id);
   if (parent_id) {
@@ -77,6 +79,29 @@ void FallbackLru::ForgetOneIfOverCapacity() {
       return;
     }
   }
+}
+
+std::vector<FallbackBlock> FallbackLru::Blocks() const {
+  std::vector<FallbackBlock> blocks;
+  blocks.reserve(entries_.size());
+  std::unordered_set<uint64_t> emitted;
+  std::vector<uint64_t> ancestry;
+  for (const auto& [id, entry] : entries_) {
+    // Climb to the first ancestor already emitted (or untracked), then emit downwards.
+    ancestry.clear();
+    for (std::optional<uint64_t> at = id; at && !emitted.count(*at);) {
+      auto it = entries_.find(*at);
+      if (it == entries_.end()) break;
+      ancestry.push_back(*at);
+      at = it->second.parent;
+    }
+    for (auto a = ancestry.rbegin(); a != ancestry.rend(); ++a) {
+      const Entry& e = entries_.at(*a);
+      blocks.push_back({*a, e.parent, e.tokens, e.bytes});
+      emitted.insert(*a);
+    }
+  }
+  return blocks;
 }
 
 std::vector<FallbackVictim> FallbackLru::Evict(int64_t bytes_to_free,

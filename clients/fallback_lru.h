@@ -31,6 +31,14 @@ struct FallbackVictim {
   int64_t bytes = 0;
 };
 
+// A block the fallback tracks, for resending the engine's state to the sidecar.
+struct FallbackBlock {
+  uint64_t block_id = 0;
+  std::optional<uint64_t> parent_id;
+  int64_t tokens = 0;
+  int64_t bytes = 0;
+};
+
 class FallbackLru {
  public:
   explicit FallbackLru(size_t capacity_blocks);
@@ -40,7 +48,8 @@ class FallbackLru {
   // The engine holds `block_id` (child of `parent_id`); it becomes the most
   // recently used and is pinned until the next BeginRequest. Storing a block
   // already known only touches it.
-  void Stored(uint64_t block_id, std::optional<uint64_t> parent_id, int64_t bytes);
+  void Stored(uint64_t block_id, std::optional<uint64_t> parent_id, int64_t bytes,
+              int64_t tokens = 0);
   // The current request used `block_id`: touched and pinned. Unknown ids are ignored.
   void Hit(uint64_t block_id);
   // The engine dropped `block_id`. Unknown ids (already chosen by Evict) are ignored.
@@ -52,6 +61,9 @@ class FallbackLru {
   // the choice to those ids. O(blocks tracked + victims).
   std::vector<FallbackVictim> Evict(int64_t bytes_to_free, const std::vector<uint64_t>& candidates);
 
+  // Every block tracked, each after its parent (when the parent is tracked).
+  std::vector<FallbackBlock> Blocks() const;
+
   size_t size() const { return entries_.size(); }
   uint64_t forgotten() const { return forgotten_; }
 
@@ -59,6 +71,7 @@ class FallbackLru {
   struct Entry {
     std::optional<uint64_t> parent;
     int64_t bytes = 0;
+    int64_t tokens = 0;
     uint32_t stored_children = 0;
     bool pinned = false;
     uint64_t last_use = 0;                // position in recency_ (strictly increasing)

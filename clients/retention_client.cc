@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace kvlearn {
@@ -88,6 +89,7 @@ RetentionClient::~RetentionClient() = default;
 v1::Event* RetentionClient::NewEvent() {
   if (static_cast<size_t>(pending_.events_size()) >= options_.max_buffered_events) {
     ++stats_.events_dropped_total;
+    resync_pending_ = true;
     return nullptr;
   }
   v1::Event* e = pending_.add_events();
@@ -99,6 +101,7 @@ v1::Event* RetentionClient::NewEvent() {
 
 void RetentionClient::ReportPoolConfigured(int64_t capacity_bytes) {
   absl::MutexLock lock(&mu_);
+  pool_capacity_bytes_ = capacity_bytes;
   if (v1::Event* e = NewEvent()) e->mutable_pool_configured()->set_capacity_bytes(capacity_bytes);
 }
 
@@ -125,7 +128,7 @@ void RetentionClient::ReportHits(const std::vector<uint64_t>& block_ids_deepest_
 
 void RetentionClient::ReportStored(const ClientBlock& block) {
   absl::MutexLock lock(&mu_);
-  fallback_.Stored(block.block_id, block.parent_id, block.bytes);
+  fallback_.Stored(block.block_id, block.parent_id, block.bytes, block.tokens);
   if (v1::Event* e = NewEvent()) {
     auto* stored = e->mutable_block_stored();
     stored->set_block_id(block.block_id);
@@ -179,17 +182,55 @@ bool RetentionClient::Flush() {
   return FlushUntil(std::chrono::system_clock::now() + options_.call_deadline);
 }
 
+std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
+  std::vector<v1::EventBatch> batches(1);
+  const size_t per_batch = std::max<size_t>(options_.max_buffered_events, 1);
+  const int64_t now = options_.now_us ? options_.now_us() : UnixMicros();
+  auto add = [&]() {
+    if (static_cast<size_t>(batches.back().events_size()) >= per_batch) batches.emplace_back();
+    v1::Event* e = batches.back().add_events();
+    e->set_node_id(options_.node_id);
+    e->set_tier(options_.tier);
+    e->set_timestamp_us(now);
+    return e;
+  };
+  add()->mutable_all_blocks_cleared();
+  if (pool_capacity_bytes_)
+    add()->mutable_pool_configured()->set_capacity_bytes(*pool_capacity_bytes_);
+  for (const FallbackBlock& b : fallback_.Blocks()) {
+    auto* stored = add()->mutable_block_stored();
+    stored->set_block_id(b.block_id);
+    if (b.parent_id) stored->set_parent_id(*b.parent_id);
+    stored->set_tokens(b.tokens);
+    stored->set_bytes(b.bytes);
+  }
+  return batches;
+}
+
 bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline) {
-  v1::EventBatch batch;
+  std::vector<v1::EventBatch> batches;
+  bool resync = false;
   {
     absl::MutexLock lock(&mu_);
-    if (pending_.events_size() == 0) return true;
-    batch.Swap(&pending_);
+    if (resync_pending_) {
+      // The buffer's events are already reflected in the fallback's blocks.
+      batches = ResyncBatches();
+      pending_.Clear();
+      resync_pending_ = false;
+      resync = true;
+    } else {
+      if (pending_.events_size() == 0) return true;
+      batches.emplace_back().Swap(&pending_);
+    }
   }
+  int events = 0;
+  for (const auto& b : batches) events += b.events_size();
   const auto dropped = [&] {
     absl::MutexLock lock(&mu_);
-    stats_.events_dropped_total += batch.events_size();
+    // A resync that failed drops nothing the engine reported: it is redone.
+    if (!resync) stats_.events_dropped_total += events;
     ++stats_.fallbacks_total[kReportEvents];
+    resync_pending_ = true;
     return false;
   };
   if (BeginAttempt(kReportEvents) == Attempt::kSkip) return dropped();
@@ -197,14 +238,17 @@ bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline)
   ctx.set_deadline(deadline);
   v1::ReportSummary summary;
   auto writer = stub_->ReportEvents(&ctx, &summary);
-  writer->Write(batch);
+  for (const auto& b : batches) {
+    if (!writer->Write(b)) break;
+  }
   writer->WritesDone();
   const grpc::Status status = writer->Finish();
   RecordOutcome(status);
   if (!status.ok()) return dropped();
   absl::MutexLock lock(&mu_);
-  stats_.events_sent_total += batch.events_size();
+  stats_.events_sent_total += events;
   stats_.events_rejected_total += summary.rejected();
+  if (resync) ++stats_.resyncs_total;
   return true;
 }
 

@@ -15,7 +15,11 @@
 // among the blocks the client has seen stored (clients/fallback_lru.h).
 // Events whose flush failed are dropped, not retried (the sidecar may have
 // logged part of them) and counted; so are events offered while the buffer is
-// full or the breaker is open.
+// full or the breaker is open. After any drop the sidecar's view of the pool
+// is stale, so the next flush that goes through resends the pool instead of
+// the buffer: all_blocks_cleared, pool_configured, then block_stored for every
+// block the fallback tracks, parents first (the fallback already reflects the
+// dropped events). The sidecar's policy state for the pool restarts from there.
 //
 // Circuit breaker: after `breaker_failures` consecutive failures that say the
 // sidecar is unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED, ...), calls
@@ -111,6 +115,7 @@ struct RetentionClientStats {
   uint64_t events_sent_total = 0;      // acknowledged by the sidecar (accepted or rejected)
   uint64_t events_rejected_total = 0;  // refused by the sidecar (its summary)
   uint64_t events_dropped_total = 0;   // never acknowledged: buffer full, breaker, failed flush
+  uint64_t resyncs_total = 0;          // pools resent after dropped events
   uint64_t fallback_forgotten_total = 0;
   size_t fallback_blocks = 0;  // blocks the local LRU tracks now
 };
@@ -154,6 +159,9 @@ class RetentionClient {
   void CountFallback(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
   // Flush() under an absolute deadline; false if the events were not acknowledged.
   bool FlushUntil(std::chrono::system_clock::time_point deadline);
+  // The pool as events (see the header comment), in batches of at most
+  // max_buffered_events.
+  std::vector<v1::EventBatch> ResyncBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RetentionClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -162,6 +170,8 @@ class RetentionClient {
   mutable absl::Mutex mu_;
   v1::EventBatch pending_ ABSL_GUARDED_BY(mu_);
   FallbackLru fallback_ ABSL_GUARDED_BY(mu_);
+  bool resync_pending_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<int64_t> pool_capacity_bytes_ ABSL_GUARDED_BY(mu_);
   uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point breaker_open_until_ ABSL_GUARDED_BY(mu_);
   RetentionClientStats stats_ ABSL_GUARDED_BY(mu_);

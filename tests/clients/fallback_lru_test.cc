@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace kvlearn {
@@ -93,6 +94,26 @@ TEST(FallbackLruTest, OverCapacityForgetsTheLeastRecentlyUsedLeaf) {
   EXPECT_EQ(lru.forgotten(), 1u);
   lru.BeginRequest();
   EXPECT_EQ(Ids(lru.Evict(100, {})), (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(FallbackLruTest, BlocksListsParentsBeforeChildren) {
+  FallbackLru lru(100);
+  lru.BeginRequest();
+  lru.Stored(3, 2, 10, 7);  // stored before its parent is known to the fallback
+  lru.Stored(1, std::nullopt, 10, 5);
+  lru.Stored(2, 1, 20, 6);
+  lru.Stored(9, std::nullopt, 30, 8);
+  const std::vector<FallbackBlock> blocks = lru.Blocks();
+  ASSERT_EQ(blocks.size(), 4u);
+  std::vector<uint64_t> order;
+  for (const auto& b : blocks) order.push_back(b.block_id);
+  auto at = [&](uint64_t id) { return std::find(order.begin(), order.end(), id) - order.begin(); };
+  EXPECT_LT(at(1), at(2));
+  EXPECT_LT(at(2), at(3));
+  const FallbackBlock& two = blocks[at(2)];
+  EXPECT_EQ(two.parent_id, std::optional<uint64_t>(1));
+  EXPECT_EQ(two.bytes, 20);
+  EXPECT_EQ(two.tokens, 6);
 }
 
 }  // namespace

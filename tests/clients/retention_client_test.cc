@@ -236,10 +236,12 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   RetentionClientOptions o = ClientOptions(port);
   o.breaker_failures = 1000;  // keep trying: every call must meet the stall
   RetentionClient client(o);
-  client.ReportArrival({{1}, 0, 0, {10}, {kBytes}});
   // The stalled sidecar would hold each call forever: returning at all shows
-  // the deadline cut it.
+  // the deadline cut it. Nothing buffered yet: the Admit RPC itself stalls.
   EXPECT_TRUE(Timed([&] { return client.Admit({Block(1, std::nullopt)}); }).from_fallback);
+  // Now ReportEvents stalls: its 2 events are dropped, so the sidecar's view
+  // is stale and every later flush tries to resend the pool first (and stalls).
+  client.ReportArrival({{1}, 0, 0, {10}, {kBytes}});
   client.ReportStored(Block(1, std::nullopt));
   EXPECT_FALSE(Timed([&] { return client.Flush(); }));
   client.ReportArrival({{2}, 0, 0, {10}, {kBytes}});
@@ -250,13 +252,16 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   EXPECT_TRUE(victims.from_fallback);
   EXPECT_EQ(Ids(victims), std::vector<uint64_t>{1});  // the only unpinned stored block
   const RetentionClientStats s = client.Stats();
-  // The first Admit's flush (the arrival) stalled; then the 2nd flush, 3
-  // Admits (pending events dropped, nothing to flush) and 1 RankEviction.
+  // 1 Admit RPC, 1 flush, 3 + 1 resyncs: each stalled until its deadline.
   EXPECT_EQ(s.sidecar_errors_total.at("DEADLINE_EXCEEDED"), 6u);
   EXPECT_EQ(stalled.calls.load(), 6);
+  EXPECT_EQ(s.rpc_attempts_total.at("Admit"), 1u);
+  EXPECT_EQ(s.rpc_attempts_total.at("ReportEvents"), 5u);
   EXPECT_EQ(s.fallbacks_total.at("Admit"), 4u);
   EXPECT_EQ(s.fallbacks_total.at("RankEviction"), 1u);
-  EXPECT_EQ(s.fallbacks_total.at("ReportEvents"), 3u);
+  EXPECT_EQ(s.fallbacks_total.at("ReportEvents"), 5u);
+  EXPECT_EQ(s.events_dropped_total, 2u);
+  EXPECT_EQ(s.resyncs_total, 0u);
   server->Shutdown(std::chrono::system_clock::now());
 }
 
@@ -273,6 +278,38 @@ TEST(RetentionClientTest, ASidecarRefusalFallsBackWithoutOpeningTheBreaker) {
   EXPECT_EQ(s.rpc_attempts_total.at("Admit"), 4u);
   EXPECT_EQ(s.sidecar_errors_total.at("INVALID_ARGUMENT"), 4u);
   EXPECT_EQ(s.breaker_opens_total, 0u);
+  server->Shutdown();
+}
+
+TEST(RetentionClientTest, AfterDroppedEventsThePoolIsResentAndTheSidecarAgrees) {
+  TempDir dir;
+  auto server = StartServer(TestOptions(dir.path()));
+  ASSERT_NE(server, nullptr);
+  RetentionClientOptions o = ClientOptions(server->port());
+  o.max_buffered_events = 4;
+  RetentionClient client(o);
+  client.ReportPoolConfigured(100 * kBytes);
+  // Chain 1 -> 2 -> 3 and a root 4, all in one request: 1 + 1 + 4 events
+  // offered, room for 4, so block_stored 3 and 4 are dropped.
+  client.ReportArrival({{1, 2, 3}, 0, 0, {10, 10, 10}, {kBytes, kBytes, kBytes}});
+  client.ReportStored(Block(1, std::nullopt));
+  client.ReportStored(Block(2, 1));
+  client.ReportStored(Block(3, 2));
+  client.ReportStored(Block(4, std::nullopt));
+  EXPECT_EQ(client.Stats().events_dropped_total, 2u);
+  // The flush resends the pool: cleared, configured, 4 blocks parents first.
+  ASSERT_TRUE(client.Flush());
+  const RetentionClientStats s = client.Stats();
+  EXPECT_EQ(s.resyncs_total, 1u);
+  EXPECT_EQ(s.events_sent_total, 6u);
+  EXPECT_EQ(s.events_rejected_total, 0u);
+  auto stub = Connect(server->port());
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(stub->GetStatus(&ctx, {}, &status).ok());
+  ASSERT_EQ(status.pools_size(), 1);
+  EXPECT_EQ(status.pools(0).resident_blocks(), 4u);
+  EXPECT_EQ(status.pools(0).resident_bytes(), 4u * kBytes);
   server->Shutdown();
 }
 
