@@ -87,7 +87,8 @@ RetentionClient::RetentionClient(RetentionClientOptions options)
 RetentionClient::~RetentionClient() = default;
 
 v1::Event* RetentionClient::NewEvent() {
-  if (static_cast<size_t>(pending_.events_size()) >= options_.max_buffered_events) {
+  if (resync_pending_ ||
+      static_cast<size_t>(pending_.events_size()) >= options_.max_buffered_events) {
     ++stats_.events_dropped_total;
     resync_pending_ = true;
     return nullptr;
@@ -179,7 +180,8 @@ bool RetentionClient::Flush() {
     absl::MutexLock lock(&mu_);
     ++stats_.calls_total[kReportEvents];
   }
-  return FlushUntil(std::chrono::system_clock::now() + options_.call_deadline);
+  return FlushUntil(std::chrono::system_clock::now() + options_.flush_deadline,
+                    /*may_resync=*/true);
 }
 
 std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
@@ -207,14 +209,16 @@ std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
   return batches;
 }
 
-bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline) {
+bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync) {
   std::vector<v1::EventBatch> batches;
   bool resync = false;
   {
     absl::MutexLock lock(&mu_);
     if (resync_pending_) {
+      if (!may_resync) return false;
       // The buffer's events are already reflected in the fallback's blocks.
       batches = ResyncBatches();
+      stats_.events_dropped_total += pending_.events_size();
       pending_.Clear();
       resync_pending_ = false;
       resync = true;
@@ -269,7 +273,7 @@ ClientAdmitResult RetentionClient::Admit(const std::vector<ClientBlock>& candida
   };
   // Events the decision depends on (this request's arrival, the parent's
   // store) must reach the sidecar first.
-  if (!FlushUntil(deadline)) return fall_back();
+  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
   if (BeginAttempt(kAdmit) == Attempt::kSkip) return fall_back();
   v1::AdmitRequest request;
   request.set_node_id(options_.node_id);
@@ -307,7 +311,7 @@ ClientRankResult RetentionClient::RankEviction(int64_t bytes_to_free,
     result.from_fallback = true;
     return result;
   };
-  if (!FlushUntil(deadline)) return fall_back();
+  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
   if (BeginAttempt(kRankEviction) == Attempt::kSkip) return fall_back();
   v1::RankRequest request;
   request.set_node_id(options_.node_id);

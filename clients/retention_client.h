@@ -8,18 +8,23 @@
 //
 // Events are buffered in memory (no I/O in the Report* calls) and sent as one
 // ReportEvents batch by Flush(), which Admit and RankEviction call first so the
-// sidecar sees them in protocol order. Every call that does I/O has one
-// deadline (`call_deadline`), covering that flush and the decision RPC
-// together; past it the call is cancelled and answered from the local fallback:
-// Admit keeps every candidate, RankEviction picks least recently used leaves
-// among the blocks the client has seen stored (clients/fallback_lru.h).
-// Events whose flush failed are dropped, not retried (the sidecar may have
-// logged part of them) and counted; so are events offered while the buffer is
-// full or the breaker is open. After any drop the sidecar's view of the pool
-// is stale, so the next flush that goes through resends the pool instead of
-// the buffer: all_blocks_cleared, pool_configured, then block_stored for every
-// block the fallback tracks, parents first (the fallback already reflects the
-// dropped events). The sidecar's policy state for the pool restarts from there.
+// sidecar sees them in protocol order. Admit and RankEviction have one
+// deadline (`call_deadline`) covering that flush and the decision RPC
+// together; Flush() has `flush_deadline`. Past it the call is cancelled and
+// answered from the local fallback: Admit keeps every candidate, RankEviction
+// picks least recently used leaves among the blocks the client has seen
+// stored (clients/fallback_lru.h).
+//
+// Events that could not be sent are dropped, never retried (the sidecar may
+// have logged part of a batch that timed out): when the buffer is full, the
+// breaker is open or a flush fails. After a drop the sidecar's view of the
+// pool is stale, so until it is repaired Admit and RankEviction answer locally
+// without asking it, events are not buffered, and the next Flush() resends
+// the pool instead: all_blocks_cleared, pool_configured, then block_stored for
+// every block the fallback tracks, parents first (the fallback reflects every
+// reported event). The sidecar's policy state for the pool restarts from
+// there, so an engine calls Flush() regularly (after each request, or from a
+// timer) and picks deadlines above the sidecar's p99, or it resyncs often.
 //
 // Circuit breaker: after `breaker_failures` consecutive failures that say the
 // sidecar is unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED, ...), calls
@@ -58,10 +63,12 @@ struct RetentionClientOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // nullptr: plaintext
   std::string node_id;                                    // [A-Za-z0-9._:/-], 1..128 characters
   v1::Tier tier = v1::TIER_POOL;
-  // The whole of one Admit / RankEviction / Flush: pending events plus the
-  // decision. 5 ms: `kvlearn loadgen` measures a ReportEvents p99 of ~2.2 ms
-  // and Admit p99 ~0.3 ms on loopback (docs/sidecar.md).
+  // The whole of one Admit / RankEviction: pending events plus the decision.
+  // 5 ms: `kvlearn loadgen` measures a ReportEvents p99 of ~2.2 ms and Admit
+  // p99 ~0.3 ms on loopback (docs/sidecar.md).
   std::chrono::microseconds call_deadline{5000};
+  // One Flush(), which may resend the whole pool (one event per block).
+  std::chrono::microseconds flush_deadline{100000};
   size_t fallback_capacity_blocks = 1 << 20;  // blocks the local LRU remembers
   size_t max_buffered_events = 4096;          // the server's default batch limit
   uint32_t breaker_failures = 3;              // consecutive failures that open the breaker
@@ -114,8 +121,10 @@ struct RetentionClientStats {
   bool breaker_open = false;
   uint64_t events_sent_total = 0;      // acknowledged by the sidecar (accepted or rejected)
   uint64_t events_rejected_total = 0;  // refused by the sidecar (its summary)
-  uint64_t events_dropped_total = 0;   // never acknowledged: buffer full, breaker, failed flush
-  uint64_t resyncs_total = 0;          // pools resent after dropped events
+  // Never sent as such: buffer full, breaker open, failed flush, or superseded
+  // by a pending resync (which carries their effect).
+  uint64_t events_dropped_total = 0;
+  uint64_t resyncs_total = 0;  // pools resent after dropped events
   uint64_t fallback_forgotten_total = 0;
   size_t fallback_blocks = 0;  // blocks the local LRU tracks now
 };
@@ -137,8 +146,8 @@ class RetentionClient {
   void ReportStored(const ClientBlock& block);
   void ReportRemoved(uint64_t block_id);
 
-  // Sends the buffered events; false if they were dropped (sidecar failed or
-  // breaker open). Returns within call_deadline.
+  // Sends the buffered events, or resends the pool after a drop; false if that
+  // failed (sidecar failed or breaker open). Returns within flush_deadline.
   bool Flush();
 
   // New blocks of one chain, root to leaf. Returns within call_deadline.
@@ -157,8 +166,10 @@ class RetentionClient {
   // Records the outcome of one RPC for the breaker and the error counters.
   void RecordOutcome(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void CountFallback(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
-  // Flush() under an absolute deadline; false if the events were not acknowledged.
-  bool FlushUntil(std::chrono::system_clock::time_point deadline);
+  // Sends the buffer under an absolute deadline, or the pool when a resync is
+  // pending and `may_resync` (else returns false at once); false if the
+  // sidecar did not acknowledge.
+  bool FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync);
   // The pool as events (see the header comment), in batches of at most
   // max_buffered_events.
   std::vector<v1::EventBatch> ResyncBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -59,6 +59,7 @@ class ServeProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        self.proc.stdout.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
@@ -102,13 +103,42 @@ class FallbackLruTest(unittest.TestCase):
         self.assertEqual([(v.block_id, v.bytes) for v in lru.evict(100, [3])], [(3, 30)])
 
 
+class ResyncTest(unittest.TestCase):
+    def test_dropped_events_make_the_next_flush_resend_the_pool(self):
+        server = ServeProcess()
+        try:
+            client = RetentionClient(f"127.0.0.1:{server.port}", "python-0",
+                                     call_deadline_s=DEADLINE_S, flush_deadline_s=DEADLINE_S,
+                                     max_buffered_events=4,
+                                     now_us=lambda: 1000)
+            client.report_pool_configured(100 * 1000)
+            # Chain 1 -> 2 -> 3 and a root 4: 6 events offered, room for 4.
+            client.report_arrival([1, 2, 3], 0, 0, [10] * 3, [1000] * 3)
+            client.report_stored(Block(1, None, 10, 1000))
+            client.report_stored(Block(2, 1, 10, 1000))
+            client.report_stored(Block(3, 2, 10, 1000))
+            client.report_stored(Block(4, None, 10, 1000))
+            self.assertEqual(client.stats().events_dropped_total, 2)
+            self.assertTrue(client.flush())
+            s = client.stats()
+            self.assertEqual(s.events_dropped_total, 6)  # + the 4 buffered, superseded
+            self.assertEqual(s.resyncs_total, 1)
+            self.assertEqual(s.events_sent_total, 6)  # cleared, configured, 4 stored
+            self.assertEqual(s.events_rejected_total, 0)
+            self.assertEqual(resident_blocks_in_sidecar(server.port), 4)
+            client.close()
+        finally:
+            server.kill()
+
+
 class ReplayThroughAKilledSidecarTest(unittest.TestCase):
     def test_calls_fall_back_within_the_deadline_after_sigkill(self):
         requests = read_trace(os.environ["KVLEARN_TRACE"], 160)
         server = ServeProcess()
         try:
             client = RetentionClient(f"127.0.0.1:{server.port}", "python-0",
-                                     call_deadline_s=DEADLINE_S, breaker_failures=3,
+                                     call_deadline_s=DEADLINE_S, flush_deadline_s=DEADLINE_S,
+                                     breaker_failures=3,
                                      breaker_backoff_s=0.2)
             # 200 full blocks: the first requests fill it, the rest evict.
             node = EngineNode(client, 200 * BLOCK_TOKENS * BYTES_PER_TOKEN, BLOCK_TOKENS,
@@ -126,17 +156,16 @@ class ReplayThroughAKilledSidecarTest(unittest.TestCase):
             stored_before, evicted_before = node.stored_blocks, node.evicted_blocks
 
             # Killed in the middle of a request: just before its third Admit.
-            real_admit = client.admit
             admits = 0
 
-            def admit_killing_the_server_at_the_third(candidates):
+            def kill_before_the_third_admit(name):
                 nonlocal admits
-                admits += 1
-                if admits == 3:
-                    server.kill()
-                return real_admit(candidates)
+                if name == "admit":
+                    admits += 1
+                    if admits == 3:
+                        server.kill()
 
-            client.admit = admit_killing_the_server_at_the_third
+            node.before_call = kill_before_the_third_admit
             node.max_call_seconds = 0.0
             for request in requests[80:]:
                 node.serve(request)  # an exception here fails the test

@@ -35,6 +35,7 @@ RetentionClientOptions ClientOptions(int port) {
   o.target = "127.0.0.1:" + std::to_string(port);
   o.node_id = "engine-0";
   o.call_deadline = kDeadline;
+  o.flush_deadline = kDeadline;
   // A fixed clock: the same events give the same decisions on every run.
   o.now_us = [] { return int64_t{1000}; };
   return o;
@@ -240,7 +241,8 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   // the deadline cut it. Nothing buffered yet: the Admit RPC itself stalls.
   EXPECT_TRUE(Timed([&] { return client.Admit({Block(1, std::nullopt)}); }).from_fallback);
   // Now ReportEvents stalls: its 2 events are dropped, so the sidecar's view
-  // is stale and every later flush tries to resend the pool first (and stalls).
+  // is stale: until a Flush() resends the pool, decisions are local without
+  // asking it, and events are not buffered.
   client.ReportArrival({{1}, 0, 0, {10}, {kBytes}});
   client.ReportStored(Block(1, std::nullopt));
   EXPECT_FALSE(Timed([&] { return client.Flush(); }));
@@ -251,16 +253,19 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   const ClientRankResult victims = Timed([&] { return client.RankEviction(kBytes); });
   EXPECT_TRUE(victims.from_fallback);
   EXPECT_EQ(Ids(victims), std::vector<uint64_t>{1});  // the only unpinned stored block
+  // The resend stalls too.
+  EXPECT_FALSE(Timed([&] { return client.Flush(); }));
   const RetentionClientStats s = client.Stats();
-  // 1 Admit RPC, 1 flush, 3 + 1 resyncs: each stalled until its deadline.
-  EXPECT_EQ(s.sidecar_errors_total.at("DEADLINE_EXCEEDED"), 6u);
-  EXPECT_EQ(stalled.calls.load(), 6);
+  // 1 Admit RPC, 1 flush, 1 resend: each stalled until its deadline.
+  EXPECT_EQ(s.sidecar_errors_total.at("DEADLINE_EXCEEDED"), 3u);
+  EXPECT_EQ(stalled.calls.load(), 3);
   EXPECT_EQ(s.rpc_attempts_total.at("Admit"), 1u);
-  EXPECT_EQ(s.rpc_attempts_total.at("ReportEvents"), 5u);
+  EXPECT_EQ(s.rpc_attempts_total.at("ReportEvents"), 2u);
+  EXPECT_EQ(s.rpc_attempts_total.count("RankEviction"), 0u);
   EXPECT_EQ(s.fallbacks_total.at("Admit"), 4u);
   EXPECT_EQ(s.fallbacks_total.at("RankEviction"), 1u);
-  EXPECT_EQ(s.fallbacks_total.at("ReportEvents"), 5u);
-  EXPECT_EQ(s.events_dropped_total, 2u);
+  EXPECT_EQ(s.fallbacks_total.at("ReportEvents"), 2u);
+  EXPECT_EQ(s.events_dropped_total, 3u);  // arrival 1 + stored 1, then arrival 2
   EXPECT_EQ(s.resyncs_total, 0u);
   server->Shutdown(std::chrono::system_clock::now());
 }
@@ -297,9 +302,11 @@ TEST(RetentionClientTest, AfterDroppedEventsThePoolIsResentAndTheSidecarAgrees) 
   client.ReportStored(Block(3, 2));
   client.ReportStored(Block(4, std::nullopt));
   EXPECT_EQ(client.Stats().events_dropped_total, 2u);
-  // The flush resends the pool: cleared, configured, 4 blocks parents first.
+  // The flush resends the pool: cleared, configured, 4 blocks parents first;
+  // the 4 events buffered before the drop are superseded.
   ASSERT_TRUE(client.Flush());
   const RetentionClientStats s = client.Stats();
+  EXPECT_EQ(s.events_dropped_total, 6u);
   EXPECT_EQ(s.resyncs_total, 1u);
   EXPECT_EQ(s.events_sent_total, 6u);
   EXPECT_EQ(s.events_rejected_total, 0u);

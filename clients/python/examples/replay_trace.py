@@ -49,8 +49,13 @@ class EngineNode:
         self.unusable_victims = 0  # victims named that the node could not evict
         self.calls = 0
         self.max_call_seconds = 0.0
+        # Called with the call's name ("admit", "rank_eviction", "flush") just
+        # before it starts, outside its timing (the tests stop the server here).
+        self.before_call = None
 
-    def _timed(self, call):
+    def _timed(self, name, call):
+        if self.before_call:
+            self.before_call(name)
         start = time.monotonic()
         result = call()
         self.calls += 1
@@ -98,11 +103,12 @@ class EngineNode:
             block = Block(chain[i], chain[i - 1] if i else None, tokens[i], nbytes[i])
             if block.bytes > self.capacity_bytes:
                 break
-            if not self._timed(lambda: self.client.admit([block])).keep[0]:
+            if not self._timed("admit", lambda: self.client.admit([block])).keep[0]:
                 break
             free = self.capacity_bytes - self.used_bytes
             if free < block.bytes:
-                ranked = self._timed(lambda: self.client.rank_eviction(block.bytes - free))
+                ranked = self._timed("rank_eviction",
+                                     lambda: self.client.rank_eviction(block.bytes - free))
                 for victim in ranked.victims:
                     if self._evictable(victim.block_id):
                         self._evict(victim.block_id)
@@ -118,7 +124,7 @@ class EngineNode:
             self.pinned.add(block.block_id)
             self.stored_blocks += 1
             self.client.report_stored(block)
-        self._timed(self.client.flush)
+        self._timed("flush", self.client.flush)
 
 
 def read_trace(path: str, limit: int) -> List[dict]:
@@ -145,11 +151,14 @@ def main(argv=None) -> int:
     parser.add_argument("--bytes-per-token", type=int, default=131072,
                         help="KV bytes per token (default Llama-3-8B: 128 KiB)")
     parser.add_argument("--deadline-ms", type=float, default=5.0,
-                        help="deadline of each client call (default 5)")
+                        help="deadline of each admit / rank_eviction (default 5)")
+    parser.add_argument("--flush-deadline-ms", type=float, default=100.0,
+                        help="deadline of each flush, which may resend the pool (default 100)")
     args = parser.parse_args(argv)
 
     requests = read_trace(args.trace, args.requests)
-    client = RetentionClient(args.target, args.node_id, call_deadline_s=args.deadline_ms / 1000)
+    client = RetentionClient(args.target, args.node_id, call_deadline_s=args.deadline_ms / 1000,
+                             flush_deadline_s=args.flush_deadline_ms / 1000)
     node = EngineNode(client, args.pool_blocks * args.block_tokens * args.bytes_per_token,
                       args.block_tokens, args.bytes_per_token)
     start = time.monotonic()
@@ -165,7 +174,7 @@ def main(argv=None) -> int:
     print(f"  rpc attempts {s.rpc_attempts_total}, fallbacks {s.fallbacks_total}, "
           f"sidecar errors {s.sidecar_errors_total}, breaker skips {s.breaker_skips_total}, "
           f"events sent {s.events_sent_total} rejected {s.events_rejected_total} "
-          f"dropped {s.events_dropped_total}")
+          f"dropped {s.events_dropped_total}, resyncs {s.resyncs_total}")
     return 0
 
 

@@ -8,7 +8,7 @@ docs/clients.md.
 
 from .client import (AdmitResult, Block, RankResult, RetentionClient,
                      RetentionClientStats)
-from .fallback_lru import FallbackLru, FallbackVictim
+from .fallback_lru import FallbackBlock, FallbackLru, FallbackVictim
 
-__all__ = ["AdmitResult", "Block", "FallbackLru", "FallbackVictim", "RankResult",
+__all__ = ["AdmitResult", "Block", "FallbackBlock", "FallbackLru", "FallbackVictim", "RankResult",
            "RetentionClient", "RetentionClientStats"]

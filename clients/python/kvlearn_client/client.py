@@ -10,11 +10,17 @@ The behaviour is the C++ client's (clients/retention_client.h, docs/clients.md):
 * report_* only buffer events (no I/O; dropped and counted when the buffer is
   full). flush() sends them as one ReportEvents batch; admit and rank_eviction
   flush first, so the sidecar sees the events in protocol order.
-* Every call that does I/O has one deadline (`call_deadline_s`) covering that
-  flush and the decision RPC together (gRPC timeouts). When a call fails or
-  runs out of time it is answered locally: admit keeps every candidate,
-  rank_eviction picks least recently used leaves among the blocks stored
-  (fallback_lru.py). Events whose flush failed are dropped, not retried.
+* admit and rank_eviction have one deadline (`call_deadline_s`) covering that
+  flush and the decision RPC together; flush() has `flush_deadline_s` (gRPC
+  timeouts). When a call fails or runs out of time it is answered locally:
+  admit keeps every candidate, rank_eviction picks least recently used leaves
+  among the blocks stored (fallback_lru.py).
+* Events that could not be sent are dropped, never retried (buffer full,
+  breaker open, failed flush). After a drop the sidecar's view is stale: until
+  it is repaired, admit and rank_eviction answer locally without asking it,
+  events are not buffered, and the next flush() resends the pool instead
+  (all_blocks_cleared, pool_configured, block_stored for every block the
+  fallback tracks, parents first). Call flush() regularly (after each request).
 * Circuit breaker: after `breaker_failures` consecutive failures saying the
   sidecar is unreachable or slow, calls skip it for `breaker_backoff_s`; the
   first call after that probes it again. Refusals that prove it alive
@@ -86,7 +92,10 @@ class RetentionClientStats:
     breaker_open: bool = False
     events_sent_total: int = 0
     events_rejected_total: int = 0
+    # Never sent as such: buffer full, breaker open, failed flush, or
+    # superseded by a pending resync (which carries their effect).
     events_dropped_total: int = 0
+    resyncs_total: int = 0
     fallback_forgotten_total: int = 0
     fallback_blocks: int = 0
 
@@ -105,7 +114,7 @@ def _bump(counter: Dict[str, int], key: str, n: int = 1) -> None:
 
 class RetentionClient:
     def __init__(self, target: str, node_id: str, *, tier: int = pb.TIER_POOL,
-                 call_deadline_s: float = 0.005,
+                 call_deadline_s: float = 0.005, flush_deadline_s: float = 0.1,
                  fallback_capacity_blocks: int = 1 << 20,
                  max_buffered_events: int = 4096,
                  breaker_failures: int = 3, breaker_backoff_s: float = 1.0,
@@ -114,6 +123,7 @@ class RetentionClient:
         self._node_id = node_id
         self._tier = tier
         self._deadline_s = call_deadline_s
+        self._flush_deadline_s = flush_deadline_s
         self._max_buffered = max_buffered_events
         self._breaker_failures = breaker_failures
         self._breaker_backoff_s = breaker_backoff_s
@@ -124,6 +134,8 @@ class RetentionClient:
         self._lock = threading.Lock()
         self._pending = pb.EventBatch()
         self._fallback = FallbackLru(fallback_capacity_blocks)
+        self._resync_pending = False
+        self._pool_capacity_bytes: Optional[int] = None
         self._consecutive_failures = 0
         self._open_until = 0.0  # time.monotonic()
         self._stats = RetentionClientStats()
@@ -139,8 +151,9 @@ class RetentionClient:
 
     # Buffered events (no I/O).
     def _new_event(self) -> Optional[pb.Event]:
-        if len(self._pending.events) >= self._max_buffered:
+        if self._resync_pending or len(self._pending.events) >= self._max_buffered:
             self._stats.events_dropped_total += 1
+            self._resync_pending = True
             return None
         event = self._pending.events.add()
         event.node_id = self._node_id
@@ -148,8 +161,28 @@ class RetentionClient:
         event.timestamp_us = self._now_us()
         return event
 
+    def _resync_batches(self) -> List[pb.EventBatch]:
+        per_batch = max(1, self._max_buffered)
+        now = self._now_us()
+        events = [pb.Event(all_blocks_cleared=pb.AllBlocksCleared())]
+        if self._pool_capacity_bytes is not None:
+            events.append(pb.Event(pool_configured=pb.PoolConfigured(
+                capacity_bytes=self._pool_capacity_bytes)))
+        for b in self._fallback.blocks():
+            stored = pb.BlockStored(block_id=b.block_id, tokens=b.tokens, bytes=b.bytes)
+            if b.parent_id is not None:
+                stored.parent_id = b.parent_id
+            events.append(pb.Event(block_stored=stored))
+        for e in events:
+            e.node_id = self._node_id
+            e.tier = self._tier
+            e.timestamp_us = now
+        return [pb.EventBatch(events=events[i:i + per_batch])
+                for i in range(0, len(events), per_batch)]
+
     def report_pool_configured(self, capacity_bytes: int) -> None:
         with self._lock:
+            self._pool_capacity_bytes = capacity_bytes
             event = self._new_event()
             if event is not None:
                 event.pool_configured.capacity_bytes = capacity_bytes
@@ -180,7 +213,7 @@ class RetentionClient:
 
     def report_stored(self, block: Block) -> None:
         with self._lock:
-            self._fallback.stored(block.block_id, block.parent_id, block.bytes)
+            self._fallback.stored(block.block_id, block.parent_id, block.bytes, block.tokens)
             event = self._new_event()
             if event is not None:
                 s = event.block_stored
@@ -228,30 +261,45 @@ class RetentionClient:
             raise _Failed(code)
         return result
 
-    def _flush_until(self, deadline: float) -> bool:
+    def _flush_until(self, deadline: float, may_resync: bool) -> bool:
         with self._lock:
-            if not self._pending.events:
-                return True
-            batch, self._pending = self._pending, pb.EventBatch()
+            resync = self._resync_pending
+            if resync:
+                if not may_resync:
+                    return False
+                # The buffer's events are already reflected in the fallback.
+                batches = self._resync_batches()
+                self._stats.events_dropped_total += len(self._pending.events)
+                self._pending = pb.EventBatch()
+                self._resync_pending = False
+            else:
+                if not self._pending.events:
+                    return True
+                batches, self._pending = [self._pending], pb.EventBatch()
+        events = sum(len(b.events) for b in batches)
         try:
             summary = self._call(REPORT_EVENTS, deadline,
-                                 lambda t: self._stub.ReportEvents(iter([batch]), timeout=t))
+                                 lambda t: self._stub.ReportEvents(iter(batches), timeout=t))
         except _Failed:
             with self._lock:
-                self._stats.events_dropped_total += len(batch.events)
+                if not resync:  # a failed resync loses nothing reported: it is redone
+                    self._stats.events_dropped_total += events
                 _bump(self._stats.fallbacks_total, REPORT_EVENTS)
+                self._resync_pending = True
             return False
         with self._lock:
-            self._stats.events_sent_total += len(batch.events)
+            self._stats.events_sent_total += events
             self._stats.events_rejected_total += summary.rejected
+            if resync:
+                self._stats.resyncs_total += 1
         return True
 
     def flush(self) -> bool:
-        """Sends the buffered events; False if they were dropped. Returns
-        within call_deadline_s."""
+        """Sends the buffered events, or resends the pool after a drop; False
+        if that failed. Returns within flush_deadline_s."""
         with self._lock:
             _bump(self._stats.calls_total, REPORT_EVENTS)
-        return self._flush_until(time.monotonic() + self._deadline_s)
+        return self._flush_until(time.monotonic() + self._flush_deadline_s, may_resync=True)
 
     def admit(self, candidates: Sequence[Block]) -> AdmitResult:
         """New blocks of one chain, root to leaf. Returns within call_deadline_s."""
@@ -260,7 +308,7 @@ class RetentionClient:
             _bump(self._stats.calls_total, ADMIT)
             now_us = self._now_us()
         try:
-            if not self._flush_until(deadline):
+            if not self._flush_until(deadline, may_resync=False):
                 raise _Failed(grpc.StatusCode.UNAVAILABLE)
             request = pb.AdmitRequest(node_id=self._node_id, tier=self._tier,
                                       timestamp_us=now_us)
@@ -285,7 +333,7 @@ class RetentionClient:
         with self._lock:
             _bump(self._stats.calls_total, RANK_EVICTION)
         try:
-            if not self._flush_until(deadline):
+            if not self._flush_until(deadline, may_resync=False):
                 raise _Failed(grpc.StatusCode.UNAVAILABLE)
             request = pb.RankRequest(node_id=self._node_id, tier=self._tier,
                                      bytes_to_free=bytes_to_free, candidate_ids=candidate_ids)

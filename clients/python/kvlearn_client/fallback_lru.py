@@ -23,9 +23,19 @@ class FallbackVictim:
 
 
 @dataclass
+class FallbackBlock:
+    """A tracked block, for resending the engine's state to the sidecar."""
+    block_id: int
+    parent_id: Optional[int]
+    tokens: int
+    bytes: int
+
+
+@dataclass
 class _Entry:
     parent: Optional[int]
     bytes: int
+    tokens: int = 0
     stored_children: int = 0
     pinned: bool = False
     last_use: int = 0
@@ -62,10 +72,11 @@ class FallbackLru:
             entry.pinned = True
             self._pinned.append(block_id)
 
-    def stored(self, block_id: int, parent_id: Optional[int], nbytes: int) -> None:
+    def stored(self, block_id: int, parent_id: Optional[int], nbytes: int,
+               tokens: int = 0) -> None:
         entry = self._entries.get(block_id)
         if entry is None:
-            entry = _Entry(parent=parent_id, bytes=nbytes)
+            entry = _Entry(parent=parent_id, bytes=nbytes, tokens=tokens)
             self._entries[block_id] = entry
             parent = self._entries.get(parent_id) if parent_id is not None else None
             if parent is not None:
@@ -101,6 +112,22 @@ class FallbackLru:
                 self._erase(block_id)
                 self.forgotten += 1
                 return
+
+    def blocks(self) -> List[FallbackBlock]:
+        """Every tracked block, each after its parent (when tracked)."""
+        out: List[FallbackBlock] = []
+        emitted = set()
+        for block_id in self._entries:
+            ancestry = []
+            at: Optional[int] = block_id
+            while at is not None and at not in emitted and at in self._entries:
+                ancestry.append(at)
+                at = self._entries[at].parent
+            for a in reversed(ancestry):
+                e = self._entries[a]
+                out.append(FallbackBlock(a, e.parent, e.tokens, e.bytes))
+                emitted.add(a)
+        return out
 
     def evict(self, bytes_to_free: int, candidates: Iterable[int] = ()) -> List[FallbackVictim]:
         """Victims, least recently used first, until `bytes_to_free` are freed or
