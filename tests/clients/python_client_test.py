@@ -192,6 +192,36 @@ class ReplayThroughAKilledSidecarTest(unittest.TestCase):
         finally:
             server.kill()
 
+    def test_the_local_lru_decides_as_the_sidecars_lru(self):
+        # The same 300 requests through a live sidecar (lru, a deadline no call
+        # reaches: every answer is the sidecar's) and through a dead one (every
+        # answer local): same hits, stores and evictions.
+        requests = read_trace(os.environ["KVLEARN_TRACE"], 300)
+        outcomes = []
+        server = ServeProcess()
+        try:
+            for live in (True, False):
+                if not live:
+                    server.kill()
+                client = RetentionClient(f"127.0.0.1:{server.port}", f"lru-{live}",
+                                         call_deadline_s=30, flush_deadline_s=30)
+                node = EngineNode(client, 200 * BLOCK_TOKENS * BYTES_PER_TOKEN, BLOCK_TOKENS,
+                                  BYTES_PER_TOKEN)
+                for request in requests:
+                    node.serve(request)
+                s = client.stats()
+                client.close()
+                if live:
+                    self.assertEqual(s.fallbacks_total, {})
+                else:
+                    self.assertEqual(s.fallbacks_total.get("Admit"), s.calls_total["Admit"])
+                self.assertEqual(node.unusable_victims, 0)
+                outcomes.append((node.hit_blocks, node.stored_blocks, node.evicted_blocks))
+        finally:
+            server.kill()
+        self.assertGreater(outcomes[0][2], 0)  # the pool was full: evictions happened
+        self.assertEqual(outcomes[0], outcomes[1])
+
     def test_breaker_stops_trying_after_n_failures(self):
         server = ServeProcess()
         port = server.port
