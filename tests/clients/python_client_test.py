@@ -11,8 +11,9 @@ summary line; exits non-zero on failure.
 
 On time bounds: the project keeps wall-clock bounds out of tests, but what is
 asked of this client is that the caller never waits past its deadline. Each
-call is timed and compared with a bound 20 times the deadline (5 s for
-0.25 s): far above scheduling noise, far below a hang.
+call is timed and compared with a bound 5 times the deadline (5 s for 1 s; the
+deadline is that long so that every answer before the kill is the sidecar's
+even on a loaded machine): far above scheduling noise, far below a hang.
 """
 
 import os
@@ -32,7 +33,7 @@ from kvlearn.v1 import retention_pb2_grpc as pb_grpc
 from kvlearn_client import Block, FallbackLru, RetentionClient
 from replay_trace import EngineNode, read_trace
 
-DEADLINE_S = 0.25
+DEADLINE_S = 1.0
 NEVER_PAST_S = 5.0
 BLOCK_TOKENS = 512
 BYTES_PER_TOKEN = 131072

@@ -8,8 +8,9 @@
 // because a loaded machine makes it flaky. The property asked of this client
 // is precisely that the caller never waits past its deadline, so these tests
 // measure each call with steady_clock, but against a bound 40 times the 50 ms
-// deadline (2 s): far above any scheduling delay, far below a hang (a call
-// left to gRPC's defaults would wait for a reconnect with no deadline at all).
+// deadline (2 s; 4 times the 500 ms of the test that needs every live answer
+// to be the sidecar's): far above any scheduling delay, far below a hang (a
+// call without a deadline waits on a stalled sidecar forever).
 #include "clients/retention_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -92,7 +93,11 @@ TEST(RetentionClientTest, AnswersAreTheSidecarsThenTheLocalLruAfterItStops) {
   TempDir dir;
   auto server = StartServer(TestOptions(dir.path(), "lfu"));
   ASSERT_NE(server, nullptr);
-  RetentionClient client(ClientOptions(server->port()));
+  RetentionClientOptions o = ClientOptions(server->port());
+  // While the sidecar runs every answer must be its own, even on a loaded
+  // machine: a deadline far above its latency (still under the 2 s bound).
+  o.call_deadline = o.flush_deadline = std::chrono::milliseconds(500);
+  RetentionClient client(o);
 
   PlayDisagreeingSequence(client);
   const ClientRankResult from_sidecar = client.RankEviction(kBytes);
