@@ -114,8 +114,10 @@ std::vector<FallbackVictim> FallbackLru::Evict(int64_t bytes_to_free,
   int64_t freed = 0;
   auto scan = recency_.begin();
   // Evicting a leaf can make its parent a leaf. Every block older than the
-  // scan position was not evictable, so a parent older than its child is the
-  // oldest evictable block and goes next; a younger one is met by the scan.
+  // scan's frontier (the last block it took) was not evictable, so a parent
+  // older than the frontier is now the oldest evictable block and goes next;
+  // a younger one is met by the scan.
+  uint64_t frontier_use = 0;
   std::optional<uint64_t> parent_next;
   while (freed < bytes_to_free) {
     uint64_t id;
@@ -126,16 +128,17 @@ std::vector<FallbackVictim> FallbackLru::Evict(int64_t bytes_to_free,
       while (scan != recency_.end() && !evictable(*scan, entries_.at(*scan))) ++scan;
       if (scan == recency_.end()) break;
       id = *scan++;  // advance before Erase invalidates this position
+      frontier_use = entries_.at(id).last_use;
     }
     const Entry& victim = entries_.at(id);
     victims.push_back({id, victim.bytes});
     freed += victim.bytes;
     const std::optional<uint64_t> parent = victim.parent;
-    const uint64_t victim_use = victim.last_use;
     Erase(id);
     if (parent) {
       auto p = entries_.find(*parent);
-      if (p != entries_.end() && evictable(*parent, p->second) && p->second.last_use < victim_use) {
+      if (p != entries_.end() && evictable(*parent, p->second) &&
+          p->second.last_use < frontier_use) {
         parent_next = *parent;
       }
     }

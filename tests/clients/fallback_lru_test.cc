@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <random>
 #include <vector>
 
 namespace kvlearn {
@@ -114,6 +117,145 @@ TEST(FallbackLruTest, BlocksListsParentsBeforeChildren) {
   EXPECT_EQ(two.parent_id, std::optional<uint64_t>(1));
   EXPECT_EQ(two.bytes, 20);
   EXPECT_EQ(two.tokens, 6);
+}
+
+// A plain model of the rule: each victim is the evictable block with the
+// oldest use, found by a full scan. FallbackLru's single-pass scan (with its
+// parent shortcut) must choose exactly the same victims.
+class ReferenceLru {
+ public:
+  explicit ReferenceLru(size_t capacity) : capacity_(capacity) {}
+  void BeginRequest() {
+    for (auto& [id, b] : blocks_) b.pinned = false;
+  }
+  void Stored(uint64_t id, std::optional<uint64_t> parent, int64_t bytes) {
+    if (!blocks_.count(id)) {
+      blocks_[id] = {parent, bytes, 0, false, 0};
+      if (parent && blocks_.count(*parent)) ++blocks_[*parent].children;
+    }
+    Use(id);
+    if (blocks_.size() > capacity_) {
+      if (auto oldest = Oldest({})) Erase(*oldest);
+    }
+  }
+  void Hit(uint64_t id) {
+    if (blocks_.count(id)) Use(id);
+  }
+  void Removed(uint64_t id) {
+    if (blocks_.count(id)) Erase(id);
+  }
+  std::vector<uint64_t> Evict(int64_t bytes, const std::vector<uint64_t>& candidates) {
+    std::vector<uint64_t> victims;
+    int64_t freed = 0;
+    while (freed < bytes) {
+      auto v = Oldest(candidates);
+      if (!v) break;
+      victims.push_back(*v);
+      freed += blocks_[*v].bytes;
+      Erase(*v);
+    }
+    return victims;
+  }
+  std::vector<uint64_t> Ids() const {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, b] : blocks_) ids.push_back(id);
+    return ids;
+  }
+  bool IsLeaf(uint64_t id) const { return blocks_.at(id).children == 0; }
+
+ private:
+  struct B {
+    std::optional<uint64_t> parent;
+    int64_t bytes;
+    int children;
+    bool pinned;
+    uint64_t use;
+  };
+  void Use(uint64_t id) {
+    blocks_[id].use = ++clock_;
+    blocks_[id].pinned = true;
+  }
+  void Erase(uint64_t id) {
+    auto parent = blocks_[id].parent;
+    blocks_.erase(id);
+    if (parent && blocks_.count(*parent)) --blocks_[*parent].children;
+  }
+  std::optional<uint64_t> Oldest(const std::vector<uint64_t>& candidates) const {
+    std::optional<uint64_t> best;
+    for (const auto& [id, b] : blocks_) {
+      if (b.children || b.pinned) continue;
+      if (!candidates.empty() &&
+          std::find(candidates.begin(), candidates.end(), id) == candidates.end()) {
+        continue;
+      }
+      if (!best || b.use < blocks_.at(*best).use) best = id;
+    }
+    return best;
+  }
+  size_t capacity_;
+  std::map<uint64_t, B> blocks_;
+  uint64_t clock_ = 0;
+};
+
+TEST(FallbackLruTest, ChoosesTheSameVictimsAsAFullScanOnRandomSequences) {
+  std::mt19937_64 rng(20261130);
+  for (int round = 0; round < 20; ++round) {
+    FallbackLru lru(60);
+    ReferenceLru reference(60);
+    uint64_t next_id = 1;
+    int evictions = 0;
+    for (int step = 0; step < 2000; ++step) {
+      const std::vector<uint64_t> known = reference.Ids();
+      const auto pick = [&] { return known[rng() % known.size()]; };
+      switch (rng() % 8) {
+        case 0:
+          lru.BeginRequest();
+          reference.BeginRequest();
+          break;
+        case 1:
+        case 2:
+        case 3: {  // a new block, under a known one or a root
+          std::optional<uint64_t> parent;
+          if (!known.empty() && rng() % 4 != 0) parent = pick();
+          const int64_t bytes = 1 + static_cast<int64_t>(rng() % 5);
+          lru.Stored(next_id, parent, bytes);
+          reference.Stored(next_id, parent, bytes);
+          ++next_id;
+          break;
+        }
+        case 4:
+          if (!known.empty()) {
+            const uint64_t id = pick();
+            lru.Hit(id);
+            reference.Hit(id);
+          }
+          break;
+        case 5:
+          if (!known.empty()) {
+            const uint64_t id = pick();
+            if (reference.IsLeaf(id)) {
+              lru.Removed(id);
+              reference.Removed(id);
+            }
+          }
+          break;
+        default: {
+          std::vector<uint64_t> candidates;
+          if (!known.empty() && rng() % 3 == 0) {
+            for (int i = 0; i < 5; ++i) candidates.push_back(pick());
+          }
+          const int64_t bytes = 1 + static_cast<int64_t>(rng() % 12);
+          const auto expected = reference.Evict(bytes, candidates);
+          ASSERT_EQ(Ids(lru.Evict(bytes, candidates)), expected)
+              << "round " << round << " step " << step;
+          evictions += static_cast<int>(expected.size());
+          break;
+        }
+      }
+      ASSERT_EQ(lru.size(), reference.Ids().size()) << "round " << round << " step " << step;
+    }
+    EXPECT_GT(evictions, 100);  // the comparison saw real choices
+  }
 }
 
 }  // namespace

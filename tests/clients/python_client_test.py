@@ -17,6 +17,7 @@ even on a loaded machine): far above scheduling noise, far below a hang.
 """
 
 import os
+import random
 import select
 import shutil
 import signal
@@ -102,6 +103,76 @@ class FallbackLruTest(unittest.TestCase):
         self.assertEqual([v.block_id for v in lru.evict(100)], [2])
         lru.begin_request()
         self.assertEqual([(v.block_id, v.bytes) for v in lru.evict(100, [3])], [(3, 30)])
+
+
+    def test_same_victims_as_a_full_scan_on_random_sequences(self):
+        # A plain model of the rule: each victim is the evictable block with
+        # the oldest use, found by a full scan (as the C++ test does).
+        rng = random.Random(20261130)
+        for _ in range(10):
+            lru = FallbackLru(60)
+            ref = {}  # id -> [parent, bytes, children, pinned, use]
+            clock = 0
+            next_id = 1
+            evictions = 0
+
+            def oldest(candidates):
+                eligible = [i for i, b in ref.items() if b[2] == 0 and not b[3]
+                            and (not candidates or i in candidates)]
+                return min(eligible, key=lambda i: ref[i][4]) if eligible else None
+
+            def erase(i):
+                parent = ref.pop(i)[0]
+                if parent in ref:
+                    ref[parent][2] -= 1
+
+            for _ in range(1500):
+                op = rng.randrange(8)
+                known = list(ref)
+                if op == 0:
+                    lru.begin_request()
+                    for b in ref.values():
+                        b[3] = False
+                elif op <= 3:
+                    parent = rng.choice(known) if known and rng.randrange(4) else None
+                    nbytes = rng.randint(1, 5)
+                    lru.stored(next_id, parent, nbytes)
+                    clock += 1
+                    ref[next_id] = [parent, nbytes, 0, True, clock]
+                    if parent in ref:
+                        ref[parent][2] += 1
+                    if len(ref) > 60:
+                        victim = oldest(())
+                        if victim is not None:
+                            erase(victim)
+                    next_id += 1
+                elif op == 4 and known:
+                    i = rng.choice(known)
+                    lru.hit(i)
+                    clock += 1
+                    ref[i][3], ref[i][4] = True, clock
+                elif op == 5 and known:
+                    i = rng.choice(known)
+                    if ref[i][2] == 0:
+                        lru.removed(i)
+                        erase(i)
+                elif op >= 6:
+                    candidates = ([rng.choice(known) for _ in range(5)]
+                                  if known and rng.randrange(3) == 0 else [])
+                    nbytes = rng.randint(1, 12)
+                    expected, freed = [], 0
+                    while freed < nbytes:
+                        victim = oldest(candidates)
+                        if victim is None:
+                            break
+                        expected.append(victim)
+                        freed += ref[victim][1]
+                        erase(victim)
+                    self.assertEqual([v.block_id for v in lru.evict(nbytes, candidates)],
+                                     expected)
+                    evictions += len(expected)
+                self.assertEqual(len(lru), len(ref))
+            self.assertGreater(evictions, 100)
 
 
 class ResyncTest(unittest.TestCase):

@@ -144,8 +144,10 @@ class FallbackLru:
         order = list(self._recency)  # a snapshot: erasing does not disturb the scan
         scan = 0
         # Evicting a leaf can make its parent a leaf. Every block older than the
-        # scan position was not evictable, so a parent older than its child is
-        # the oldest evictable block and goes next; a younger one is met by the scan.
+        # scan's frontier (the last block it took) was not evictable, so a
+        # parent older than the frontier is now the oldest evictable block and
+        # goes next; a younger one is met by the scan.
+        frontier_use = 0
         parent_next: Optional[int] = None
         while freed < bytes_to_free:
             if parent_next is not None:
@@ -159,6 +161,7 @@ class FallbackLru:
                     break
                 block_id = order[scan]
                 scan += 1
+                frontier_use = self._entries[block_id].last_use
             victim = self._entries[block_id]
             victims.append(FallbackVictim(block_id, victim.bytes))
             freed += victim.bytes
@@ -166,6 +169,6 @@ class FallbackLru:
             if victim.parent is not None:
                 parent = self._entries.get(victim.parent)
                 if (parent is not None and evictable(victim.parent, parent)
-                        and parent.last_use < victim.last_use):
+                        and parent.last_use < frontier_use):
                     parent_next = victim.parent
         return victims
