@@ -13,6 +13,7 @@ packages=(
   cppzmq-dev libzmq3-dev libmsgpack-cxx-dev  # engine KV events (engine/)
   openssl  # the sidecar's TLS tests make their certificates with it
   python3-matplotlib
+  python3-grpcio python3-protobuf  # the Python retention client (clients/python)
 )
 
 missing=()

@@ -1,0 +1,359 @@
+"""RetentionClient: what a Python serving engine uses to ask the kvlearn
+sidecar what to keep, without ever waiting on it longer than a deadline.
+
+The behaviour is the C++ client's (clients/retention_client.h, docs/clients.md):
+
+* One client speaks for one (node, tier) pool and follows the sidecar's call
+  protocol: report_arrival with the prompt's chain, report_hits (deepest first),
+  then per new block admit, rank_eviction when short of room, report_removed
+  for the victims and report_stored.
+* report_* only buffer events (no I/O; dropped and counted when the buffer is
+  full). flush() sends them as one ReportEvents batch; admit and rank_eviction
+  flush first, so the sidecar sees the events in protocol order.
+* admit and rank_eviction have one deadline (`call_deadline_s`) covering that
+  flush and the decision RPC together; flush() has `flush_deadline_s` (gRPC
+  timeouts). When a call fails or runs out of time it is answered locally:
+  admit keeps every candidate, rank_eviction picks least recently used leaves
+  among the blocks stored (fallback_lru.py).
+* Events that could not be sent are dropped, never retried (buffer full,
+  breaker open, failed flush). After a drop the sidecar's view is stale: until
+  it is repaired, admit and rank_eviction answer locally without asking it,
+  events are not buffered, and the next flush() resends the pool instead
+  (all_blocks_cleared, pool_configured, block_stored for every block the
+  fallback tracks, parents first). Call flush() regularly (after each request).
+* Circuit breaker: after `breaker_failures` consecutive failures saying the
+  sidecar is unreachable or slow, calls skip it for `breaker_backoff_s`; the
+  first call after that probes it again. Refusals that prove it alive
+  (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION) do not count.
+
+Thread-safety: every method may be called from any thread (one lock guards the
+buffer, the fallback and the counters; RPCs run outside it). The protocol is
+sequential per pool, so drive one client from one thread at a time.
+"""
+
+import copy
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import grpc
+
+from kvlearn.v1 import retention_pb2 as pb
+from kvlearn.v1 import retention_pb2_grpc as pb_grpc
+
+from .fallback_lru import FallbackLru, FallbackVictim
+
+REPORT_EVENTS = "ReportEvents"
+ADMIT = "Admit"
+RANK_EVICTION = "RankEviction"
+
+# Codes that say the sidecar answered: the request was wrong for its state, the
+# sidecar is neither slow nor gone. They do not count toward the breaker.
+_SIDECAR_ALIVE = {
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
+
+
+@dataclass
+class Block:
+    """A block the engine stores or asks to admit."""
+    block_id: int
+    parent_id: Optional[int]  # None for the first block of a chain
+    tokens: int
+    bytes: int
+
+
+@dataclass
+class AdmitResult:
+    keep: List[bool]  # parallel to the candidates
+    from_fallback: bool = False
+
+
+@dataclass
+class RankResult:
+    victims: List[FallbackVictim]  # evict in this order
+    bytes_freed: int = 0
+    from_fallback: bool = False
+
+
+@dataclass
+class RetentionClientStats:
+    """Counters since the client was made; map keys are RPC names
+    ("ReportEvents", "Admit", "RankEviction") or gRPC code names."""
+    calls_total: Dict[str, int] = field(default_factory=dict)
+    rpc_attempts_total: Dict[str, int] = field(default_factory=dict)
+    fallbacks_total: Dict[str, int] = field(default_factory=dict)
+    sidecar_errors_total: Dict[str, int] = field(default_factory=dict)
+    breaker_skips_total: int = 0
+    breaker_opens_total: int = 0
+    breaker_open: bool = False
+    events_sent_total: int = 0
+    events_rejected_total: int = 0
+    # Never sent as such: buffer full, breaker open, failed flush, or
+    # superseded by a pending resync (which carries their effect).
+    events_dropped_total: int = 0
+    resyncs_total: int = 0
+    fallback_forgotten_total: int = 0
+    fallback_blocks: int = 0
+
+
+class _Failed(Exception):
+    """A sidecar call that did not succeed (carries the status code)."""
+
+    def __init__(self, code: grpc.StatusCode):
+        super().__init__(code.name)
+        self.code = code
+
+
+def _bump(counter: Dict[str, int], key: str, n: int = 1) -> None:
+    counter[key] = counter.get(key, 0) + n
+
+
+class RetentionClient:
+    def __init__(self, target: str, node_id: str, *, tier: int = pb.TIER_POOL,
+                 call_deadline_s: float = 0.005, flush_deadline_s: float = 0.1,
+                 fallback_capacity_blocks: int = 1 << 20,
+                 max_buffered_events: int = 4096,
+                 breaker_failures: int = 3, breaker_backoff_s: float = 1.0,
+                 now_us: Optional[Callable[[], int]] = None,
+                 credentials: Optional[grpc.ChannelCredentials] = None):
+        self._node_id = node_id
+        self._tier = tier
+        self._deadline_s = call_deadline_s
+        self._flush_deadline_s = flush_deadline_s
+        self._max_buffered = max_buffered_events
+        self._breaker_failures = breaker_failures
+        self._breaker_backoff_s = breaker_backoff_s
+        self._now_us = now_us or (lambda: int(time.time() * 1e6))
+        self._channel = (grpc.secure_channel(target, credentials) if credentials
+                         else grpc.insecure_channel(target))
+        self._stub = pb_grpc.RetentionStub(self._channel)
+        self._lock = threading.Lock()
+        self._pending = pb.EventBatch()
+        self._fallback = FallbackLru(fallback_capacity_blocks)
+        self._resync_pending = False
+        self._pool_capacity_bytes: Optional[int] = None
+        self._consecutive_failures = 0
+        self._open_until = 0.0  # time.monotonic()
+        self._stats = RetentionClientStats()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # Buffered events (no I/O).
+    def _new_event(self) -> Optional[pb.Event]:
+        if self._resync_pending or len(self._pending.events) >= self._max_buffered:
+            self._stats.events_dropped_total += 1
+            self._resync_pending = True
+            return None
+        event = self._pending.events.add()
+        event.node_id = self._node_id
+        event.tier = self._tier
+        event.timestamp_us = self._now_us()
+        return event
+
+    def _resync_batches(self) -> List[pb.EventBatch]:
+        per_batch = max(1, self._max_buffered)
+        now = self._now_us()
+        events = [pb.Event(all_blocks_cleared=pb.AllBlocksCleared())]
+        if self._pool_capacity_bytes is not None:
+            events.append(pb.Event(pool_configured=pb.PoolConfigured(
+                capacity_bytes=self._pool_capacity_bytes)))
+        for b in self._fallback.blocks():
+            stored = pb.BlockStored(block_id=b.block_id, tokens=b.tokens, bytes=b.bytes)
+            if b.parent_id is not None:
+                stored.parent_id = b.parent_id
+            events.append(pb.Event(block_stored=stored))
+        for e in events:
+            e.node_id = self._node_id
+            e.tier = self._tier
+            e.timestamp_us = now
+        return [pb.EventBatch(events=events[i:i + per_batch])
+                for i in range(0, len(events), per_batch)]
+
+    def report_pool_configured(self, capacity_bytes: int) -> None:
+        with self._lock:
+            self._pool_capacity_bytes = capacity_bytes
+            event = self._new_event()
+            if event is not None:
+                event.pool_configured.capacity_bytes = capacity_bytes
+
+    def report_arrival(self, block_ids: Sequence[int], input_length: int = 0,
+                       output_length: int = 0, block_tokens: Sequence[int] = (),
+                       block_bytes: Sequence[int] = ()) -> None:
+        """A request arrived needing `block_ids` (root first). Send block_tokens
+        and block_bytes when the sidecar's model profile does not give them."""
+        with self._lock:
+            self._fallback.begin_request()
+            event = self._new_event()
+            if event is not None:
+                a = event.request_arrival
+                a.block_ids.extend(block_ids)
+                a.input_length = input_length
+                a.output_length = output_length
+                a.block_tokens.extend(block_tokens)
+                a.block_bytes.extend(block_bytes)
+
+    def report_hits(self, block_ids_deepest_first: Sequence[int]) -> None:
+        with self._lock:
+            for block_id in block_ids_deepest_first:
+                self._fallback.hit(block_id)
+                event = self._new_event()
+                if event is not None:
+                    event.block_hit.block_id = block_id
+
+    def report_stored(self, block: Block) -> None:
+        with self._lock:
+            self._fallback.stored(block.block_id, block.parent_id, block.bytes, block.tokens)
+            event = self._new_event()
+            if event is not None:
+                s = event.block_stored
+                s.block_id = block.block_id
+                if block.parent_id is not None:
+                    s.parent_id = block.parent_id
+                s.tokens = block.tokens
+                s.bytes = block.bytes
+
+    def report_removed(self, block_id: int) -> None:
+        with self._lock:
+            self._fallback.removed(block_id)
+            event = self._new_event()
+            if event is not None:
+                event.block_removed.block_id = block_id
+
+    # Calls to the sidecar.
+    def _call(self, rpc: str, deadline: float, invoke: Callable[[float], object]):
+        """Runs `invoke(timeout)` unless the breaker is open; raises _Failed."""
+        with self._lock:
+            if (self._consecutive_failures >= self._breaker_failures
+                    and time.monotonic() < self._open_until):
+                self._stats.breaker_skips_total += 1
+                raise _Failed(grpc.StatusCode.UNAVAILABLE)
+            _bump(self._stats.rpc_attempts_total, rpc)
+        code = grpc.StatusCode.OK
+        result = None
+        try:
+            # gRPC refuses a zero timeout: an exhausted deadline still gets a
+            # microsecond, which fails as DEADLINE_EXCEEDED at once.
+            result = invoke(max(deadline - time.monotonic(), 1e-6))
+        except grpc.RpcError as error:
+            code = error.code()
+        with self._lock:
+            if code != grpc.StatusCode.OK:
+                _bump(self._stats.sidecar_errors_total, code.name)
+            if code == grpc.StatusCode.OK or code in _SIDECAR_ALIVE:
+                self._consecutive_failures = 0
+            else:
+                self._consecutive_failures += 1
+                if self._consecutive_failures >= self._breaker_failures:
+                    self._open_until = time.monotonic() + self._breaker_backoff_s
+                    self._stats.breaker_opens_total += 1
+        if code != grpc.StatusCode.OK:
+            raise _Failed(code)
+        return result
+
+    def _flush_until(self, deadline: float, may_resync: bool) -> bool:
+        with self._lock:
+            resync = self._resync_pending
+            if resync:
+                if not may_resync:
+                    return False
+                # The buffer's events are already reflected in the fallback.
+                batches = self._resync_batches()
+                self._stats.events_dropped_total += len(self._pending.events)
+                self._pending = pb.EventBatch()
+                self._resync_pending = False
+            else:
+                if not self._pending.events:
+                    return True
+                batches, self._pending = [self._pending], pb.EventBatch()
+        events = sum(len(b.events) for b in batches)
+        try:
+            summary = self._call(REPORT_EVENTS, deadline,
+                                 lambda t: self._stub.ReportEvents(iter(batches), timeout=t))
+        except _Failed:
+            with self._lock:
+                if not resync:  # a failed resync loses nothing reported: it is redone
+                    self._stats.events_dropped_total += events
+                _bump(self._stats.fallbacks_total, REPORT_EVENTS)
+                self._resync_pending = True
+            return False
+        with self._lock:
+            self._stats.events_sent_total += events
+            self._stats.events_rejected_total += summary.rejected
+            if resync:
+                self._stats.resyncs_total += 1
+        return True
+
+    def flush(self) -> bool:
+        """Sends the buffered events, or resends the pool after a drop; False
+        if that failed. Returns within flush_deadline_s."""
+        with self._lock:
+            _bump(self._stats.calls_total, REPORT_EVENTS)
+        return self._flush_until(time.monotonic() + self._flush_deadline_s, may_resync=True)
+
+    def admit(self, candidates: Sequence[Block]) -> AdmitResult:
+        """New blocks of one chain, root to leaf. Returns within call_deadline_s."""
+        deadline = time.monotonic() + self._deadline_s
+        with self._lock:
+            _bump(self._stats.calls_total, ADMIT)
+            now_us = self._now_us()
+        try:
+            if not self._flush_until(deadline, may_resync=False):
+                raise _Failed(grpc.StatusCode.UNAVAILABLE)
+            request = pb.AdmitRequest(node_id=self._node_id, tier=self._tier,
+                                      timestamp_us=now_us)
+            for b in candidates:
+                c = request.candidates.add(block_id=b.block_id, tokens=b.tokens, bytes=b.bytes)
+                if b.parent_id is not None:
+                    c.parent_id = b.parent_id
+            response = self._call(ADMIT, deadline,
+                                  lambda t: self._stub.Admit(request, timeout=t))
+            if len(response.decisions) != len(candidates):
+                raise _Failed(grpc.StatusCode.INTERNAL)
+            return AdmitResult(keep=[d.keep for d in response.decisions])
+        except _Failed:
+            with self._lock:
+                _bump(self._stats.fallbacks_total, ADMIT)
+            return AdmitResult(keep=[True] * len(candidates), from_fallback=True)
+
+    def rank_eviction(self, bytes_to_free: int, candidate_ids: Sequence[int] = ()) -> RankResult:
+        """Victims for `bytes_to_free` (> 0), optionally among `candidate_ids`.
+        Returns within call_deadline_s."""
+        deadline = time.monotonic() + self._deadline_s
+        with self._lock:
+            _bump(self._stats.calls_total, RANK_EVICTION)
+        try:
+            if not self._flush_until(deadline, may_resync=False):
+                raise _Failed(grpc.StatusCode.UNAVAILABLE)
+            request = pb.RankRequest(node_id=self._node_id, tier=self._tier,
+                                     bytes_to_free=bytes_to_free, candidate_ids=candidate_ids)
+            response = self._call(RANK_EVICTION, deadline,
+                                  lambda t: self._stub.RankEviction(request, timeout=t))
+            return RankResult(victims=[FallbackVictim(v.block_id, v.bytes)
+                                       for v in response.victims],
+                              bytes_freed=response.bytes_freed)
+        except _Failed:
+            with self._lock:
+                _bump(self._stats.fallbacks_total, RANK_EVICTION)
+                victims = self._fallback.evict(bytes_to_free, candidate_ids)
+            return RankResult(victims=victims, bytes_freed=sum(v.bytes for v in victims),
+                              from_fallback=True)
+
+    def stats(self) -> RetentionClientStats:
+        with self._lock:
+            s = copy.deepcopy(self._stats)
+            s.breaker_open = (self._consecutive_failures >= self._breaker_failures
+                              and time.monotonic() < self._open_until)
+            s.fallback_forgotten_total = self._fallback.forgotten
+            s.fallback_blocks = len(self._fallback)
+            return s

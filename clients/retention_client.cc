@@ -1,0 +1,342 @@
+#include "clients/retention_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace kvlearn {
+namespace {
+
+constexpr const char* kReportEvents = "ReportEvents";
+constexpr const char* kAdmit = "Admit";
+constexpr const char* kRankEviction = "RankEviction";
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+// Codes that say the sidecar answered and is healthy: the request was wrong
+// for its state, not the sidecar slow or gone. They do not count toward the
+// breaker.
+bool SidecarAlive(grpc::StatusCode code) {
+  return code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::FAILED_PRECONDITION ||
+         code == grpc::StatusCode::ALREADY_EXISTS || code == grpc::StatusCode::OUT_OF_RANGE;
+}
+
+int64_t UnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void FillCandidate(const ClientBlock& block, v1::BlockCandidate* c) {
+  c->set_block_id(block.block_id);
+  if (block.parent_id) c->set_parent_id(*block.parent_id);
+  c->set_tokens(block.tokens);
+  c->set_bytes(block.bytes);
+}
+
+}  // namespace
+
+RetentionClient::RetentionClient(RetentionClientOptions options)
+    : options_(std::move(options)), fallback_(options_.fallback_capacity_blocks) {
+  auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+  channel_ = grpc::CreateChannel(options_.target, creds);
+  stub_ = v1::Retention::NewStub(channel_);
+}
+
+RetentionClient::~RetentionClient() = default;
+
+v1::Event* RetentionClient::NewEvent() {
+  if (resync_pending_ ||
+      static_cast<size_t>(pending_.events_size()) >= options_.max_buffered_events) {
+    ++stats_.events_dropped_total;
+    resync_pending_ = true;
+    return nullptr;
+  }
+  v1::Event* e = pending_.add_events();
+  e->set_node_id(options_.node_id);
+  e->set_tier(options_.tier);
+  e->set_timestamp_us(options_.now_us ? options_.now_us() : UnixMicros());
+  return e;
+}
+
+void RetentionClient::ReportPoolConfigured(int64_t capacity_bytes) {
+  absl::MutexLock lock(&mu_);
+  pool_capacity_bytes_ = capacity_bytes;
+  if (v1::Event* e = NewEvent()) e->mutable_pool_configured()->set_capacity_bytes(capacity_bytes);
+}
+
+void RetentionClient::ReportArrival(const ClientArrival& arrival) {
+  absl::MutexLock lock(&mu_);
+  fallback_.BeginRequest();
+  if (v1::Event* e = NewEvent()) {
+    auto* a = e->mutable_request_arrival();
+    a->mutable_block_ids()->Add(arrival.block_ids.begin(), arrival.block_ids.end());
+    a->set_input_length(arrival.input_length);
+    a->set_output_length(arrival.output_length);
+    a->mutable_block_tokens()->Add(arrival.block_tokens.begin(), arrival.block_tokens.end());
+    a->mutable_block_bytes()->Add(arrival.block_bytes.begin(), arrival.block_bytes.end());
+  }
+}
+
+void RetentionClient::ReportHits(const std::vector<uint64_t>& block_ids_deepest_first) {
+  absl::MutexLock lock(&mu_);
+  for (uint64_t id : block_ids_deepest_first) {
+    fallback_.Hit(id);
+    if (v1::Event* e = NewEvent()) e->mutable_block_hit()->set_block_id(id);
+  }
+}
+
+void RetentionClient::ReportStored(const ClientBlock& block) {
+  absl::MutexLock lock(&mu_);
+  fallback_.Stored(block.block_id, block.parent_id, block.bytes, block.tokens);
+  if (v1::Event* e = NewEvent()) {
+    auto* stored = e->mutable_block_stored();
+    stored->set_block_id(block.block_id);
+    if (block.parent_id) stored->set_parent_id(*block.parent_id);
+    stored->set_tokens(block.tokens);
+    stored->set_bytes(block.bytes);
+  }
+}
+
+void RetentionClient::ReportRemoved(uint64_t block_id) {
+  absl::MutexLock lock(&mu_);
+  fallback_.Removed(block_id);
+  if (v1::Event* e = NewEvent()) e->mutable_block_removed()->set_block_id(block_id);
+}
+
+RetentionClient::Attempt RetentionClient::BeginAttempt(const char* rpc) {
+  absl::MutexLock lock(&mu_);
+  if (consecutive_failures_ >= options_.breaker_failures &&
+      std::chrono::steady_clock::now() < breaker_open_until_) {
+    ++stats_.breaker_skips_total;
+    return Attempt::kSkip;
+  }
+  ++stats_.rpc_attempts_total[rpc];
+  return Attempt::kSend;
+}
+
+void RetentionClient::RecordOutcome(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!status.ok()) ++stats_.sidecar_errors_total[CodeName(status.error_code())];
+  if (SidecarAlive(status.error_code())) {
+    consecutive_failures_ = 0;
+    return;
+  }
+  // Past the threshold every failure (a failed probe included) restarts the backoff.
+  if (++consecutive_failures_ >= options_.breaker_failures) {
+    breaker_open_until_ = std::chrono::steady_clock::now() + options_.breaker_backoff;
+    ++stats_.breaker_opens_total;
+  }
+}
+
+void RetentionClient::CountFallback(const char* rpc) {
+  absl::MutexLock lock(&mu_);
+  ++stats_.fallbacks_total[rpc];
+}
+
+bool RetentionClient::Flush() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.calls_total[kReportEvents];
+  }
+  return FlushUntil(std::chrono::system_clock::now() + options_.flush_deadline,
+                    /*may_resync=*/true);
+}
+
+std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
+  std::vector<v1::EventBatch> batches(1);
+  const size_t per_batch = std::max<size_t>(options_.max_buffered_events, 1);
+  const int64_t now = options_.now_us ? options_.now_us() : UnixMicros();
+  auto add = [&]() {
+    if (static_cast<size_t>(batches.back().events_size()) >= per_batch) batches.emplace_back();
+    v1::Event* e = batches.back().add_events();
+    e->set_node_id(options_.node_id);
+    e->set_tier(options_.tier);
+    e->set_timestamp_us(now);
+    return e;
+  };
+  add()->mutable_all_blocks_cleared();
+  if (pool_capacity_bytes_)
+    add()->mutable_pool_configured()->set_capacity_bytes(*pool_capacity_bytes_);
+  for (const FallbackBlock& b : fallback_.Blocks()) {
+    auto* stored = add()->mutable_block_stored();
+    stored->set_block_id(b.block_id);
+    if (b.parent_id) stored->set_parent_id(*b.parent_id);
+    stored->set_tokens(b.tokens);
+    stored->set_bytes(b.bytes);
+  }
+  return batches;
+}
+
+bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync) {
+  std::vector<v1::EventBatch> batches;
+  bool resync = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (resync_pending_) {
+      if (!may_resync) return false;
+      // The buffer's events are already reflected in the fallback's blocks.
+      batches = ResyncBatches();
+      stats_.events_dropped_total += pending_.events_size();
+      pending_.Clear();
+      resync_pending_ = false;
+      resync = true;
+    } else {
+      if (pending_.events_size() == 0) return true;
+      batches.emplace_back().Swap(&pending_);
+    }
+  }
+  int events = 0;
+  for (const auto& b : batches) events += b.events_size();
+  const auto dropped = [&] {
+    absl::MutexLock lock(&mu_);
+    // A resync that failed drops nothing the engine reported: it is redone.
+    if (!resync) stats_.events_dropped_total += events;
+    ++stats_.fallbacks_total[kReportEvents];
+    resync_pending_ = true;
+    return false;
+  };
+  if (BeginAttempt(kReportEvents) == Attempt::kSkip) return dropped();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline);
+  v1::ReportSummary summary;
+  auto writer = stub_->ReportEvents(&ctx, &summary);
+  for (const auto& b : batches) {
+    if (!writer->Write(b)) break;
+  }
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  RecordOutcome(status);
+  if (!status.ok()) return dropped();
+  absl::MutexLock lock(&mu_);
+  stats_.events_sent_total += events;
+  stats_.events_rejected_total += summary.rejected();
+  if (resync) ++stats_.resyncs_total;
+  return true;
+}
+
+ClientAdmitResult RetentionClient::Admit(const std::vector<ClientBlock>& candidates) {
+  const auto deadline = std::chrono::system_clock::now() + options_.call_deadline;
+  int64_t now_us;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.calls_total[kAdmit];
+    now_us = options_.now_us ? options_.now_us() : UnixMicros();
+  }
+  ClientAdmitResult result;
+  const auto fall_back = [&] {
+    CountFallback(kAdmit);
+    result.keep.assign(candidates.size(), true);
+    result.from_fallback = true;
+    return result;
+  };
+  // Events the decision depends on (this request's arrival, the parent's
+  // store) must reach the sidecar first.
+  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
+  if (BeginAttempt(kAdmit) == Attempt::kSkip) return fall_back();
+  v1::AdmitRequest request;
+  request.set_node_id(options_.node_id);
+  request.set_tier(options_.tier);
+  request.set_timestamp_us(now_us);
+  for (const ClientBlock& b : candidates) FillCandidate(b, request.add_candidates());
+  v1::AdmitResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline);
+  grpc::Status status = stub_->Admit(&ctx, request, &response);
+  if (status.ok() && response.decisions_size() != static_cast<int>(candidates.size())) {
+    status =
+        grpc::Status(grpc::StatusCode::INTERNAL, "Admit: decisions not parallel to candidates");
+  }
+  RecordOutcome(status);
+  if (!status.ok()) return fall_back();
+  for (const auto& d : response.decisions()) result.keep.push_back(d.keep());
+  return result;
+}
+
+ClientRankResult RetentionClient::RankEviction(int64_t bytes_to_free,
+                                               const std::vector<uint64_t>& candidate_ids) {
+  const auto deadline = std::chrono::system_clock::now() + options_.call_deadline;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.calls_total[kRankEviction];
+  }
+  ClientRankResult result;
+  const auto fall_back = [&] {
+    absl::MutexLock lock(&mu_);
+    ++stats_.fallbacks_total[kRankEviction];
+    result.victims = fallback_.Evict(bytes_to_free, candidate_ids);
+    result.bytes_freed = 0;
+    for (const FallbackVictim& v : result.victims) result.bytes_freed += v.bytes;
+    result.from_fallback = true;
+    return result;
+  };
+  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
+  if (BeginAttempt(kRankEviction) == Attempt::kSkip) return fall_back();
+  v1::RankRequest request;
+  request.set_node_id(options_.node_id);
+  request.set_tier(options_.tier);
+  request.set_bytes_to_free(bytes_to_free);
+  for (uint64_t id : candidate_ids) request.add_candidate_ids(id);
+  v1::RankResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline);
+  const grpc::Status status = stub_->RankEviction(&ctx, request, &response);
+  RecordOutcome(status);
+  if (!status.ok()) return fall_back();
+  for (const auto& v : response.victims()) result.victims.push_back({v.block_id(), v.bytes()});
+  result.bytes_freed = response.bytes_freed();
+  return result;
+}
+
+RetentionClientStats RetentionClient::Stats() const {
+  absl::MutexLock lock(&mu_);
+  RetentionClientStats s = stats_;
+  s.breaker_open = consecutive_failures_ >= options_.breaker_failures &&
+                   std::chrono::steady_clock::now() < breaker_open_until_;
+  s.fallback_forgotten_total = fallback_.forgotten();
+  s.fallback_blocks = fallback_.size();
+  return s;
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,191 @@
+// RetentionClient: what a serving engine links to ask the kvlearn sidecar what
+// to keep, without ever waiting on it longer than a deadline.
+//
+// One client speaks for one (node, tier) pool and follows the sidecar's call
+// protocol (docs/sidecar.md): ReportArrival with the prompt's chain, ReportHits
+// (deepest first), then per new block Admit, RankEviction when short of room,
+// ReportRemoved for the victims and ReportStored.
+//
+// Events are buffered in memory (no I/O in the Report* calls) and sent as one
+// ReportEvents batch by Flush(), which Admit and RankEviction call first so the
+// sidecar sees them in protocol order. Admit and RankEviction have one
+// deadline (`call_deadline`) covering that flush and the decision RPC
+// together; Flush() has `flush_deadline`. Past it the call is cancelled and
+// answered from the local fallback: Admit keeps every candidate, RankEviction
+// picks least recently used leaves among the blocks the client has seen
+// stored (clients/fallback_lru.h).
+//
+// Events that could not be sent are dropped, never retried (the sidecar may
+// have logged part of a batch that timed out): when the buffer is full, the
+// breaker is open or a flush fails. After a drop the sidecar's view of the
+// pool is stale, so until it is repaired Admit and RankEviction answer locally
+// without asking it, events are not buffered, and the next Flush() resends
+// the pool instead: all_blocks_cleared, pool_configured, then block_stored for
+// every block the fallback tracks, parents first (the fallback reflects every
+// reported event). The sidecar's policy state for the pool restarts from
+// there, so an engine calls Flush() regularly (after each request, or from a
+// timer) and picks deadlines above the sidecar's p99, or it resyncs often.
+//
+// Circuit breaker: after `breaker_failures` consecutive failures that say the
+// sidecar is unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED, ...), calls
+// skip the sidecar for `breaker_backoff` and answer locally at once; the first
+// call after the backoff probes it again (success closes the breaker, failure
+// reopens it). Answers that prove the sidecar alive (INVALID_ARGUMENT,
+// NOT_FOUND, FAILED_PRECONDITION) fall back for that call only.
+//
+// Only proto + gRPC + absl: an engine can link it without the rest of kvlearn.
+//
+// Thread-safety: every method may be called from any thread (one mutex guards
+// the buffer, the fallback and the counters; RPCs run outside it). The protocol
+// itself is sequential per pool, so an engine drives one client from one
+// thread at a time and reads Stats() from wherever it exports metrics.
+#pragma once
+
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "clients/fallback_lru.h"
+#include "kvlearn/v1/retention.grpc.pb.h"
+
+namespace kvlearn {
+
+struct RetentionClientOptions {
+  std::string target;                                     // host:port of the sidecar
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // nullptr: plaintext
+  std::string node_id;                                    // [A-Za-z0-9._:/-], 1..128 characters
+  v1::Tier tier = v1::TIER_POOL;
+  // The whole of one Admit / RankEviction: pending events plus the decision.
+  // 5 ms: `kvlearn loadgen` measures a ReportEvents p99 of ~2.2 ms and Admit
+  // p99 ~0.3 ms on loopback (docs/sidecar.md).
+  std::chrono::microseconds call_deadline{5000};
+  // One Flush(), which may resend the whole pool (one event per block).
+  std::chrono::microseconds flush_deadline{100000};
+  size_t fallback_capacity_blocks = 1 << 20;  // blocks the local LRU remembers
+  size_t max_buffered_events = 4096;          // the server's default batch limit
+  uint32_t breaker_failures = 3;              // consecutive failures that open the breaker
+  std::chrono::milliseconds breaker_backoff{1000};
+  // Timestamp of events and decisions, microseconds on the node's clock.
+  // Default: Unix time.
+  std::function<int64_t()> now_us;
+};
+
+// A block the engine stores or asks to admit.
+struct ClientBlock {
+  uint64_t block_id = 0;
+  std::optional<uint64_t> parent_id;  // absent for the first block of a chain
+  int64_t tokens = 0;                 // > 0
+  int64_t bytes = 0;                  // > 0
+};
+
+// A request arrived needing `block_ids` (root first), resident or not.
+struct ClientArrival {
+  std::vector<uint64_t> block_ids;
+  int64_t input_length = 0;   // prompt tokens (0 = unknown)
+  int64_t output_length = 0;  // generated tokens
+  // Optional, parallel to block_ids. Without them the sidecar takes tokens from
+  // input_length and bytes from its model profile, so an engine whose blocks
+  // differ must send them (a later block_stored with other bytes is refused).
+  std::vector<int64_t> block_tokens;
+  std::vector<int64_t> block_bytes;
+};
+
+struct ClientAdmitResult {
+  std::vector<bool> keep;  // parallel to the candidates
+  bool from_fallback = false;
+};
+
+struct ClientRankResult {
+  std::vector<FallbackVictim> victims;  // evict in this order
+  int64_t bytes_freed = 0;
+  bool from_fallback = false;
+};
+
+// Counters since the client was made. Keys of the maps: "ReportEvents",
+// "Admit", "RankEviction" (rpc), gRPC code names such as "UNAVAILABLE" (errors).
+struct RetentionClientStats {
+  std::map<std::string, uint64_t> calls_total;         // calls made by the engine
+  std::map<std::string, uint64_t> rpc_attempts_total;  // of those, sent to the sidecar
+  std::map<std::string, uint64_t> fallbacks_total;     // answered locally (incl. breaker skips)
+  std::map<std::string, uint64_t> sidecar_errors_total;
+  uint64_t breaker_skips_total = 0;  // calls answered locally without trying the sidecar
+  uint64_t breaker_opens_total = 0;
+  bool breaker_open = false;
+  uint64_t events_sent_total = 0;      // acknowledged by the sidecar (accepted or rejected)
+  uint64_t events_rejected_total = 0;  // refused by the sidecar (its summary)
+  // Never sent as such: buffer full, breaker open, failed flush, or superseded
+  // by a pending resync (which carries their effect).
+  uint64_t events_dropped_total = 0;
+  uint64_t resyncs_total = 0;  // pools resent after dropped events
+  uint64_t fallback_forgotten_total = 0;
+  size_t fallback_blocks = 0;  // blocks the local LRU tracks now
+};
+
+class RetentionClient {
+ public:
+  explicit RetentionClient(RetentionClientOptions options);
+  ~RetentionClient();
+  RetentionClient(const RetentionClient&) = delete;
+  RetentionClient& operator=(const RetentionClient&) = delete;
+
+  // Buffered events (no I/O; dropped and counted when the buffer is full).
+  void ReportPoolConfigured(int64_t capacity_bytes);
+  // Starts a new request (the previous one's blocks are no longer pinned in
+  // the fallback).
+  void ReportArrival(const ClientArrival& arrival);
+  // The resident prefix the request uses, deepest first.
+  void ReportHits(const std::vector<uint64_t>& block_ids_deepest_first);
+  void ReportStored(const ClientBlock& block);
+  void ReportRemoved(uint64_t block_id);
+
+  // Sends the buffered events, or resends the pool after a drop; false if that
+  // failed (sidecar failed or breaker open). Returns within flush_deadline.
+  bool Flush();
+
+  // New blocks of one chain, root to leaf. Returns within call_deadline.
+  ClientAdmitResult Admit(const std::vector<ClientBlock>& candidates);
+  // Victims for `bytes_to_free` (> 0), optionally among `candidate_ids`.
+  // Returns within call_deadline.
+  ClientRankResult RankEviction(int64_t bytes_to_free,
+                                const std::vector<uint64_t>& candidate_ids = {});
+
+  RetentionClientStats Stats() const;
+
+ private:
+  enum class Attempt { kSend, kSkip };
+  v1::Event* NewEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Attempt BeginAttempt(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the outcome of one RPC for the breaker and the error counters.
+  void RecordOutcome(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void CountFallback(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends the buffer under an absolute deadline, or the pool when a resync is
+  // pending and `may_resync` (else returns false at once); false if the
+  // sidecar did not acknowledge.
+  bool FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync);
+  // The pool as events (see the header comment), in batches of at most
+  // max_buffered_events.
+  std::vector<v1::EventBatch> ResyncBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RetentionClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Retention::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  v1::EventBatch pending_ ABSL_GUARDED_BY(mu_);
+  FallbackLru fallback_ ABSL_GUARDED_BY(mu_);
+  bool resync_pending_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<int64_t> pool_capacity_bytes_ ABSL_GUARDED_BY(mu_);
+  uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point breaker_open_until_ ABSL_GUARDED_BY(mu_);
+  RetentionClientStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvlearn
