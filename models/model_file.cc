@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +14,35 @@
 
 namespace kvlearn {
 namespace {
+
+// What LibTorch says went wrong, in one line: a c10::Error's what() carries
+// a C++ stack trace after the message, and the message itself can span lines
+// (TorchScript source excerpts). Operators get the first line.
+std::string TorchMessage(const std::exception& e) {
+  std::string_view text = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  const size_t end = text.find_first_of("\r\n");
+  if (end != std::string_view::npos) text = text.substr(0, end);
+  if (text.size() > 300) text = text.substr(0, 300);
+  return text.empty() ? std::string("(no message)") : std::string(text);
+}
+
+// FNV-1a (64 bits) of the file's bytes: two files with other weights or
+// metadata get other versions even when trained on the same trace.
+absl::StatusOr<uint64_t> HashFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("model file ", path, " cannot be read"));
+  uint64_t h = 1469598103934665603ull;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof(buf));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+    }
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("model file ", path, ": read error"));
+  return h;
+}
 
 torch::Tensor ToTensor(const Eigen::MatrixXf& m) {
   torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat32);
@@ -34,7 +65,11 @@ std::string MetadataJson(const ModelMetadata& m) {
         v, ", ", [](std::string* out, double x) { out->append(absl::StrFormat("%.9g", x)); });
   };
   std::vector<std::string> names;
-  for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", std::string(n), "\""));
+  if (m.feature_names.empty()) {
+    for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", std::string(n), "\""));
+  } else {
+    for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", n, "\""));
+  }
   std::string created_by;
   for (char c : m.created_by) {
     if (c == '"' || c == '\\') created_by += '\\';
@@ -74,6 +109,22 @@ absl::StatusOr<ModelMetadata> ParseMetadata(const std::string& json, const std::
   if (auto s = read_doubles("horizons_seconds", m.horizons_seconds); !s.ok()) return s;
   if (auto s = read_doubles("feature_mean", m.feature_mean); !s.ok()) return s;
   if (auto s = read_doubles("feature_std", m.feature_std); !s.ok()) return s;
+  // The learned policy interpolates in log-time between rungs.
+  if (m.horizons_seconds.empty()) return bad("field 'horizons_seconds' is empty");
+  for (size_t k = 0; k < m.horizons_seconds.size(); ++k) {
+    const double h = m.horizons_seconds[k];
+    if (!(std::isfinite(h) && h > 0 && (k == 0 || h > m.horizons_seconds[k - 1]))) {
+      return bad(absl::StrCat("field 'horizons_seconds': entry ", k, " (", h,
+                              ") is not a finite number above the one before and 0"));
+    }
+  }
+  simdjson::dom::array names;
+  if (doc["feature_names"].get(names)) return bad("field 'feature_names' missing");
+  for (auto v : names) {
+    std::string_view name;
+    if (v.get(name)) return bad("field 'feature_names' holds a non-string");
+    m.feature_names.emplace_back(name);
+  }
   std::string_view text;
   if (!doc["trace_fingerprint"].get(text)) m.trace_fingerprint = std::string(text);
   if (!doc["created_by"].get(text)) m.created_by = std::string(text);
@@ -108,7 +159,7 @@ absl::Status SaveModelFile(const std::string& path, std::span<const DenseLayer> 
     torch::jit::ExtraFilesMap extra{{kMetadataFile, MetadataJson(metadata)}};
     module.save(path, extra);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot write model ", path, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("cannot write model ", path, ": ", TorchMessage(e)));
   }
   return absl::OkStatus();
 }
@@ -121,9 +172,8 @@ absl::StatusOr<torch::jit::Module> LoadTorchModule(const std::string& path) {
   try {
     return torch::jit::load(path);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ",
-                     std::string(e.what()).substr(0, 200)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a kvlearn model file (TorchScript archive): ", TorchMessage(e)));
   }
 }
 
@@ -152,9 +202,8 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
       layers.push_back(std::move(d));
     }
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ",
-                     std::string(e.what()).substr(0, 200)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a kvlearn model file (TorchScript archive): ", TorchMessage(e)));
   }
   if (extra[kMetadataFile].empty()) {
     return absl::InvalidArgumentError(
@@ -172,9 +221,28 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
                                                    metadata->feature_mean.size(),
                                                    " features, this build has ", kNumFeatures));
   }
+  // The names say which input is which: as many as the network has inputs,
+  // and this build's, in order (a file edited by hand or written by another
+  // build must not be read with its columns shifted).
+  const size_t inputs = layers.empty() ? metadata->feature_mean.size()
+                                       : static_cast<size_t>(layers.front().weight.cols());
+  if (metadata->feature_names.size() != inputs) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", kMetadataFile, " lists ",
+                                                   metadata->feature_names.size(),
+                                                   " feature names for ", inputs, " inputs"));
+  }
+  for (size_t i = 0; i < inputs && i < kNumFeatures; ++i) {
+    if (metadata->feature_names[i] != kFeatureNames[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", kMetadataFile, ": feature_names[", i, "] is '", metadata->feature_names[i],
+          "' but this build computes '", std::string(kFeatureNames[i]), "' there"));
+    }
+  }
+  auto hash = HashFile(path);
+  if (!hash.ok()) return hash.status();
   const std::string base = path.substr(path.find_last_of('/') + 1);
   auto model = MlpModel::Create(std::move(layers), *metadata,
-                                absl::StrCat(base, "@", metadata->trace_fingerprint.substr(0, 8)));
+                                absl::StrCat(base, "@", absl::Hex(*hash, absl::kZeroPad16)));
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
   }

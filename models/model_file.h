@@ -5,6 +5,9 @@
 // kvlearn itself copies the weights into an Eigen MlpModel (models/mlp_model.h).
 #pragma once
 
+// IValue complete before torch/script.h: clang's C++20 mode (the fuzz build)
+// instantiates std::vector<IValue> members eagerly.
+#include <ATen/core/ivalue.h>
 #include <torch/script.h>
 
 #include <span>

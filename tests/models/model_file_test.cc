@@ -8,11 +8,13 @@
 #include <fstream>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "datasets/workload_generator.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
+#include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
@@ -172,6 +174,97 @@ TEST(ModelFileTest, RefusesNonFiniteWeights) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("non-finite"), std::string::npos) << m.status();
   fs::remove(path);
+}
+
+// A model that loads: the small test model of tests/support/test_model.h.
+std::string SaveTestModel(const std::string& path, uint64_t seed = 1,
+                          ModelMetadata meta = TestModelMetadata()) {
+  EXPECT_TRUE(SaveModelFile(path, TestModelLayers(seed), meta).ok());
+  return path;
+}
+
+TEST(ModelFileTest, VersionIsTheFileNameAndAHashOfTheFileBytes) {
+  // Same name, same training trace, other weights: before, both were
+  // "model.pt@<fingerprint>".
+  const fs::path a_dir = TempPath("version_a"), b_dir = TempPath("version_b");
+  fs::create_directories(a_dir);
+  fs::create_directories(b_dir);
+  ModelMetadata meta = TestModelMetadata();
+  meta.trace_fingerprint = "00112233deadbeef";
+  auto a = LearnedModel::Load(SaveTestModel((a_dir / "model.pt").string(), 1, meta));
+  auto b = LearnedModel::Load(SaveTestModel((b_dir / "model.pt").string(), 2, meta));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE((*a)->version(), (*b)->version());
+  EXPECT_EQ((*a)->version().rfind("model.pt@", 0), 0u) << (*a)->version();
+  EXPECT_EQ((*a)->version().size(), std::string("model.pt@").size() + 16) << (*a)->version();
+  // The same bytes again: the same version.
+  const fs::path copy = b_dir / "model.pt";
+  fs::copy_file(a_dir / "model.pt", copy, fs::copy_options::overwrite_existing);
+  auto c = LearnedModel::Load(copy.string());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*a)->version(), (*c)->version());
+  fs::remove_all(a_dir);
+  fs::remove_all(b_dir);
+}
+
+TEST(ModelFileTest, RefusesFeatureNamesThatDoNotMatchTheInputs) {
+  ModelMetadata meta = TestModelMetadata();
+  for (const auto n : kFeatureNames) meta.feature_names.emplace_back(n);
+  meta.feature_names.pop_back();  // one name short
+  const std::string path = SaveTestModel(TempPath("names_short.pt"), 1, meta);
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "a model with " << meta.feature_names.size() << " names for "
+                       << kNumFeatures << " inputs loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find(
+                absl::StrCat(kNumFeatures - 1, " feature names for ", kNumFeatures, " inputs")),
+            std::string::npos)
+      << m.status();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+
+  meta.feature_names.emplace_back("not_a_feature");  // right count, wrong last name
+  SaveTestModel(path, 1, meta);
+  m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(absl::StrCat("feature_names[", kNumFeatures - 1, "]")),
+            std::string::npos)
+      << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, RefusesHorizonsTheLearnedPolicyCannotInterpolate) {
+  ModelMetadata meta = TestModelMetadata();
+  meta.horizons_seconds = {600, 60};  // two outputs, as the layers have, but backwards
+  const std::string path = SaveTestModel(TempPath("horizons.pt"), 1, meta);
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("horizons_seconds"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, LibTorchErrorsAreOneLineWithoutAStackTrace) {
+  const std::string garbage = TempPath("garbage_line.pt");
+  std::ofstream(garbage) << "this is not a model\n";
+  const std::string good = SaveTestModel(TempPath("good_line.pt"));
+  const std::string cut = TempPath("cut_line.pt");
+  fs::copy_file(good, cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, fs::file_size(good) / 2);
+  for (const std::string& path : {garbage, cut}) {
+    auto m = LearnedModel::Load(path);
+    ASSERT_FALSE(m.ok()) << path;
+    EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+    EXPECT_EQ(m.status().message().find("Exception raised from"), std::string::npos) << m.status();
+    EXPECT_NE(m.status().message().find("not a kvlearn model file"), std::string::npos)
+        << m.status();
+    auto module = LoadTorchModule(path);
+    ASSERT_FALSE(module.ok()) << path;
+    EXPECT_EQ(module.status().message().find('\n'), std::string::npos) << module.status();
+  }
+  fs::remove(garbage);
+  fs::remove(good);
+  fs::remove(cut);
 }
 
 TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {

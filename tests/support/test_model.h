@@ -11,7 +11,8 @@
 
 namespace kvlearn {
 
-inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
+// The layers of MakeTestModel(seed): features -> 8 (ReLU) -> 2 (sigmoid).
+inline std::vector<DenseLayer> TestModelLayers(uint64_t seed = 1) {
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
   const auto next = [&state] {  // LCG in [-1, 1)
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -30,12 +31,22 @@ inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
     layers.push_back(std::move(l));
     width = out;
   }
+  return layers;
+}
+
+// Its metadata: this build's schema, horizons 60 s and 600 s, identity
+// normalisation.
+inline ModelMetadata TestModelMetadata() {
   ModelMetadata meta;
   meta.schema_version = kFeatureSchemaVersion;
   meta.horizons_seconds = {60, 600};
   meta.feature_mean.assign(kNumFeatures, 0.0f);
   meta.feature_std.assign(kNumFeatures, 1.0f);
-  return *MlpModel::Create(std::move(layers), meta, "test-model");
+  return meta;
+}
+
+inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
+  return *MlpModel::Create(TestModelLayers(seed), TestModelMetadata(), "test-model");
 }
 
 }  // namespace kvlearn
