@@ -33,6 +33,9 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 CCACHE_BASEDIR="$(dirname "$root")" nice -n 10 ninja -C "$build" -j2 "${fuzzers[@]}"
 
+# Leaks are not findings here: LibTorch and gRPC keep process-lifetime
+# allocations that LeakSanitizer would report at every exit.
+export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 status=0
 for f in "${fuzzers[@]}"; do
   corpus="$build/corpus/$f"
@@ -41,8 +44,6 @@ for f in "${fuzzers[@]}"; do
   cp -n "$root/fuzz/corpus/$f/"* "$corpus/" 2>/dev/null || true
   log="$build/fuzz-$f.log"
   echo "fuzz: $f for ${seconds_each}s (log $log)"
-  # Leaks are not findings here: LibTorch and gRPC keep process-lifetime
-  # allocations that LeakSanitizer would report on every run.
   if nice -n 10 "$build/fuzz/$f" -max_total_time="$seconds_each" -timeout=25 \
       -rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 \
       -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1; then

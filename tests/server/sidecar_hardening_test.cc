@@ -111,6 +111,43 @@ TEST_F(LearnedSidecarTest, AdmitOfBlocksOutsideTheAnnouncedChainAnswers) {
   ExpectAdmitAnswers(AdmitChain("node-b", v1::TIER_POOL, {3, 4, 5, 6}, 2));
 }
 
+// Found by fuzz/sidecar_handlers_fuzzer: kvlearn-cars sized its per-block
+// windows only at request_arrival, so a block_stored on a fresh pool wrote
+// past their end.
+TEST(SidecarPolicyTest, KvlearnCarsStoreBeforeAnyRequestArrivalIsApplied) {
+  TempDir dir;
+  auto server = StartServer(TestOptions(dir.path(), "kvlearn-cars"));
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(server->port());
+  v1::EventBatch batch;
+  for (uint64_t id : {1, 2}) {
+    v1::Event* e = batch.add_events();
+    e->set_node_id("fresh-node");
+    e->set_tier(v1::TIER_POOL);
+    e->set_timestamp_us(1000);
+    auto* s = e->mutable_block_stored();
+    s->set_block_id(id);
+    if (id == 2) s->set_parent_id(1);
+    s->set_tokens(512);
+    s->set_bytes(64 << 20);
+  }
+  // Another request then unpins them (stored blocks stay pinned until the
+  // node's next request).
+  *batch.add_events() = Arrival("fresh-node", v1::TIER_POOL, {7});
+  v1::ReportSummary summary;
+  const grpc::Status s = Report(*stub, {batch}, &summary);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(summary.accepted(), 3u);
+  grpc::ClientContext ctx;
+  v1::RankRequest rank;
+  rank.set_node_id("fresh-node");
+  rank.set_bytes_to_free(1);
+  v1::RankResponse response;
+  ASSERT_TRUE(stub->RankEviction(&ctx, rank, &response).ok());
+  ASSERT_EQ(response.victims_size(), 1);
+  EXPECT_EQ(response.victims(0).block_id(), 2u);  // the leaf
+}
+
 TEST(SidecarPortTest, SecondServerOnAPortInUseRefusesToStartNamingThePort) {
   TempDir dir;
   auto first = StartServer(TestOptions(dir.File("first")));
