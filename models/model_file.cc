@@ -3,9 +3,11 @@
 #include <simdjson.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <iterator>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -44,6 +46,35 @@ absl::StatusOr<uint64_t> HashFile(const std::string& path) {
   return h;
 }
 
+// LibTorch trusts a tensor's sizes, strides and offset as the archive states
+// them, even when they reach past the bytes stored for it (a damaged or
+// hostile file): reading it would read past the buffer. OK when every element
+// lies inside the storage.
+absl::Status CheckTensorInStorage(const torch::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return absl::InvalidArgumentError("has no data");
+  if (t.is_sparse() || !t.is_cpu()) return absl::InvalidArgumentError("is not a dense CPU tensor");
+  int64_t last = t.storage_offset();  // index of the last element, in elements
+  if (last < 0) return absl::InvalidArgumentError("has a negative storage offset");
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t size = t.size(d), stride = t.stride(d);
+    if (size < 0 || stride < 0) return absl::InvalidArgumentError("has a negative size or stride");
+    if (size == 0) return absl::OkStatus();  // no element to read
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(size - 1, stride, &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return absl::InvalidArgumentError("has sizes and strides out of range");
+    }
+  }
+  const auto item = static_cast<uint64_t>(t.element_size());
+  const uint64_t stored = t.storage().nbytes();
+  if (item == 0 || static_cast<uint64_t>(last) >= stored / item) {
+    return absl::InvalidArgumentError(absl::StrCat("reaches element ", last, " but only ",
+                                                   stored / std::max<uint64_t>(item, 1),
+                                                   " are stored"));
+  }
+  return absl::OkStatus();
+}
+
 torch::Tensor ToTensor(const Eigen::MatrixXf& m) {
   torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat32);
   auto a = t.accessor<float, 2>();
@@ -64,17 +95,22 @@ std::string MetadataJson(const ModelMetadata& m) {
     return absl::StrJoin(
         v, ", ", [](std::string* out, double x) { out->append(absl::StrFormat("%.9g", x)); });
   };
+  const auto escaped = [](std::string_view text) {
+    std::string out;
+    for (char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
+    return out;
+  };
+  // This build's names unless the metadata says otherwise (tests write others).
   std::vector<std::string> names;
   if (m.feature_names.empty()) {
-    for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", std::string(n), "\""));
+    for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", escaped(n), "\""));
   } else {
-    for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", n, "\""));
+    for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", escaped(n), "\""));
   }
-  std::string created_by;
-  for (char c : m.created_by) {
-    if (c == '"' || c == '\\') created_by += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) created_by += c;
-  }
+  const std::string created_by = escaped(m.created_by);
   return absl::StrCat("{\"schema_version\": ", m.schema_version, ",\n \"label\": \"",
                       "P(next use of the block within horizons_seconds[k]) per output k",
                       "\",\n \"horizons_seconds\": [", floats(m.horizons_seconds),
@@ -189,8 +225,16 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
     for (size_t i = 0;; ++i) {
       const std::string w = absl::StrCat("w", i), b = absl::StrCat("b", i);
       if (!module.hasattr(w) || !module.hasattr(b)) break;
-      const torch::Tensor wt = module.attr(w).toTensor().contiguous().to(torch::kFloat32);
-      const torch::Tensor bt = module.attr(b).toTensor().contiguous().to(torch::kFloat32);
+      const torch::Tensor w_raw = module.attr(w).toTensor();
+      const torch::Tensor b_raw = module.attr(b).toTensor();
+      for (const auto& [name, t] : {std::pair{&w, &w_raw}, std::pair{&b, &b_raw}}) {
+        if (auto s = CheckTensorInStorage(*t); !s.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": tensor ", *name, " ", s.message()));
+        }
+      }
+      const torch::Tensor wt = w_raw.contiguous().to(torch::kFloat32);
+      const torch::Tensor bt = b_raw.contiguous().to(torch::kFloat32);
       if (wt.dim() != 2 || bt.dim() != 1) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": layer ", i, " is not a matrix"));
       }

@@ -267,6 +267,20 @@ TEST(ModelFileTest, LibTorchErrorsAreOneLineWithoutAStackTrace) {
   fs::remove(cut);
 }
 
+// Found by fuzz/model_file_fuzzer: the test model with one byte of its
+// pickled tensor metadata changed, so that a tensor's shape reaches past the
+// bytes stored for it. LibTorch loads it as is; copying its weights read past
+// the buffer (AddressSanitizer: heap-buffer-overflow).
+TEST(ModelFileTest, RefusesATensorThatReachesPastItsStorage) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/tensor_past_storage.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
+}
+
 TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {
   PoolState pool(&Data().replay->catalog, 1 << 30);
   PolicyEnv env{&Data().replay->catalog, &pool, nullptr, nullptr};
