@@ -1,11 +1,15 @@
 #include "models/model_file.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <simdjson.h>
 #include <sys/stat.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -73,6 +77,55 @@ absl::Status CheckTensorInStorage(const torch::Tensor& t) {
                                                    " are stored"));
   }
   return absl::OkStatus();
+}
+
+// What LearnedModel::Load needs of an archive: the metadata file and the
+// module's tensor attributes by name.
+struct ArchiveContents {
+  std::string metadata_json;  // empty when the archive has none
+  std::map<std::string, torch::Tensor> tensors;
+};
+
+// The class SaveModelFile writes (torch::jit::Module("KvlearnReuseMlp")).
+constexpr char kModuleClass[] = "__torch__.KvlearnReuseMlp";
+
+// Reads the archive's metadata and the module's attributes without
+// torch::jit::load: that compiles the TorchScript source stored in the file,
+// and LibTorch's compiler crashes on some malformed sources (found by
+// fuzz/model_file_fuzzer: SIGSEGV in ScriptTypeParser::parseClassConstant).
+// Here the pickled module state is read with a type resolver that knows only
+// kvlearn's module class and defines no code, so nothing from the file is
+// compiled. Throws (std::exception) on a malformed archive.
+ArchiveContents ReadArchive(const std::string& path) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  ArchiveContents out;
+  const std::string metadata_record = std::string("extra/") + kMetadataFile;
+  if (reader.hasRecord(metadata_record)) {
+    auto [data, size] = reader.getRecord(metadata_record);
+    out.metadata_json.assign(static_cast<const char*>(data.get()), size);
+  }
+  auto unit = std::make_shared<torch::jit::CompilationUnit>();
+  const auto resolve = [&unit](const c10::QualifiedName& name) {
+    if (name.qualifiedName() != kModuleClass) {
+      throw std::runtime_error("unexpected class " + name.qualifiedName());
+    }
+    return c10::StrongTypePtr(unit, c10::ClassType::create(name, unit, /*is_module=*/true));
+  };
+  bool loaded = false;
+  const auto load = [&out, &loaded](const at::StrongTypePtr& type, const c10::IValue& state) {
+    if (loaded || !state.isGenericDict()) throw std::runtime_error("unexpected module state");
+    loaded = true;
+    for (const auto& entry : state.toGenericDict()) {
+      if (entry.key().isString() && entry.value().isTensor()) {
+        out.tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
+      }
+    }
+    return c10::ivalue::Object::create(type, 0);
+  };
+  torch::jit::readArchiveAndTensors("data", "", "", torch::jit::TypeResolver(resolve),
+                                    torch::jit::ObjLoader(load), at::Device(at::kCPU), reader);
+  if (!loaded) throw std::runtime_error("no module in data.pkl");
+  return out;
 }
 
 torch::Tensor ToTensor(const Eigen::MatrixXf& m) {
@@ -218,23 +271,23 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("model file ", path, " does not exist"));
   }
-  torch::jit::ExtraFilesMap extra{{kMetadataFile, ""}};
+  std::string metadata_json;
   std::vector<DenseLayer> layers;
   try {
-    torch::jit::Module module = torch::jit::load(path, c10::nullopt, extra);
+    ArchiveContents archive = ReadArchive(path);
+    metadata_json = std::move(archive.metadata_json);
     for (size_t i = 0;; ++i) {
       const std::string w = absl::StrCat("w", i), b = absl::StrCat("b", i);
-      if (!module.hasattr(w) || !module.hasattr(b)) break;
-      const torch::Tensor w_raw = module.attr(w).toTensor();
-      const torch::Tensor b_raw = module.attr(b).toTensor();
-      for (const auto& [name, t] : {std::pair{&w, &w_raw}, std::pair{&b, &b_raw}}) {
+      const auto w_it = archive.tensors.find(w), b_it = archive.tensors.find(b);
+      if (w_it == archive.tensors.end() || b_it == archive.tensors.end()) break;
+      for (const auto& [name, t] : {std::pair{&w, &w_it->second}, std::pair{&b, &b_it->second}}) {
         if (auto s = CheckTensorInStorage(*t); !s.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat(path, ": tensor ", *name, " ", s.message()));
         }
       }
-      const torch::Tensor wt = w_raw.contiguous().to(torch::kFloat32);
-      const torch::Tensor bt = b_raw.contiguous().to(torch::kFloat32);
+      const torch::Tensor wt = w_it->second.contiguous().to(torch::kFloat32);
+      const torch::Tensor bt = b_it->second.contiguous().to(torch::kFloat32);
       if (wt.dim() != 2 || bt.dim() != 1) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": layer ", i, " is not a matrix"));
       }
@@ -249,11 +302,11 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
     return absl::InvalidArgumentError(absl::StrCat(
         path, " is not a kvlearn model file (TorchScript archive): ", TorchMessage(e)));
   }
-  if (extra[kMetadataFile].empty()) {
+  if (metadata_json.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " has no ", kMetadataFile, ": not written by kvlearn train"));
   }
-  auto metadata = ParseMetadata(extra[kMetadataFile], path);
+  auto metadata = ParseMetadata(metadata_json, path);
   if (!metadata.ok()) return metadata.status();
   if (metadata->schema_version != kFeatureSchemaVersion) {
     return absl::FailedPreconditionError(

@@ -27,11 +27,14 @@ if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux
 fi
 
 build="$root/build-fuzz"
-if [ ! -f "$build/build.ninja" ]; then
+if [ ! -f "$build/build.ninja" ]; then  # configure once
   CCACHE_BASEDIR="$(dirname "$root")" cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DKVLEARN_FUZZ=ON
 fi
-CCACHE_BASEDIR="$(dirname "$root")" nice -n 10 ninja -C "$build" -j2 "${fuzzers[@]}"
+mkdir -p "$build"
+# Several runs of this script may share build-fuzz/: one build at a time.
+CCACHE_BASEDIR="$(dirname "$root")" flock "$build/.fuzz-build.lock" \
+  nice -n 10 ninja -C "$build" -j2 "${fuzzers[@]}"
 
 # Leaks are not findings here: LibTorch and gRPC keep process-lifetime
 # allocations that LeakSanitizer would report at every exit.

@@ -281,6 +281,23 @@ TEST(ModelFileTest, RefusesATensorThatReachesPastItsStorage) {
   EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
 }
 
+// Found by fuzz/model_file_fuzzer: the test model with bytes of its stored
+// TorchScript source changed. torch::jit::load compiles that source, and
+// LibTorch's parser dies on it (SIGSEGV in
+// ScriptTypeParser::parseClassConstant); Load reads the weights without
+// compiling anything, so the file is refused (one of its tensors is damaged
+// too) and the process lives.
+TEST(ModelFileTest, RefusesADamagedArchiveWithoutCompilingItsCode) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/torchscript_parser_crash.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("not a kvlearn model file"), std::string::npos) << m.status();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+}
+
 TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {
   PoolState pool(&Data().replay->catalog, 1 << 30);
   PolicyEnv env{&Data().replay->catalog, &pool, nullptr, nullptr};
