@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "features/feature_schema.h"
+#include "models/pickle_check.h"
 
 namespace kvlearn {
 namespace {
@@ -95,7 +96,8 @@ constexpr char kModuleClass[] = "__torch__.KvlearnReuseMlp";
 // fuzz/model_file_fuzzer: SIGSEGV in ScriptTypeParser::parseClassConstant).
 // Here the pickled module state is read with a type resolver that knows only
 // kvlearn's module class and defines no code, so nothing from the file is
-// compiled. Throws (std::exception) on a malformed archive.
+// compiled, and the pickle is checked first (models/pickle_check.h). Throws
+// (std::exception) on a malformed archive.
 ArchiveContents ReadArchive(const std::string& path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
   ArchiveContents out;
@@ -103,6 +105,13 @@ ArchiveContents ReadArchive(const std::string& path) {
   if (reader.hasRecord(metadata_record)) {
     auto [data, size] = reader.getRecord(metadata_record);
     out.metadata_json.assign(static_cast<const char*>(data.get()), size);
+  }
+  if (!reader.hasRecord("data.pkl")) throw std::runtime_error("no data.pkl");
+  {
+    auto [data, size] = reader.getRecord("data.pkl");
+    const absl::Status s =
+        CheckPickleStructure(std::string_view(static_cast<const char*>(data.get()), size));
+    if (!s.ok()) throw std::runtime_error("data.pkl: " + std::string(s.message()));
   }
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   const auto resolve = [&unit](const c10::QualifiedName& name) {

@@ -12,6 +12,7 @@
 #include "datasets/workload_generator.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
+#include "models/pickle_check.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
 #include "tests/support/test_model.h"
@@ -296,6 +297,72 @@ TEST(ModelFileTest, RefusesADamagedArchiveWithoutCompilingItsCode) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("not a kvlearn model file"), std::string::npos) << m.status();
   EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+}
+
+// Found by fuzz/model_file_fuzzer: data.pkl starting with BUILD, nothing on
+// the stack. LibTorch's unpickler pops anyway (SIGSEGV in
+// Unpickler::readInstruction); the pickle is now checked first.
+TEST(ModelFileTest, RefusesAPickleThatPopsAnEmptyStack) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/pickle_build_on_empty_stack.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("data.pkl: pickle byte 2"), std::string::npos) << m.status();
+}
+
+TEST(PickleCheckTest, AcceptsWellFormedPickles) {
+  // (Literals are split after hex escapes: "\x02b" would be one byte.)
+  using namespace std::string_view_literals;
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "N."sv)
+                  .ok());
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "(t."sv)
+                  .ok());  // ()
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "}q\x00(K\x01h\x00u."sv)
+                  .ok());  // {1: itself}
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "cm\nf\nK\x01\x85R."sv)
+                  .ok());  // m.f(1)
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "X\x02\x00\x00\x00"
+                                   "ab."sv)
+                  .ok());  // "ab"
+}
+
+TEST(PickleCheckTest, RefusesWhatWouldReadOutsideTheStackMemoOrInput) {
+  using namespace std::string_view_literals;
+  for (const std::string_view bad : {
+           "\x80\x02"
+           "b."sv,  // BUILD on an empty stack
+           "\x80\x02"
+           "K\x01(K\x02R."sv,  // REDUCE pops across a MARK
+           "\x80\x02"
+           "K\x01t."sv,  // TUPLE without MARK
+           "\x80\x02"
+           "h\x05."sv,  // BINGET of a memo entry never stored
+           "\x80\x02"
+           "K\x01r\xff\xff\xff\xff."sv,  // memo index of 4 G entries
+           "\x80\x02"
+           "X\xff\xff\xff\x7f"
+           "ab."sv,  // a 2 GB string in 3 bytes
+           "\x80\x02"
+           "cmodule_without_name"sv,  // GLOBAL cut short
+           "\x80\x02"
+           "N"sv,  // no STOP
+           "\x80\x02"
+           "NN."sv,  // two objects at STOP
+           "\x80\x02"
+           "(N."sv,  // MARK still open at STOP
+           "\x80\x02"
+           "\xff."sv,  // unknown opcode
+       }) {
+    const absl::Status s = CheckPickleStructure(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << testing::PrintToString(bad);
+  }
 }
 
 TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {

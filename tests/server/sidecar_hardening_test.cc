@@ -3,6 +3,8 @@
 //  - Admit under `learned` for a pool that saw no request_arrival (and for a
 //    known node's other tier, and a candidate outside the announced chain)
 //    used to read past the policy's per-block table: segfault;
+//  - under `kvlearn-cars`, a block_stored before any request_arrival wrote
+//    past the policy's per-block windows (found by fuzzing): segfault;
 //  - a second server on a port in use used to start too (SO_REUSEPORT) and
 //    split the traffic silently;
 //  - /metrics used to serve one idle connection at a time per worker, for up
