@@ -4,6 +4,7 @@
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 
 #include <algorithm>
 #include <cmath>
@@ -131,8 +132,21 @@ ArchiveContents ReadArchive(const std::string& path) {
     }
     return c10::ivalue::Object::create(type, 0);
   };
+  // The unpickler would size each storage from the element count the pickle
+  // states, whatever the length of the record behind it (found by fuzzing:
+  // weights copied from past the buffer). Hand it every record as a storage
+  // of the record's true length instead; CheckTensorInStorage then compares
+  // against real bytes.
+  auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind("data/", 0) != 0) continue;
+    auto [data, size] = reader.getRecord(name);
+    storages->addStorage(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), size,
+                                                      std::move(data), nullptr, false));
+  }
   torch::jit::readArchiveAndTensors("data", "", "", torch::jit::TypeResolver(resolve),
-                                    torch::jit::ObjLoader(load), at::Device(at::kCPU), reader);
+                                    torch::jit::ObjLoader(load), at::Device(at::kCPU), reader,
+                                    torch::jit::Unpickler::defaultTypeParser, storages);
   if (!loaded) throw std::runtime_error("no module in data.pkl");
   return out;
 }

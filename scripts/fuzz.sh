@@ -47,6 +47,7 @@ for f in "${fuzzers[@]}"; do
   cp -n "$root/fuzz/corpus/$f/"* "$corpus/" 2>/dev/null || true
   log="$build/fuzz-$f.log"
   echo "fuzz: $f for ${seconds_each}s (log $log)"
+  start=$(date +%s)
   if nice -n 10 "$build/fuzz/$f" -max_total_time="$seconds_each" -timeout=25 \
       -rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 \
       -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1; then
@@ -55,7 +56,8 @@ for f in "${fuzzers[@]}"; do
     result=FAILED
     status=1
   fi
+  elapsed=$(($(date +%s) - start))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-  echo "fuzz: $f $result: $execs executions in ${seconds_each}s, corpus $(ls "$corpus" | wc -l) inputs, crashes $(ls "$crashes" | wc -l)"
+  echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $(ls "$crashes" | grep -c '^crash-' || true)"
 done
 exit $status

@@ -282,6 +282,20 @@ TEST(ModelFileTest, RefusesATensorThatReachesPastItsStorage) {
   EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
 }
 
+// Found by fuzz/model_file_fuzzer: a pickle stating more elements for a
+// storage than its record holds. The unpickler sized the storage from the
+// pickle, so the storage check passed and the weights were copied from past
+// the record's buffer (AddressSanitizer: heap-buffer-overflow).
+TEST(ModelFileTest, RefusesAStorageShorterThanThePickleSays) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/storage_shorter_than_pickle_says.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
+}
+
 // Found by fuzz/model_file_fuzzer: the test model with bytes of its stored
 // TorchScript source changed. torch::jit::load compiles that source, and
 // LibTorch's parser dies on it (SIGSEGV in
