@@ -59,6 +59,11 @@ absl::StatusOr<uint64_t> HashFile(const std::string& path) {
 absl::Status CheckTensorInStorage(const torch::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return absl::InvalidArgumentError("has no data");
   if (t.is_sparse() || !t.is_cpu()) return absl::InvalidArgumentError("is not a dense CPU tensor");
+  // Stride 0 repeats one stored element: bound what copying it would allocate
+  // (kvlearn's networks have thousands of weights, not millions).
+  if (t.numel() > (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("has ", t.numel(), " elements (limit 2^24)"));
+  }
   int64_t last = t.storage_offset();  // index of the last element, in elements
   if (last < 0) return absl::InvalidArgumentError("has a negative storage offset");
   for (int64_t d = 0; d < t.dim(); ++d) {

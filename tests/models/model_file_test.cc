@@ -326,6 +326,22 @@ TEST(ModelFileTest, RefusesAPickleThatPopsAnEmptyStack) {
   EXPECT_NE(m.status().message().find("data.pkl: pickle byte 2"), std::string::npos) << m.status();
 }
 
+// A stride-0 view stores one element but copies to 2^25 x 23 floats (3 GB):
+// refused before anything is copied.
+TEST(ModelFileTest, RefusesATensorOfTooManyElements) {
+  const std::string path = TempPath("huge_view.pt");
+  torch::jit::Module module("KvlearnReuseMlp");
+  module.register_parameter("w0", torch::ones({1, 1}).expand({1 << 25, kNumFeatures}), false);
+  module.register_parameter("b0", torch::zeros({1}).expand({1 << 25}), false);
+  module.save(path);
+  ASSERT_LT(fs::file_size(path), 1u << 20) << "the view was saved expanded";
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("elements (limit"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
 TEST(PickleCheckTest, AcceptsWellFormedPickles) {
   // (Literals are split after hex escapes: "\x02b" would be one byte.)
   using namespace std::string_view_literals;
