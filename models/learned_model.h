@@ -5,8 +5,10 @@
 // MLP (normalisation included) and its metadata as extra files. Load() lives
 // in the LibTorch-linked library `kvlearn_learned` (models/model_file.cc) and
 // refuses a file whose feature schema version differs from this build's,
-// whose weights are not finite, or that fails a probe inference. Everything
-// else only sees this interface, so the hot path never touches LibTorch.
+// whose feature names are not this build's (as many as the inputs), whose
+// weights are not finite, or that fails a probe inference; its errors are one
+// line (no LibTorch stack trace). Everything else only sees this interface,
+// so the hot path never touches LibTorch.
 //
 // Immutable once built; safe to share between threads.
 #pragma once
@@ -26,8 +28,9 @@ struct ModelMetadata {
   std::vector<double> horizons_seconds;  // output k = P(next use within horizons_seconds[k])
   std::vector<float> feature_mean;       // normalisation, from the training split
   std::vector<float> feature_std;
-  std::string trace_fingerprint;  // of the training trace
-  std::string created_by;         // command line that trained it
+  std::vector<std::string> feature_names;  // one per input, this build's kFeatureNames
+  std::string trace_fingerprint;           // of the training trace
+  std::string created_by;                  // command line that trained it
 };
 
 class LearnedModel {
@@ -42,7 +45,8 @@ class LearnedModel {
   // Writes num_outputs() probabilities for raw (un-normalised) features in
   // schema order.
   virtual void Predict(std::span<const float> features, std::span<float> out) const = 0;
-  // Short identifier for logs and /metrics: file name + fingerprint prefix.
+  // Short identifier for logs and /metrics: "<file name>@<16 hex digits>", a
+  // hash of the file's bytes (so two different models never share one).
   virtual std::string version() const = 0;
 };
 

@@ -5,6 +5,9 @@
 // kvlearn itself copies the weights into an Eigen MlpModel (models/mlp_model.h).
 #pragma once
 
+// IValue complete before torch/script.h: clang's C++20 mode (the fuzz build)
+// instantiates std::vector<IValue> members eagerly.
+#include <ATen/core/ivalue.h>
 #include <torch/script.h>
 
 #include <span>
@@ -25,6 +28,9 @@ absl::Status SaveModelFile(const std::string& path, std::span<const DenseLayer> 
                            const ModelMetadata& metadata);
 
 // The archive as LibTorch sees it (tests compare its forward with Eigen's).
+// torch::jit::load compiles the TorchScript source stored in the file, which
+// LibTorch's compiler does not survive for every damaged file: only for files
+// kvlearn wrote. LearnedModel::Load compiles nothing.
 absl::StatusOr<torch::jit::Module> LoadTorchModule(const std::string& path);
 
 }  // namespace kvlearn

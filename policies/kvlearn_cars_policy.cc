@@ -185,6 +185,9 @@ bool KvlearnCarsPolicy::ShouldAdmit(BlockIndex b, const AccessInfo&) {
 }
 
 void KvlearnCarsPolicy::OnInsert(BlockIndex b, const AccessInfo&) {
+  // The sidecar may store a block no request announced (a node that sends
+  // no request_arrival): the per-block windows must reach it.
+  labels_.GrowToCatalog();
   // OnInsert follows ShouldAdmit(b) directly (evictions in between do not
   // score), so raw_ still holds b's features; rescore if a caller skipped it.
   const float p = scored_block_ == b ? scored_p_ : Score(b);

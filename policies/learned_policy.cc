@@ -63,23 +63,20 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     now_ms_ = access.time_ms;
-    if (admit_.size() < catalog_.size()) admit_.resize(catalog_.size());
-    std::array<float, kNumFeatures> x;
-    probabilities_.resize(model_->num_outputs());
-    for (const BlockIndex b : chain) {
-      extractor_.Extract(b, now_ms_, catalog_, history_, pool_, x);
-      if (feature_sink_) feature_sink_(b, access.request, x);
-      model_->Predict(x, probabilities_);
-      const double p = ReuseBeforeEviction();
-      const BlockMeta& m = catalog_[b];
-      const double t_ms = extractor_.TransferMs(m);
-      admit_[b] = p * (m.recompute_ms - t_ms) > t_ms;
-    }
+    if (admit_.size() < catalog_.size()) admit_.resize(catalog_.size(), kUnscored);
+    for (const BlockIndex b : chain) admit_[b] = Score(b, access.request, true);
   }
 
   void OnHit(BlockIndex b, const AccessInfo&) override { Rekey(b, KeyFor(b)); }
-  bool ShouldAdmit(BlockIndex b, const AccessInfo&) override {
-    if (!admit_[b]) return false;
+  bool ShouldAdmit(BlockIndex b, const AccessInfo& access) override {
+    // The simulator announces every block in a request's chain before asking,
+    // but the sidecar may be asked about a block no request_arrival named (a
+    // node that sends none, a pool of another tier, a candidate outside the
+    // chain): score such a block now, on what is known of it, rather than
+    // read past the end of admit_.
+    if (admit_.size() < catalog_.size()) admit_.resize(catalog_.size(), kUnscored);
+    if (admit_[b] == kUnscored) admit_[b] = Score(b, access.request, false);
+    if (admit_[b] != kAdmit) return false;
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = SelectVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
@@ -102,6 +99,23 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   }
 
  private:
+  // Admission decision of a block, as stored in admit_.
+  static constexpr uint8_t kUnscored = 0, kRefuse = 1, kAdmit = 2;
+
+  // Decides b on its features at now_ms_; `record` hands the features to the
+  // learner's sink (only for blocks of an announced request, as in training).
+  uint8_t Score(BlockIndex b, uint32_t request, bool record) {
+    std::array<float, kNumFeatures> x;
+    probabilities_.resize(model_->num_outputs());
+    extractor_.Extract(b, now_ms_, catalog_, history_, pool_, x);
+    if (record && feature_sink_) feature_sink_(b, request, x);
+    model_->Predict(x, probabilities_);
+    const double p = ReuseBeforeEviction();
+    const BlockMeta& m = catalog_[b];
+    const double t_ms = extractor_.TransferMs(m);
+    return p * (m.recompute_ms - t_ms) > t_ms ? kAdmit : kRefuse;
+  }
+
   OrderKey KeyFor(BlockIndex b) const {
     return {static_cast<double>(now_ms_), 0, catalog_[b].depth};
   }
@@ -123,7 +137,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   std::shared_ptr<const LearnedModel> model_;
   FeatureSink feature_sink_;
   std::vector<float> probabilities_;
-  std::vector<uint8_t> admit_;  // per block, decided at its latest request
+  std::vector<uint8_t> admit_;  // per block: kUnscored, or decided at its latest request
   double eviction_age_s_ = -1;  // < 0 until the first eviction
   int64_t now_ms_ = 0;
 };

@@ -80,9 +80,11 @@ absl::Status ValidateEvent(const Event& e) {
                                                        r.block_ids_size(), " block ids"));
       }
       for (int i = 0; i < r.block_tokens_size(); ++i) {
-        if (auto s =
-                CheckSize(r.block_tokens(i),
-                          [i] { return absl::StrCat("request_arrival.block_tokens[", i, "]"); });
+        // A block's token count is 32 bits wide in the catalog.
+        if (auto s = CheckSize(
+                r.block_tokens(i),
+                [i] { return absl::StrCat("request_arrival.block_tokens[", i, "]"); },
+                int64_t{UINT32_MAX});
             !s.ok()) {
           return s;
         }

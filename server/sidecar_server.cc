@@ -198,6 +198,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would
+  // start and silently take half the connections. Without it the bind fails.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(o.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
@@ -250,7 +253,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       s->Shutdown();
       return st;
     }
-    s->http_ = std::make_unique<httplib::Server>();
+    s->http_ = NewMetricsHttpServer();
     s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
       MetricsGauges g;
       const PoolCounters& c = self->pools_->counters();

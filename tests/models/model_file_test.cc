@@ -8,11 +8,14 @@
 #include <fstream>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "datasets/workload_generator.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
+#include "models/pickle_check.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
+#include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
@@ -172,6 +175,224 @@ TEST(ModelFileTest, RefusesNonFiniteWeights) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("non-finite"), std::string::npos) << m.status();
   fs::remove(path);
+}
+
+// A model that loads: the small test model of tests/support/test_model.h.
+std::string SaveTestModel(const std::string& path, uint64_t seed = 1,
+                          ModelMetadata meta = TestModelMetadata()) {
+  EXPECT_TRUE(SaveModelFile(path, TestModelLayers(seed), meta).ok());
+  return path;
+}
+
+TEST(ModelFileTest, VersionIsTheFileNameAndAHashOfTheFileBytes) {
+  // Same name, same training trace, other weights: before, both were
+  // "model.pt@<fingerprint>".
+  const fs::path a_dir = TempPath("version_a"), b_dir = TempPath("version_b");
+  fs::create_directories(a_dir);
+  fs::create_directories(b_dir);
+  ModelMetadata meta = TestModelMetadata();
+  meta.trace_fingerprint = "00112233deadbeef";
+  auto a = LearnedModel::Load(SaveTestModel((a_dir / "model.pt").string(), 1, meta));
+  auto b = LearnedModel::Load(SaveTestModel((b_dir / "model.pt").string(), 2, meta));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE((*a)->version(), (*b)->version());
+  EXPECT_EQ((*a)->version().rfind("model.pt@", 0), 0u) << (*a)->version();
+  EXPECT_EQ((*a)->version().size(), std::string("model.pt@").size() + 16) << (*a)->version();
+  // The same bytes again: the same version.
+  const fs::path copy = b_dir / "model.pt";
+  fs::copy_file(a_dir / "model.pt", copy, fs::copy_options::overwrite_existing);
+  auto c = LearnedModel::Load(copy.string());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*a)->version(), (*c)->version());
+  fs::remove_all(a_dir);
+  fs::remove_all(b_dir);
+}
+
+TEST(ModelFileTest, RefusesFeatureNamesThatDoNotMatchTheInputs) {
+  ModelMetadata meta = TestModelMetadata();
+  for (const auto n : kFeatureNames) meta.feature_names.emplace_back(n);
+  meta.feature_names.pop_back();  // one name short
+  const std::string path = SaveTestModel(TempPath("names_short.pt"), 1, meta);
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "a model with " << meta.feature_names.size() << " names for "
+                       << kNumFeatures << " inputs loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find(
+                absl::StrCat(kNumFeatures - 1, " feature names for ", kNumFeatures, " inputs")),
+            std::string::npos)
+      << m.status();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+
+  meta.feature_names.emplace_back("not_a_feature");  // right count, wrong last name
+  SaveTestModel(path, 1, meta);
+  m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(absl::StrCat("feature_names[", kNumFeatures - 1, "]")),
+            std::string::npos)
+      << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, RefusesHorizonsTheLearnedPolicyCannotInterpolate) {
+  ModelMetadata meta = TestModelMetadata();
+  meta.horizons_seconds = {600, 60};  // two outputs, as the layers have, but backwards
+  const std::string path = SaveTestModel(TempPath("horizons.pt"), 1, meta);
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("horizons_seconds"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
+TEST(ModelFileTest, LibTorchErrorsAreOneLineWithoutAStackTrace) {
+  const std::string garbage = TempPath("garbage_line.pt");
+  std::ofstream(garbage) << "this is not a model\n";
+  const std::string good = SaveTestModel(TempPath("good_line.pt"));
+  const std::string cut = TempPath("cut_line.pt");
+  fs::copy_file(good, cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, fs::file_size(good) / 2);
+  for (const std::string& path : {garbage, cut}) {
+    auto m = LearnedModel::Load(path);
+    ASSERT_FALSE(m.ok()) << path;
+    EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+    EXPECT_EQ(m.status().message().find("Exception raised from"), std::string::npos) << m.status();
+    EXPECT_NE(m.status().message().find("not a kvlearn model file"), std::string::npos)
+        << m.status();
+    auto module = LoadTorchModule(path);
+    ASSERT_FALSE(module.ok()) << path;
+    EXPECT_EQ(module.status().message().find('\n'), std::string::npos) << module.status();
+  }
+  fs::remove(garbage);
+  fs::remove(good);
+  fs::remove(cut);
+}
+
+// Found by fuzz/model_file_fuzzer: the test model with one byte of its
+// pickled tensor metadata changed, so that a tensor's shape reaches past the
+// bytes stored for it. LibTorch loads it as is; copying its weights read past
+// the buffer (AddressSanitizer: heap-buffer-overflow).
+TEST(ModelFileTest, RefusesATensorThatReachesPastItsStorage) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/tensor_past_storage.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
+}
+
+// Found by fuzz/model_file_fuzzer: a pickle stating more elements for a
+// storage than its record holds. The unpickler sized the storage from the
+// pickle, so the storage check passed and the weights were copied from past
+// the record's buffer (AddressSanitizer: heap-buffer-overflow).
+TEST(ModelFileTest, RefusesAStorageShorterThanThePickleSays) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/storage_shorter_than_pickle_says.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok()) << "loaded";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("are stored"), std::string::npos) << m.status();
+}
+
+// Found by fuzz/model_file_fuzzer: the test model with bytes of its stored
+// TorchScript source changed. torch::jit::load compiles that source, and
+// LibTorch's parser dies on it (SIGSEGV in
+// ScriptTypeParser::parseClassConstant); Load reads the weights without
+// compiling anything, so the file is refused (one of its tensors is damaged
+// too) and the process lives.
+TEST(ModelFileTest, RefusesADamagedArchiveWithoutCompilingItsCode) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/torchscript_parser_crash.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("not a kvlearn model file"), std::string::npos) << m.status();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+}
+
+// Found by fuzz/model_file_fuzzer: data.pkl starting with BUILD, nothing on
+// the stack. LibTorch's unpickler pops anyway (SIGSEGV in
+// Unpickler::readInstruction); the pickle is now checked first.
+TEST(ModelFileTest, RefusesAPickleThatPopsAnEmptyStack) {
+  const std::string path =
+      std::string(KVLEARN_SOURCE_DIR) + "/tests/models/data/pickle_build_on_empty_stack.model";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("data.pkl: pickle byte 2"), std::string::npos) << m.status();
+}
+
+// A stride-0 view stores one element but copies to 2^25 x 23 floats (3 GB):
+// refused before anything is copied.
+TEST(ModelFileTest, RefusesATensorOfTooManyElements) {
+  const std::string path = TempPath("huge_view.pt");
+  torch::jit::Module module("KvlearnReuseMlp");
+  module.register_parameter("w0", torch::ones({1, 1}).expand({1 << 25, kNumFeatures}), false);
+  module.register_parameter("b0", torch::zeros({1}).expand({1 << 25}), false);
+  module.save(path);
+  ASSERT_LT(fs::file_size(path), 1u << 20) << "the view was saved expanded";
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("elements (limit"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
+TEST(PickleCheckTest, AcceptsWellFormedPickles) {
+  // (Literals are split after hex escapes: "\x02b" would be one byte.)
+  using namespace std::string_view_literals;
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "N."sv)
+                  .ok());
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "(t."sv)
+                  .ok());  // ()
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "}q\x00(K\x01h\x00u."sv)
+                  .ok());  // {1: itself}
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "cm\nf\nK\x01\x85R."sv)
+                  .ok());  // m.f(1)
+  EXPECT_TRUE(CheckPickleStructure("\x80\x02"
+                                   "X\x02\x00\x00\x00"
+                                   "ab."sv)
+                  .ok());  // "ab"
+}
+
+TEST(PickleCheckTest, RefusesWhatWouldReadOutsideTheStackMemoOrInput) {
+  using namespace std::string_view_literals;
+  for (const std::string_view bad : {
+           "\x80\x02"
+           "b."sv,  // BUILD on an empty stack
+           "\x80\x02"
+           "K\x01(K\x02R."sv,  // REDUCE pops across a MARK
+           "\x80\x02"
+           "K\x01t."sv,  // TUPLE without MARK
+           "\x80\x02"
+           "h\x05."sv,  // BINGET of a memo entry never stored
+           "\x80\x02"
+           "K\x01r\xff\xff\xff\xff."sv,  // memo index of 4 G entries
+           "\x80\x02"
+           "X\xff\xff\xff\x7f"
+           "ab."sv,  // a 2 GB string in 3 bytes
+           "\x80\x02"
+           "cmodule_without_name"sv,  // GLOBAL cut short
+           "\x80\x02"
+           "N"sv,  // no STOP
+           "\x80\x02"
+           "NN."sv,  // two objects at STOP
+           "\x80\x02"
+           "(N."sv,  // MARK still open at STOP
+           "\x80\x02"
+           "\xff."sv,  // unknown opcode
+       }) {
+    const absl::Status s = CheckPickleStructure(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << testing::PrintToString(bad);
+  }
 }
 
 TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {

@@ -11,7 +11,7 @@
 
 namespace kvlearn {
 
-// The layers of the test model for `seed` (inputs in schema order).
+// The layers of MakeTestModel(seed): features -> 8 (ReLU) -> 2 (sigmoid).
 inline std::vector<DenseLayer> TestModelLayers(uint64_t seed = 1) {
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
   const auto next = [&state] {  // LCG in [-1, 1)
@@ -34,7 +34,8 @@ inline std::vector<DenseLayer> TestModelLayers(uint64_t seed = 1) {
   return layers;
 }
 
-// Its metadata: this build's schema, two horizons, identity normalisation.
+// Its metadata: this build's schema, horizons 60 s and 600 s, identity
+// normalisation.
 inline ModelMetadata TestModelMetadata() {
   ModelMetadata meta;
   meta.schema_version = kFeatureSchemaVersion;

@@ -1,0 +1,158 @@
+// Writes the binary seed inputs under fuzz/corpus/ (argv[1]):
+//  - sidecar_handlers_fuzzer/ (see that fuzzer's header for the format): a
+//    node's request, hits, stores, an Admit and a RankEviction under lru,
+//    learned and s3fifo; an Admit before any request_arrival; sizes over the
+//    limits;
+//  - model_file_fuzzer/: the small test model as a model file, and that file
+//    cut in half.
+// The JSONL seeds of mooncake_reader_fuzzer are written by hand.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kvlearn/v1/retention.pb.h"
+#include "models/model_file.h"
+#include "tests/support/test_model.h"
+
+namespace {
+
+using kvlearn::v1::Event;
+
+void Record(std::string& out, int kind, const google::protobuf::Message& m) {
+  const std::string bytes = m.SerializeAsString();
+  out += static_cast<char>(kind);
+  out += static_cast<char>(bytes.size() & 0xff);
+  out += static_cast<char>((bytes.size() >> 8) & 0xff);
+  out += bytes;
+}
+
+Event Base(const std::string& node, int64_t ts) {
+  Event e;
+  e.set_node_id(node);
+  e.set_tier(kvlearn::v1::TIER_POOL);
+  e.set_timestamp_us(ts);
+  return e;
+}
+
+std::string Session(char policy, const std::string& node) {
+  std::string out(1, policy);
+  kvlearn::v1::EventBatch batch;
+  Event e = Base(node, 1000);
+  e.mutable_pool_configured()->set_capacity_bytes(1 << 20);
+  *batch.add_events() = e;
+  e = Base(node, 1000);
+  for (uint64_t id : {1, 2, 3}) e.mutable_request_arrival()->add_block_ids(id);
+  e.mutable_request_arrival()->set_input_length(1200);
+  *batch.add_events() = e;
+  e = Base(node, 1001);
+  auto* s = e.mutable_block_stored();
+  s->set_block_id(1);
+  s->set_tokens(512);
+  s->set_bytes(4096);
+  *batch.add_events() = e;
+  e = Base(node, 1002);
+  e.mutable_block_hit()->set_block_id(1);
+  *batch.add_events() = e;
+  Record(out, 0, batch);
+
+  kvlearn::v1::AdmitRequest admit;
+  admit.set_node_id(node);
+  admit.set_tier(kvlearn::v1::TIER_POOL);
+  admit.set_timestamp_us(1003);
+  uint64_t parent = 1;
+  for (uint64_t id : {2, 3}) {
+    auto* c = admit.add_candidates();
+    c->set_block_id(id);
+    c->set_parent_id(parent);
+    c->set_tokens(512);
+    c->set_bytes(4096);
+    parent = id;
+  }
+  Record(out, 1, admit);
+
+  kvlearn::v1::EventBatch stored;
+  e = Base(node, 1004);
+  s = e.mutable_block_stored();
+  s->set_block_id(2);
+  s->set_parent_id(1);
+  s->set_tokens(512);
+  s->set_bytes(4096);
+  *stored.add_events() = e;
+  Record(out, 0, stored);
+
+  kvlearn::v1::RankRequest rank;
+  rank.set_node_id(node);
+  rank.set_tier(kvlearn::v1::TIER_POOL);
+  rank.set_bytes_to_free(4096);
+  Record(out, 2, rank);
+
+  kvlearn::v1::EventBatch removed;
+  e = Base(node, 1005);
+  e.mutable_block_removed()->set_block_id(2);
+  *removed.add_events() = e;
+  e = Base(node, 1006);
+  e.mutable_all_blocks_cleared();
+  *removed.add_events() = e;
+  Record(out, 0, removed);
+  return out;
+}
+
+void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
+  std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: seed_writer fuzz/corpus\n");
+    return 2;
+  }
+  const std::string models = std::string(argv[1]) + "/model_file_fuzzer";
+  const std::string model = models + "/test_model";
+  if (auto s =
+          kvlearn::SaveModelFile(model, kvlearn::TestModelLayers(), kvlearn::TestModelMetadata());
+      !s.ok()) {
+    std::fprintf(stderr, "seed_writer: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  std::filesystem::copy_file(model, models + "/test_model_cut",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(models + "/test_model_cut", std::filesystem::file_size(model) / 2);
+
+  const std::string dir = std::string(argv[1]) + "/sidecar_handlers_fuzzer";
+  Write(dir, "lru_session", Session(0, "prefill-0"));
+  Write(dir, "learned_session", Session(1, "prefill-0"));
+  Write(dir, "s3fifo_session", Session(5, "node/1"));
+  // Admit before any request_arrival (issue 13's crash under learned).
+  std::string cold(1, 1);
+  kvlearn::v1::AdmitRequest admit;
+  admit.set_node_id("cold");
+  auto* c = admit.add_candidates();
+  c->set_block_id(9);
+  c->set_tokens(512);
+  c->set_bytes(4096);
+  Record(cold, 1, admit);
+  admit.set_tier(kvlearn::v1::TIER_HBM);
+  Record(cold, 1, admit);
+  Write(dir, "learned_cold_admit", cold);
+  // Sizes at and over the limits, an empty node id.
+  std::string limits(1, 0);
+  kvlearn::v1::EventBatch batch;
+  Event e = Base("n", 0);
+  auto* s = e.mutable_block_stored();
+  s->set_block_id(1);
+  s->set_tokens(1);
+  s->set_bytes(INT64_MAX);
+  *batch.add_events() = e;
+  s->set_bytes(int64_t{1} << 40);
+  *batch.add_events() = e;
+  e = Base("", 0);
+  e.mutable_pool_configured()->set_capacity_bytes(INT64_MAX);
+  *batch.add_events() = e;
+  Record(limits, 0, batch);
+  Write(dir, "limits", limits);
+  return 0;
+}

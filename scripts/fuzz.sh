@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ in build-fuzz/ (clang, -DKVLEARN_FUZZ=ON,
+# ASan + UBSan) and runs each for SECONDS (default 60), niced, on a working
+# copy of its seed corpus (build-fuzz/corpus/<fuzzer>/; fuzz/corpus/ stays as
+# committed). A crash leaves its input in build-fuzz/crashes/<fuzzer>/ and
+# makes the script exit non-zero. Installs clang (Debian packages clang,
+# libclang-rt-14-dev) if it is missing; the normal build does not need it.
+#
+#   scripts/fuzz.sh [SECONDS] [FUZZER...]      e.g. scripts/fuzz.sh 600 model_file_fuzzer
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+seconds_each="${1:-60}"
+shift || true
+fuzzers=("$@")
+if [ ${#fuzzers[@]} -eq 0 ]; then
+  fuzzers=(mooncake_reader_fuzzer model_file_fuzzer sidecar_handlers_fuzzer)
+fi
+
+if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  echo "fuzz: installing clang and its libFuzzer runtime"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "fuzz: need root to install clang libclang-rt-14-dev" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends clang libclang-rt-14-dev
+fi
+
+build="$root/build-fuzz"
+if [ ! -f "$build/build.ninja" ]; then  # configure once
+  CCACHE_BASEDIR="$(dirname "$root")" cmake -S "$root" -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DKVLEARN_FUZZ=ON
+fi
+mkdir -p "$build"
+# Several runs of this script may share build-fuzz/: one build at a time.
+CCACHE_BASEDIR="$(dirname "$root")" flock "$build/.fuzz-build.lock" \
+  nice -n 10 ninja -C "$build" -j2 "${fuzzers[@]}"
+
+# Leaks are not findings here: LibTorch and gRPC keep process-lifetime
+# allocations that LeakSanitizer would report at every exit.
+export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+status=0
+for f in "${fuzzers[@]}"; do
+  corpus="$build/corpus/$f"
+  crashes="$build/crashes/$f"
+  mkdir -p "$corpus" "$crashes"
+  cp -n "$root/fuzz/corpus/$f/"* "$corpus/" 2>/dev/null || true
+  log="$build/fuzz-$f.log"
+  echo "fuzz: $f for ${seconds_each}s (log $log)"
+  start=$(date +%s)
+  if nice -n 10 "$build/fuzz/$f" -max_total_time="$seconds_each" -timeout=25 \
+      -rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 \
+      -artifact_prefix="$crashes/" "$corpus" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+    status=1
+  fi
+  elapsed=$(($(date +%s) - start))
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $(ls "$crashes" | grep -c '^crash-' || true)"
+done
+exit $status
