@@ -97,7 +97,8 @@ class SidecarMetrics {
   std::atomic<uint64_t> reload_ok_{0}, reload_error_{0};
   double start_time_seconds_ = 0;
   mutable absl::Mutex mu_;
-  std::string policy_, model_version_;
+  std::string policy_ ABSL_GUARDED_BY(mu_);
+  std::string model_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvlearn
