@@ -66,6 +66,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "policies/drain_order.h"
 #include "policies/leaf_heap.h"
 #include "policies/policy_env.h"
 #include "policies/retention_policy.h"
@@ -263,20 +264,7 @@ class ArcPolicy final : public RetentionPolicy {
 std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candidates) const {
   PoolState pool = *pool_;
   ArcPolicy copy(*this, pool);
-  const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
-  std::vector<BlockIndex> order;
-  absl::flat_hash_set<BlockIndex> taken;
-  while (taken.size() < wanted.size()) {
-    const BlockIndex victim = copy.SelectVictim();
-    if (victim == kNoBlock) break;
-    pool.Evict(victim);
-    copy.OnEvict(victim);
-    if (wanted.contains(victim) && taken.insert(victim).second) order.push_back(victim);
-  }
-  for (const BlockIndex b : candidates) {
-    if (taken.insert(b).second) order.push_back(b);
-  }
-  return order;
+  return DrainOrder(copy, pool, candidates);
 }
 
 }  // namespace
