@@ -19,58 +19,11 @@
 #include "server/event_log.h"
 #include "server/model_loader.h"
 #include "sim/pool_simulator.h"
+#include "tests/server/serve_process.h"
 #include "tests/server/sidecar_fixture.h"
 
 namespace kvlearn {
 namespace {
-
-// A `kvlearn serve` child process; its first stdout line gives the port.
-class ServeProcess {
- public:
-  explicit ServeProcess(const std::string& data_dir) {
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, STDERR_FILENO);
-      close(out[0]);
-      execl(KVLEARN_BINARY, KVLEARN_BINARY, "serve", "--listen", "127.0.0.1:0", "--metrics-listen",
-            "", "--data-dir", data_dir.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    // Read "port N metrics_port M\n", waiting at most 60 s.
-    std::string line;
-    char c;
-    pollfd p{out[0], POLLIN, 0};
-    while (line.find('\n') == std::string::npos && poll(&p, 1, 60'000) > 0 &&
-           read(out[0], &c, 1) == 1) {
-      line += c;
-    }
-    close(out[0]);
-    if (sscanf(line.c_str(), "port %d", &port_) != 1) port_ = 0;
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) Kill(SIGKILL);
-  }
-  int port() const { return port_; }
-  // Sends `sig` and reaps the child; returns its wait status.
-  int Kill(int sig) {
-    int status = 0;
-    if (pid_ <= 0) return status;
-    kill(pid_, sig);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 v1::Event ArrivalEvent(uint64_t id, int64_t ts_us) {
   v1::Event e;
@@ -92,7 +45,7 @@ void ReportSummaryForNode(v1::Retention::Stub& stub) {
 
 TEST(SidecarProcessTest, KillNineDuringIngestionLosesNoAcknowledgedEvent) {
   TempDir dir;
-  auto server = std::make_unique<ServeProcess>(dir.path());
+  auto server = std::make_unique<ServeProcess>(KVLEARN_BINARY, dir.path());
   ASSERT_GT(server->port(), 0) << "kvlearn serve did not start";
   auto stub = Connect(server->port());
 
@@ -143,7 +96,7 @@ TEST(SidecarProcessTest, KillNineDuringIngestionLosesNoAcknowledgedEvent) {
   ASSERT_GE(acked.size(), 3000u);
 
   // Restart on the same directory: the log continues after what was written.
-  server = std::make_unique<ServeProcess>(dir.path());
+  server = std::make_unique<ServeProcess>(KVLEARN_BINARY, dir.path());
   ASSERT_GT(server->port(), 0) << "kvlearn serve did not restart";
   {
     auto restarted = Connect(server->port());
@@ -181,7 +134,7 @@ TEST(SidecarProcessTest, ExportLogWritesTheRequestArrivalsAsAMooncakeTrace) {
   w.requests = 40;
   const Trace trace = GenerateChatTrace(w);
 
-  ServeProcess server(data);
+  ServeProcess server(KVLEARN_BINARY, data);
   ASSERT_GT(server.port(), 0);
   auto stub = Connect(server.port());
   v1::EventBatch batch;
