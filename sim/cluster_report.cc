@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/json_text.h"
+#include "sim/report_fields.h"
 
 namespace kvlearn {
 namespace {
@@ -12,43 +13,27 @@ double Ratio(uint64_t part, uint64_t whole) {
 }
 
 // The fields of one row, in output order: JSON keys and CSV columns.
-std::vector<std::pair<std::string, std::string>> Fields(const ClusterResult& c, double w) {
+ReportFields Fields(const ClusterResult& c, double w) {
   const ReplayResult& r = c.replay;
-  return {
-      {"router", JsonString(c.router)},
-      {"policy", JsonString(r.policy)},
-      {"block_hit_ratio", JsonNumber(r.block_hit_ratio())},
-      {"token_hit_ratio", JsonNumber(r.token_hit_ratio())},
-      {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
-      {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
-      {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
-      {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
-      {"prefill_gpu_seconds", JsonNumber(r.prefill_gpu_seconds)},
-      {"ttft_mean_ms", JsonNumber(r.ttft_ms.mean)},
-      {"ttft_p50_ms", JsonNumber(r.ttft_ms.p50)},
-      {"ttft_p95_ms", JsonNumber(r.ttft_ms.p95)},
-      {"ttft_p99_ms", JsonNumber(r.ttft_ms.p99)},
-      {"accesses_per_second", JsonNumber(r.accesses_per_second())},
-      {"gap_closed", "null"},
-      {"queue_mean_ms", JsonNumber(c.queue_ms.mean)},
-      {"queue_p95_ms", JsonNumber(c.queue_ms.p95)},
-      {"load_mean_ms", JsonNumber(c.load_ms.mean)},
-      {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
-      {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
-      {"dram_hit_ratio", JsonNumber(Ratio(c.dram_hit_blocks, r.block_accesses))},
-      {"pool_hit_ratio", JsonNumber(Ratio(c.pool_hit_blocks, r.block_accesses))},
-      {"replication_bytes", absl::StrCat(c.replication_bytes)},
-      {"replications", absl::StrCat(c.replications)},
-      {"burst_triggers", absl::StrCat(c.burst_triggers)},
-      {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
-      {"link_bytes", absl::StrCat(c.link_bytes)},
-      {"transfer_seconds", JsonNumber(r.transfer_seconds)},
-      {"cost_seconds", JsonNumber(r.cost_seconds(w))},
-      {"cost_gap_closed", "null"},
-      {"utilization", JsonNumber(r.utilization())},
-      {"busy_seconds", JsonNumber(r.busy_seconds)},
-      {"window_seconds", JsonNumber(r.window_seconds())},
-  };
+  ReportFields fields = {{"router", JsonString(c.router)}, {"policy", JsonString(r.policy)}};
+  AppendCountFields(r, fields);
+  fields.insert(fields.end(),
+                {
+                    {"queue_mean_ms", JsonNumber(c.queue_ms.mean)},
+                    {"queue_p95_ms", JsonNumber(c.queue_ms.p95)},
+                    {"load_mean_ms", JsonNumber(c.load_ms.mean)},
+                    {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
+                    {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
+                    {"dram_hit_ratio", JsonNumber(Ratio(c.dram_hit_blocks, r.block_accesses))},
+                    {"pool_hit_ratio", JsonNumber(Ratio(c.pool_hit_blocks, r.block_accesses))},
+                    {"replication_bytes", absl::StrCat(c.replication_bytes)},
+                    {"replications", absl::StrCat(c.replications)},
+                    {"burst_triggers", absl::StrCat(c.burst_triggers)},
+                    {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
+                    {"link_bytes", absl::StrCat(c.link_bytes)},
+                });
+  AppendCostFields(r, w, fields);
+  return fields;
 }
 
 }  // namespace
@@ -126,19 +111,14 @@ std::string FormatClusterTable(const ClusterComparison& c) {
             100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(), Gb(r.replication_bytes),
             r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
   }
-  if (AnyClusterSaturated(c)) {
-    std::string rows;
-    for (const ClusterResult& r : c.results) {
-      if (!CountsForSaturation(r.replay)) continue;
-      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
-                      absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
-                                      100 * r.replay.utilization()));
+  std::vector<std::string> saturated;
+  for (const ClusterResult& r : c.results) {
+    if (CountsForSaturation(r.replay)) {
+      saturated.push_back(absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
+                                          100 * r.replay.utilization()));
     }
-    absl::StrAppend(&out, "\nsaturated: ", rows,
-                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
-                                    "trace's length\n",
-                                    100 * kSaturatedUtilization));
   }
+  absl::StrAppend(&out, SaturatedNote(saturated));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/json_text.h"
+#include "sim/report_fields.h"
 
 namespace kvlearn {
 namespace {
@@ -18,32 +19,12 @@ const ReplayResult* FindRow(const Comparison& c, std::string_view policy) {
   return nullptr;
 }
 
-std::string OptionalNumber(const std::optional<double>& v) { return v ? JsonNumber(*v) : "null"; }
-
 // The fields of one row, in output order: JSON keys and CSV columns.
-std::vector<std::pair<std::string, std::string>> Fields(const ReplayResult& r, double w) {
-  return {
-      {"policy", JsonString(r.policy)},
-      {"block_hit_ratio", JsonNumber(r.block_hit_ratio())},
-      {"token_hit_ratio", JsonNumber(r.token_hit_ratio())},
-      {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
-      {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
-      {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
-      {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
-      {"prefill_gpu_seconds", JsonNumber(r.prefill_gpu_seconds)},
-      {"ttft_mean_ms", JsonNumber(r.ttft_ms.mean)},
-      {"ttft_p50_ms", JsonNumber(r.ttft_ms.p50)},
-      {"ttft_p95_ms", JsonNumber(r.ttft_ms.p95)},
-      {"ttft_p99_ms", JsonNumber(r.ttft_ms.p99)},
-      {"accesses_per_second", JsonNumber(r.accesses_per_second())},
-      {"gap_closed", OptionalNumber(r.gap_closed)},
-      {"transfer_seconds", JsonNumber(r.transfer_seconds)},
-      {"cost_seconds", JsonNumber(r.cost_seconds(w))},
-      {"cost_gap_closed", OptionalNumber(r.cost_gap_closed)},
-      {"utilization", JsonNumber(r.utilization())},
-      {"busy_seconds", JsonNumber(r.busy_seconds)},
-      {"window_seconds", JsonNumber(r.window_seconds())},
-  };
+ReportFields Fields(const ReplayResult& r, double w) {
+  ReportFields fields = {{"policy", JsonString(r.policy)}};
+  AppendCountFields(r, fields);
+  AppendCostFields(r, w, fields);
+  return fields;
 }
 
 std::string Percent(const std::optional<double>& v) {
@@ -138,18 +119,13 @@ std::string FormatTable(const Comparison& c) {
                         r.ttft_ms.p95, r.accesses_per_second() / 1e6, Percent(r.gap_closed),
                         Percent(r.cost_gap_closed)));
   }
-  if (AnySaturated(c.results)) {
-    std::string rows;
-    for (const ReplayResult& r : c.results) {
-      if (!CountsForSaturation(r)) continue;
-      absl::StrAppend(&rows, rows.empty() ? "" : ", ",
-                      absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
+  std::vector<std::string> saturated;
+  for (const ReplayResult& r : c.results) {
+    if (CountsForSaturation(r)) {
+      saturated.push_back(absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
     }
-    absl::StrAppend(&out, "\nsaturated: ", rows,
-                    absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
-                                    "trace's length\n",
-                                    100 * kSaturatedUtilization));
   }
+  absl::StrAppend(&out, SaturatedNote(saturated));
   return out;
 }
 

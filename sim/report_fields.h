@@ -1,0 +1,69 @@
+// What every report row says about a ReplayResult, shared by the pool
+// comparison (comparison_report) and the cluster comparison (cluster_report)
+// so the two keep the same keys, order and number format: the counts and
+// latencies, then the cost columns; and the "saturated" note under a table.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/json_text.h"
+#include "sim/replay_result.h"
+
+namespace kvlearn {
+
+// (key, JSON value) in output order: JSON keys and CSV columns.
+using ReportFields = std::vector<std::pair<std::string, std::string>>;
+
+inline std::string OptionalJsonNumber(const std::optional<double>& v) {
+  return v ? JsonNumber(*v) : "null";
+}
+
+// block_hit_ratio ... accesses_per_second, gap_closed.
+inline void AppendCountFields(const ReplayResult& r, ReportFields& out) {
+  out.insert(out.end(), {
+                            {"block_hit_ratio", JsonNumber(r.block_hit_ratio())},
+                            {"token_hit_ratio", JsonNumber(r.token_hit_ratio())},
+                            {"loaded_bytes", absl::StrCat(r.loaded_bytes)},
+                            {"admitted_bytes", absl::StrCat(r.admitted_bytes)},
+                            {"transfer_bytes", absl::StrCat(r.transfer_bytes())},
+                            {"recomputed_tokens", absl::StrCat(r.recomputed_tokens)},
+                            {"prefill_gpu_seconds", JsonNumber(r.prefill_gpu_seconds)},
+                            {"ttft_mean_ms", JsonNumber(r.ttft_ms.mean)},
+                            {"ttft_p50_ms", JsonNumber(r.ttft_ms.p50)},
+                            {"ttft_p95_ms", JsonNumber(r.ttft_ms.p95)},
+                            {"ttft_p99_ms", JsonNumber(r.ttft_ms.p99)},
+                            {"accesses_per_second", JsonNumber(r.accesses_per_second())},
+                            {"gap_closed", OptionalJsonNumber(r.gap_closed)},
+                        });
+}
+
+// transfer_seconds, cost_seconds (transfer weighted by `w`), cost_gap_closed,
+// utilization, busy_seconds, window_seconds.
+inline void AppendCostFields(const ReplayResult& r, double w, ReportFields& out) {
+  out.insert(out.end(), {
+                            {"transfer_seconds", JsonNumber(r.transfer_seconds)},
+                            {"cost_seconds", JsonNumber(r.cost_seconds(w))},
+                            {"cost_gap_closed", OptionalJsonNumber(r.cost_gap_closed)},
+                            {"utilization", JsonNumber(r.utilization())},
+                            {"busy_seconds", JsonNumber(r.busy_seconds)},
+                            {"window_seconds", JsonNumber(r.window_seconds())},
+                        });
+}
+
+// The line under a table naming the saturated rows ("lru (96%), ..."), or
+// nothing when `rows` is empty.
+inline std::string SaturatedNote(const std::vector<std::string>& rows) {
+  if (rows.empty()) return "";
+  std::string joined;
+  for (const std::string& row : rows) absl::StrAppend(&joined, joined.empty() ? "" : ", ", row);
+  return absl::StrCat("\nsaturated: ", joined,
+                      absl::StrFormat(": busy >= %.0f%% of the window, so TTFT grows with the "
+                                      "trace's length\n",
+                                      100 * kSaturatedUtilization));
+}
+
+}  // namespace kvlearn
