@@ -20,41 +20,15 @@
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
 #include "tests/support/default_cost.h"
+#include "tests/support/hand_trace.h"
 
 namespace kvlearn {
 namespace {
 
-constexpr uint32_t kBlockSize = 512;
-
-uint64_t BlockBytes() { return DefaultCost().BytesForTokens(kBlockSize); }
-
-struct HandTrace {
-  Trace trace;
-  ReplayTrace replay;
-
-  BlockIndex Block(char id) const { return replay.catalog.Find(static_cast<uint64_t>(id)); }
-};
-
-std::unique_ptr<HandTrace> MakeTrace(std::initializer_list<std::string_view> prompts) {
-  auto h = std::make_unique<HandTrace>();
-  h->trace.source = "hand-worked";
-  h->trace.block_size = kBlockSize;
-  int64_t time_ms = 0;
-  for (const std::string_view prompt : prompts) {
-    const std::vector<uint64_t> ids(prompt.begin(), prompt.end());
-    h->trace.Add(time_ms, static_cast<uint32_t>(ids.size()) * kBlockSize, 16, ids);
-    time_ms += 1000;
-  }
-  auto replay = BuildReplayTrace(h->trace, DefaultCost());
-  EXPECT_TRUE(replay.ok()) << replay.status();
-  if (replay.ok()) h->replay = *std::move(replay);
-  return h;
-}
-
 uint64_t BlockHits(const HandTrace& h, std::string_view policy, uint64_t pool_blocks,
                    std::function<void(uint32_t, const PoolState&)> after_request = nullptr) {
   PoolReplayOptions options;
-  options.pool_bytes = pool_blocks * BlockBytes();
+  options.pool_bytes = pool_blocks * HandBlockBytes();
   options.after_request = std::move(after_request);
   auto result = ReplayPool(h.replay, DefaultCost(), policy, options);
   EXPECT_TRUE(result.ok()) << policy << ": " << result.status();
@@ -87,7 +61,7 @@ uint64_t BlockHits(const HandTrace& h, std::string_view policy, uint64_t pool_bl
 // oracle-admission (LRU, but refuses blocks never used again): d and e are
 //   refused, so the pool never fills and nothing is evicted: the same 5 hits.
 TEST(HandWorkedPolicyTest, LruAndLfuDisagreeOnAFrequentChain) {
-  const auto h = MakeTrace({"ab", "ab", "cd", "ce", "ab"});
+  const auto h = MakeHandTrace({"ab", "ab", "cd", "ce", "ab"});
   EXPECT_EQ(BlockHits(*h, "lru", 3), 3u);
   EXPECT_EQ(BlockHits(*h, "lfu", 3), 4u);
   EXPECT_EQ(BlockHits(*h, "belady", 3), 5u);
@@ -114,7 +88,7 @@ TEST(HandWorkedPolicyTest, LruAndLfuDisagreeOnAFrequentChain) {
 //   R3 never): R0 both fit. R1 hit a; c refused. R2 d refused.
 //   R3 hit a, b.  total 3.
 TEST(HandWorkedPolicyTest, PrefixConstraintKeepsAnOldAncestor) {
-  const auto h = MakeTrace({"ab", "ac", "de", "ab"});
+  const auto h = MakeHandTrace({"ab", "ac", "de", "ab"});
   bool checked = false;
   EXPECT_EQ(BlockHits(*h, "fifo", 3,
                       [&](uint32_t request, const PoolState& pool) {
@@ -150,7 +124,7 @@ TEST(HandWorkedPolicyTest, PrefixConstraintKeepsAnOldAncestor) {
 //   c is refused.  total 2: knowing that cd returns is not enough, the oracle
 //   also needs to know that it returns after ab.
 TEST(HandWorkedPolicyTest, OracleBypassKeepsTheSoonerChain) {
-  const auto h = MakeTrace({"ab", "cd", "ab", "ab", "cd"});
+  const auto h = MakeHandTrace({"ab", "cd", "ab", "ab", "cd"});
   EXPECT_EQ(BlockHits(*h, "lru", 2), 2u);
   EXPECT_EQ(BlockHits(*h, "lfu", 2), 2u);
   EXPECT_EQ(BlockHits(*h, "belady", 2), 4u);
@@ -175,7 +149,7 @@ TEST(HandWorkedPolicyTest, OracleBypassKeepsTheSoonerChain) {
 // LFU: all counts 1; R2 evicts s (R0, older than d) then r.      total 2.
 // Belady: c, d, e, f are never used again and are refused.      total 4.
 TEST(HandWorkedPolicyTest, GdsfKeepsTheCostlierDeepBlock) {
-  const auto h = MakeTrace({"pqrs", "cd", "ef", "pqrs"});
+  const auto h = MakeHandTrace({"pqrs", "cd", "ef", "pqrs"});
   const BlockCatalog& catalog = h->replay.catalog;
   ASSERT_GT(catalog[h->Block('s')].recompute_ms, catalog[h->Block('d')].recompute_ms);
   ASSERT_GT(catalog[h->Block('d')].recompute_ms, catalog[h->Block('c')].recompute_ms);
@@ -234,7 +208,7 @@ void ServeWithoutEvictions(const HandTrace& h, RetentionPolicy& policy, PoolStat
 void ExpectRankMatchesEvictionOrder(std::string_view policy_name, std::string_view expected) {
   SCOPED_TRACE(policy_name);
   // R0 abc, R1 ad, R2 ef, R3 ab, R4 eg.
-  const auto h = MakeTrace({"abc", "ad", "ef", "ab", "eg"});
+  const auto h = MakeHandTrace({"abc", "ad", "ef", "ab", "eg"});
   PoolState pool(&h->replay.catalog, h->replay.distinct_block_bytes);
   PolicyEnv env{&h->replay.catalog, &pool, &h->replay.next_use};
   auto policy = CreatePolicy(policy_name, env);

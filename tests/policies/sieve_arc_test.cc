@@ -30,51 +30,17 @@
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
 #include "tests/support/default_cost.h"
+#include "tests/support/hand_trace.h"
 
 namespace kvlearn {
 namespace {
-
-constexpr uint32_t kBlockSize = 512;
-
-uint64_t BlockBytes() { return DefaultCost().BytesForTokens(kBlockSize); }
-
-struct HandTrace {
-  Trace trace;
-  ReplayTrace replay;
-
-  BlockIndex Block(char id) const { return replay.catalog.Find(static_cast<uint64_t>(id)); }
-  // The letters of the blocks `pool` holds, in alphabetical order.
-  std::string Resident(const PoolState& pool) const {
-    std::set<char> ids;
-    for (BlockIndex b = 0; b < replay.catalog.size(); ++b) {
-      if (pool.IsResident(b)) ids.insert(static_cast<char>(replay.catalog[b].hash_id));
-    }
-    return std::string(ids.begin(), ids.end());
-  }
-};
-
-std::unique_ptr<HandTrace> MakeTrace(std::initializer_list<std::string_view> prompts) {
-  auto h = std::make_unique<HandTrace>();
-  h->trace.source = "hand-worked";
-  h->trace.block_size = kBlockSize;
-  int64_t time_ms = 0;
-  for (const std::string_view prompt : prompts) {
-    const std::vector<uint64_t> ids(prompt.begin(), prompt.end());
-    h->trace.Add(time_ms, static_cast<uint32_t>(ids.size()) * kBlockSize, 16, ids);
-    time_ms += 1000;
-  }
-  auto replay = BuildReplayTrace(h->trace, DefaultCost());
-  EXPECT_TRUE(replay.ok()) << replay.status();
-  if (replay.ok()) h->replay = *std::move(replay);
-  return h;
-}
 
 // Replays `h` on a pool of `pool_blocks` full blocks; returns the block hits
 // and, in `resident`, the pool's letters after each request.
 uint64_t Replay(const HandTrace& h, std::string_view policy, uint64_t pool_blocks,
                 std::vector<std::string>* resident = nullptr) {
   PoolReplayOptions options;
-  options.pool_bytes = pool_blocks * BlockBytes();
+  options.pool_bytes = pool_blocks * HandBlockBytes();
   if (resident != nullptr) {
     options.after_request = [&h, resident](uint32_t, const PoolState& pool) {
       resident->push_back(h.Resident(pool));
@@ -99,7 +65,7 @@ uint64_t Replay(const HandTrace& h, std::string_view policy, uint64_t pool_block
 // The hit at R3 kept a through three evictions under SIEVE: the hand cleared
 // its bit once and moved on; LRU let a age out.
 TEST(SieveTest, VisitedBitSparesABlockThatLruAgesOut) {
-  const auto h = MakeTrace({"a", "b", "c", "a", "d", "b", "e", "a"});
+  const auto h = MakeHandTrace({"a", "b", "c", "a", "d", "b", "e", "a"});
   std::vector<std::string> resident;
   EXPECT_EQ(Replay(*h, "sieve", 3, &resident), 2u);
   EXPECT_EQ(resident,
@@ -123,7 +89,7 @@ TEST(SieveTest, VisitedBitSparesABlockThatLruAgesOut) {
 //   [e a b d]; R4 f evicts d [f e a b]; R5 g evicts b (the least recent
 //   leaf) [g f e a]; R6 hits a, misses b.           total 3.
 TEST(SieveTest, ChainLeavesLeafFirstAndAHitChainSurvivesTheScan) {
-  const auto h = MakeTrace({"abc", "d", "ab", "e", "f", "g", "ab"});
+  const auto h = MakeHandTrace({"abc", "d", "ab", "e", "f", "g", "ab"});
   std::vector<std::string> resident;
   EXPECT_EQ(Replay(*h, "sieve", 4, &resident), 4u);
   EXPECT_EQ(resident,
@@ -146,7 +112,7 @@ TEST(SieveTest, ChainLeavesLeafFirstAndAHitChainSurvivesTheScan) {
 // Had the hand left a's bit alone at R3, R5 would have cleared it and
 // evicted d instead, and R6 would hit a.
 TEST(SieveTest, PassingAnInteriorBlockClearsItsBit) {
-  const auto h = MakeTrace({"ab", "ab", "c", "d", "e", "f", "a"});
+  const auto h = MakeHandTrace({"ab", "ab", "c", "d", "e", "f", "a"});
   std::vector<std::string> resident;
   EXPECT_EQ(Replay(*h, "sieve", 3, &resident), 2u);
   EXPECT_EQ(resident, (std::vector<std::string>{"ab", "ab", "abc", "abd", "ade", "def", "aef"}));
@@ -172,7 +138,7 @@ TEST(SieveTest, PassingAnInteriorBlockClearsItsBit) {
 //   this trace the adapted p steers ARC to LRU's choices, where a fixed
 //   p = 0 would have evicted c at R4 and missed at R5 and R7.
 TEST(ArcTest, GhostHitInB1RaisesTheTargetAndSparesT1) {
-  const auto h = MakeTrace({"a", "b", "a", "c", "b", "c", "a", "c"});
+  const auto h = MakeHandTrace({"a", "b", "a", "c", "b", "c", "a", "c"});
   std::vector<std::string> resident;
   EXPECT_EQ(Replay(*h, "arc", 2, &resident), 3u);
   EXPECT_EQ(resident, (std::vector<std::string>{"a", "ab", "ab", "ac", "bc", "bc", "ac", "ac"}));
@@ -188,7 +154,7 @@ TEST(ArcTest, GhostHitInB1RaisesTheTargetAndSparesT1) {
 //   R5 a: hit.                                      2 hits.
 // LRU: R2 [b a]; R3 c evicts a; R5 misses.          1 hit.
 TEST(ArcTest, OneOffBlocksDoNotPushOutAFrequentOne) {
-  const auto h = MakeTrace({"a", "a", "b", "c", "d", "a"});
+  const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "a"});
   std::vector<std::string> resident;
   EXPECT_EQ(Replay(*h, "arc", 2, &resident), 2u);
   EXPECT_EQ(resident, (std::vector<std::string>{"a", "a", "ab", "ac", "ad", "ad"}));
@@ -250,7 +216,7 @@ RankAndDrain RankThenDrain(PolicyDriver& driver) {
 //   then T2: b (a leaf once c left), a (once b and d left), e.
 //                                                    c d f g b a e.
 TEST(RankVictimsTest, SieveAndArcRankInDrainOrder) {
-  const auto h = MakeTrace({"abc", "ad", "ef", "ab", "eg"});
+  const auto h = MakeHandTrace({"abc", "ad", "ef", "ab", "eg"});
   std::vector<BlockIndex> want;
   for (const char id : std::string_view("cdfgbae")) want.push_back(h->Block(id));
   for (const std::string_view policy : {"sieve", "arc"}) {
