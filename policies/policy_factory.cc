@@ -29,22 +29,23 @@ struct PolicyEntry {
   std::string_view name;
   bool offline;      // reads the future: needs PolicyEnv::next_use
   bool needs_model;  // scores with PolicyEnv::model
+  bool bound;        // keeps nothing: the recompute-everything bound, not a policy to run
   std::unique_ptr<RetentionPolicy> (*make)(const PolicyEnv&);
 };
 
 constexpr std::array kPolicies = {
-    PolicyEntry{"lru", false, false, MakeLruPolicy},
-    PolicyEntry{"lfu", false, false, MakeLfuPolicy},
-    PolicyEntry{"fifo", false, false, MakeFifoPolicy},
-    PolicyEntry{"gdsf", false, false, MakeGdsfPolicy},
-    PolicyEntry{"s3fifo", false, false, MakeS3FifoPolicy},
-    PolicyEntry{"sieve", false, false, MakeSievePolicy},
-    PolicyEntry{"arc", false, false, MakeArcPolicy},
-    PolicyEntry{"kvlearn-cars", false, false, MakeKvlearnCarsPolicy},
-    PolicyEntry{"learned", false, true, MakeLearnedPolicy},
-    PolicyEntry{"belady", true, false, MakeBeladyPolicy},
-    PolicyEntry{"oracle-admission", true, false, MakeOracleAdmissionPolicy},
-    PolicyEntry{"no-cache", false, false, MakeNoCachePolicy},
+    PolicyEntry{"lru", false, false, false, MakeLruPolicy},
+    PolicyEntry{"lfu", false, false, false, MakeLfuPolicy},
+    PolicyEntry{"fifo", false, false, false, MakeFifoPolicy},
+    PolicyEntry{"gdsf", false, false, false, MakeGdsfPolicy},
+    PolicyEntry{"s3fifo", false, false, false, MakeS3FifoPolicy},
+    PolicyEntry{"sieve", false, false, false, MakeSievePolicy},
+    PolicyEntry{"arc", false, false, false, MakeArcPolicy},
+    PolicyEntry{"kvlearn-cars", false, false, false, MakeKvlearnCarsPolicy},
+    PolicyEntry{"learned", false, true, false, MakeLearnedPolicy},
+    PolicyEntry{"belady", true, false, false, MakeBeladyPolicy},
+    PolicyEntry{"oracle-admission", true, false, false, MakeOracleAdmissionPolicy},
+    PolicyEntry{"no-cache", false, false, true, MakeNoCachePolicy},
 };
 
 constexpr auto kNames = [] {
@@ -91,6 +92,11 @@ absl::Status CheckModelFits(const LearnedModel* model) {
                                                       kFeatureSchemaVersion));
   }
   return absl::OkStatus();
+}
+
+bool IsRecomputeBound(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->bound;
 }
 
 bool IsOfflinePolicy(std::string_view name) {

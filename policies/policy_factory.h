@@ -27,6 +27,9 @@ std::string JoinedPolicyNames(std::string_view separator = ", ");
 absl::Status CheckPolicyName(std::string_view name);
 // True for policies that read the future (they need PolicyEnv::next_use).
 bool IsOfflinePolicy(std::string_view name);
+// True for the policy that keeps nothing (no-cache): a bound on recompute that
+// reports show beside the others, not a policy anyone would run.
+bool IsRecomputeBound(std::string_view name);
 // True for policies that score with a trained model (they need PolicyEnv::model).
 bool PolicyNeedsModel(std::string_view name);
 

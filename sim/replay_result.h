@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "datasets/trace.h"
+#include "policies/policy_factory.h"
 
 namespace kvlearn {
 
@@ -112,12 +113,11 @@ inline constexpr double kTargetUtilization = 0.8;
 // with the trace's length, and so does its TTFT.
 inline constexpr double kSaturatedUtilization = 0.95;
 
-// Whether `r` decides if a run is saturated. `no-cache` is left out: it is the
-// bound that recomputes every token, not a policy anyone would run, and a
-// cluster sized for LRU at 80% busy is meant to be too small for it. Its row
-// still shows its utilization.
+// Whether `r` makes its run saturated. The recompute bound (`no-cache`,
+// IsRecomputeBound) is left out: a cluster sized for LRU at 80% busy is meant
+// to be too small for it. Its row still shows its utilization.
 inline bool CountsForSaturation(const ReplayResult& r) {
-  return r.policy != "no-cache" && r.utilization() >= kSaturatedUtilization;
+  return !IsRecomputeBound(r.policy) && r.utilization() >= kSaturatedUtilization;
 }
 
 // Smallest number of prefill instances at which `result`'s busy time fills
