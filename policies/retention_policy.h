@@ -59,6 +59,11 @@ class RetentionPolicy {
   // Lower = evicted sooner. Used to rank an arbitrary candidate list.
   virtual double EvictionPriority(BlockIndex b) const = 0;
 
+  // How much keeping b is worth, as the latest ShouldAdmit(b) judged it
+  // (higher = more worth keeping; the sidecar returns it as Admit's score).
+  // Policies without a graded judgement answer 1 (admitted) or 0 (refused).
+  virtual double AdmissionScore(BlockIndex b, bool admitted) const { return admitted ? 1.0 : 0.0; }
+
   // Replaces the model a learned policy scores with; the others refuse.
   virtual absl::Status SwapModel(std::shared_ptr<const LearnedModel> model) {
     return absl::FailedPreconditionError("this policy has no model");

@@ -435,7 +435,7 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     auto* d = response.add_decisions();
     d->set_block_id(c.block_id());
     d->set_keep(admitting);
-    d->set_score(admitting ? 1.0 : 0.0);
+    d->set_score(s.driver.policy().AdmissionScore(b, admitting));
   }
   // Before the answer leaves: an answer the node saw is always redone after
   // a restart (and a call that failed here is as if never made).
