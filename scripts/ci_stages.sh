@@ -5,7 +5,8 @@
 # ("What CI runs") says what each proves and how long each took cold.
 #
 #   asan      the whole suite under AddressSanitizer + UBSan (own build dir)
-#   tsan      the tests labelled server or concurrency under ThreadSanitizer
+#   tsan      the server and concurrency tests (ctest labels server, crash,
+#             overload, concurrency) under ThreadSanitizer
 #   fuzz      every libFuzzer target for KVLEARN_CI_FUZZ_SECONDS (default 60)
 #   crash     ctest -L crash (kill -9 of the real binary, state checked after)
 #   overload  ctest -L overload (10k idle streams, --max-streams, SIGTERM)
@@ -50,10 +51,12 @@ stage_asan() {
 stage_tsan() {
   local dir=$prefix-tsan
   configure "$dir" -DKVLEARN_SANITIZE=thread
-  cmake --build "$dir" -j "$jobs" --target kvlearn_tests_server kvlearn_tests_concurrency
+  cmake --build "$dir" -j "$jobs" --target kvlearn_tests_server kvlearn_tests_crash \
+    kvlearn_tests_overload kvlearn_tests_concurrency
   # halt_on_error: a race fails its test even if the test's checks pass.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan_suppressions.txt" \
-    ctest --test-dir "$dir" -L 'server|concurrency' --no-tests=error --output-on-failure -j "$jobs"
+    ctest --test-dir "$dir" -L '^(server|crash|overload|concurrency)$' --no-tests=error \
+    --output-on-failure -j "$jobs"
 }
 
 stage_fuzz() {
@@ -61,11 +64,11 @@ stage_fuzz() {
 }
 
 stage_crash() {
-  ctest --test-dir "$normal_build" -L crash --no-tests=error --output-on-failure -j "$jobs"
+  ctest --test-dir "$normal_build" -L '^crash$' --no-tests=error --output-on-failure -j "$jobs"
 }
 
 stage_overload() {
-  ctest --test-dir "$normal_build" -L overload --no-tests=error --output-on-failure -j "$jobs"
+  ctest --test-dir "$normal_build" -L '^overload$' --no-tests=error --output-on-failure -j "$jobs"
 }
 
 failed=()
