@@ -73,6 +73,8 @@ stage_overload() {
 
 failed=()
 summary=()
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file"' EXIT
 run_start=$(date +%s)
 for s in "${stages[@]}"; do
   if ! declare -F "stage_$s" >/dev/null; then
@@ -87,9 +89,16 @@ for s in "${stages[@]}"; do
   (
     set -euo pipefail
     "stage_$s"
+    # CPU seconds of the stage's commands (the second line of `times`):
+    # unlike wall time, it does not depend on what else the machine runs.
+    # (not in a pipe: that would run `times` in a fresh subshell).
+    times >"$cpu_file"
   )
   rc=$?
   set -e
+  cpu=$(awk 'NR == 2 { split($1 " " $2, t, /[ms ]+/); printf "%.0f", t[1] * 60 + t[2] + t[3] * 60 + t[4] }' "$cpu_file")
+  cpu=${cpu:-?}
+  : >"$cpu_file"
   if [ $rc -eq 0 ]; then
     result=ok
   else
@@ -97,8 +106,8 @@ for s in "${stages[@]}"; do
     failed+=("$s")
   fi
   elapsed=$(($(date +%s) - start))
-  echo "ci: stage $s: $result in ${elapsed}s"
-  summary+=("$(printf '%-9s %-6s %6ss' "$s" "$result" "$elapsed")")
+  echo "ci: stage $s: $result in ${elapsed}s (${cpu} CPU seconds)"
+  summary+=("$(printf '%-9s %-6s %6ss  %6s CPU s' "$s" "$result" "$elapsed" "$cpu")")
 done
 echo "ci: stages done in $(($(date +%s) - run_start))s"
 printf 'ci:   %s\n' "${summary[@]}"
