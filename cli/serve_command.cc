@@ -160,6 +160,11 @@ Command AddServeCommand(CLI::App& root) {
                   "ReportEvents streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--stream-idle-timeout-seconds", o.stream_idle_timeout_seconds,
+                  "a ReportEvents stream that sends no batch for this long is ended "
+                  "(UNAVAILABLE), freeing its slot for other reporters (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--shutdown-grace-seconds", o.shutdown_grace_seconds,
                   "on SIGINT/SIGTERM, how long calls in flight may run before they are cancelled")
       ->capture_default_str()

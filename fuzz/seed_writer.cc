@@ -4,7 +4,12 @@
 //    learned and s3fifo; an Admit before any request_arrival; sizes over the
 //    limits;
 //  - model_file_fuzzer/: the small test model as a model file, and that file
-//    cut in half.
+//    cut in half;
+//  - kv_event_decoder_fuzzer/: one batch of every event kind in both forms
+//    (array, tag first; map with a "type" tag) with integer and with
+//    byte-string hashes (EncodeKvEventBatch), and by hand the mixtures
+//    engines send (an array batch of map events; unknown tags, extra fields
+//    and keys; negative hashes) and a malformed one.
 // The JSONL seeds of mooncake_reader_fuzzer are written by hand.
 #include <cstdint>
 #include <cstdio>
@@ -12,8 +17,11 @@
 #include <fstream>
 #include <string>
 
+#include "engine/kv_event.h"
+#include "engine/kv_event_encoder.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/model_file.h"
+#include "tests/engine/msgpack_builder.h"
 #include "tests/support/test_model.h"
 
 namespace {
@@ -103,6 +111,103 @@ void Write(const std::string& dir, const std::string& name, const std::string& b
   std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
 }
 
+// Every event kind, with the optional fields set and unset.
+kvlearn::EngineEventBatch EveryEngineEventKind() {
+  kvlearn::EngineEventBatch batch;
+  batch.ts = 1764460800.25;
+  batch.data_parallel_rank = 1;
+  kvlearn::BlockStoredEvent root;
+  root.block_hashes = {11, 12};
+  root.block_size = 16;
+  root.num_token_ids = 32;
+  root.tokens_per_block = 16;
+  batch.events.push_back(root);
+  kvlearn::BlockStoredEvent child;
+  child.block_hashes = {0xFFFFFFFFFFFFFF01u};  // above INT64_MAX: negative as an integer
+  child.parent_block_hash = 12;
+  child.block_size = 16;
+  child.num_token_ids = 9;
+  child.tokens_per_block = 16;
+  child.medium = kvlearn::KvMedium::kCpu;
+  child.lora_id = 3;
+  child.group_idx = 1;
+  batch.events.push_back(child);
+  kvlearn::BlockRemovedEvent removed;
+  removed.block_hashes = {11};
+  removed.medium = kvlearn::KvMedium::kOther;
+  removed.medium_name = "LMCache";
+  batch.events.push_back(removed);
+  batch.events.push_back(kvlearn::AllBlocksClearedEvent{});
+  return batch;
+}
+
+void WriteEngineSeeds(const std::string& dir) {
+  using kvlearn::KvEventEncoding;
+  using kvlearn::KvHashEncoding;
+  const kvlearn::EngineEventBatch batch = EveryEngineEventKind();
+  Write(dir, "array_int_hashes",
+        kvlearn::EncodeKvEventBatch(batch, {KvEventEncoding::kArray, KvHashEncoding::kInt}));
+  Write(dir, "array_bytes_hashes",
+        kvlearn::EncodeKvEventBatch(batch, {KvEventEncoding::kArray, KvHashEncoding::kBytes}));
+  Write(dir, "map_int_hashes",
+        kvlearn::EncodeKvEventBatch(batch, {KvEventEncoding::kMap, KvHashEncoding::kInt}));
+  Write(dir, "map_bytes_hashes",
+        kvlearn::EncodeKvEventBatch(batch, {KvEventEncoding::kMap, KvHashEncoding::kBytes}));
+
+  // Current vLLM: an array batch of map events, keys in another order, an
+  // unknown key, an event with an unknown tag, byte hashes shorter than 8.
+  kvlearn::MsgpackBuilder mixed;
+  mixed.Array(3).Double(12.5).Array(3);
+  mixed.Map(6)
+      .Str("token_ids")
+      .Array(2)
+      .Uint(7)
+      .Uint(8)
+      .Str("type")
+      .Str("BlockStored")
+      .Str("block_size")
+      .Uint(2)
+      .Str("block_hashes")
+      .Array(1)
+      .Bin({0x01, 0x02, 0x03})
+      .Str("parent_block_hash")
+      .Nil()
+      .Str("extra_keys")
+      .Array(1)
+      .Array(2)
+      .Str("mm")
+      .Uint(1);
+  mixed.Map(2).Str("type").Str("BlockMoved").Str("block_hashes").Array(0);
+  mixed.Map(3).Str("type").Str("BlockRemoved").Str("block_hashes").Array(1).Bin({0x01, 0x02, 0x03});
+  mixed.Str("medium").Str("GPU");
+  mixed.Nil();  // data_parallel_rank
+  Write(dir, "vllm_array_batch_of_map_events", mixed.bytes());
+
+  // SGLang-style array events with negative integer hashes and trailing
+  // fields a newer version appends.
+  kvlearn::MsgpackBuilder arrays;
+  arrays.Map(3).Str("events").Array(2);
+  arrays.Array(8)
+      .Str("BlockStored")
+      .Array(2)
+      .Int(-1)
+      .Int(-2)
+      .Int(-3)
+      .Array(0)
+      .Uint(0)
+      .Nil()
+      .Str("HBM")
+      .Str("future");
+  arrays.Array(4).Str("BlockRemoved").Array(1).Int(-2).Nil().Uint(9);
+  arrays.Str("ts").Uint(1).Str("attn_dp_rank").Uint(0);
+  Write(dir, "map_batch_of_array_events", arrays.bytes());
+
+  // A string where a hash goes: refused, naming events[0].block_hashes[0].
+  kvlearn::MsgpackBuilder bad;
+  bad.Array(2).Double(0).Array(1).Array(3).Str("BlockRemoved").Array(1).Str("x").Nil();
+  Write(dir, "malformed_string_hash", bad.bytes());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,5 +259,8 @@ int main(int argc, char** argv) {
   *batch.add_events() = e;
   Record(limits, 0, batch);
   Write(dir, "limits", limits);
+  const std::string engine = std::string(argv[1]) + "/kv_event_decoder_fuzzer";
+  std::filesystem::create_directories(engine);
+  WriteEngineSeeds(engine);
   return 0;
 }

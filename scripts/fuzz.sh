@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of fuzz/ in build-fuzz/ (clang, -DKVLEARN_FUZZ=ON,
-# ASan + UBSan) and runs each for SECONDS (default 60), niced, on a working
-# copy of its seed corpus (build-fuzz/corpus/<fuzzer>/; fuzz/corpus/ stays as
-# committed). A crash leaves its input in build-fuzz/crashes/<fuzzer>/ and
-# makes the script exit non-zero. Installs clang (Debian packages clang,
+# Builds the libFuzzer targets of fuzz/ in build-fuzz/ (or $KVLEARN_FUZZ_BUILD_DIR)
+# with clang, -DKVLEARN_FUZZ=ON, ASan + UBSan, and runs each for SECONDS
+# (default 60), niced, on a working copy of its seed corpus
+# (build-fuzz/corpus/<fuzzer>/; fuzz/corpus/ stays as committed). A crash
+# leaves its input in build-fuzz/crashes/<fuzzer>/ and makes the script exit
+# non-zero. Installs clang (Debian packages clang,
 # libclang-rt-14-dev) if it is missing; the normal build does not need it.
 #
 #   scripts/fuzz.sh [SECONDS] [FUZZER...]      e.g. scripts/fuzz.sh 600 model_file_fuzzer
@@ -14,7 +15,7 @@ seconds_each="${1:-60}"
 shift || true
 fuzzers=("$@")
 if [ ${#fuzzers[@]} -eq 0 ]; then
-  fuzzers=(mooncake_reader_fuzzer model_file_fuzzer sidecar_handlers_fuzzer)
+  fuzzers=(mooncake_reader_fuzzer model_file_fuzzer sidecar_handlers_fuzzer kv_event_decoder_fuzzer)
 fi
 
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
@@ -26,7 +27,7 @@ if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends clang libclang-rt-14-dev
 fi
 
-build="$root/build-fuzz"
+build="${KVLEARN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 if [ ! -f "$build/build.ninja" ]; then  # configure once
   CCACHE_BASEDIR="$(dirname "$root")" cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DKVLEARN_FUZZ=ON

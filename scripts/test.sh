@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite with ctest.
 # Extra arguments go to CMake (e.g. -DKVLEARN_SANITIZE=address,undefined).
+# With CI=true or KVLEARN_CI_STAGES=1 (what .ci/run gets), the CI stages
+# follow: sanitizers, fuzzers, crash and overload tests (scripts/ci_stages.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
 ./scripts/setup.sh
 ./scripts/build.sh "$@"
 build_dir=${KVLEARN_BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j 2
+if [ "${CI:-}" = true ] || [ "${KVLEARN_CI_STAGES:-}" = 1 ]; then
+  echo "ci: stage suite (setup, build, ctest): ok in $(($(date +%s) - start))s"
+  KVLEARN_BUILD_DIR="$build_dir" ./scripts/ci_stages.sh
+fi

@@ -1,5 +1,6 @@
 #include "server/report_events_reactor.h"
 
+#include <algorithm>
 #include <span>
 
 #include "absl/strings/str_cat.h"
@@ -18,11 +19,33 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }  // namespace
 
 ReportEventsReactor::ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer* response)
-    : env_(env), response_(response) {
+    : env_(env),
+      response_(response),
+      idle_timeout_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(env.stream_idle_timeout_seconds))) {
+  if (idle_timeout_ > Clock::duration::zero()) {
+    absl::MutexLock lock(&alarm_mu_);
+    ArmIdleAlarm(idle_timeout_);
+  }
+  ReadNext();
+}
+
+void ReportEventsReactor::ReadNext() {
+  read_started_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  state_.store(State::kStartingRead, std::memory_order_release);
   StartRead(&buffer_);
+  // Fails when the read already completed (its OnReadDone moved the state on).
+  State expected = State::kStartingRead;
+  state_.compare_exchange_strong(expected, State::kReading, std::memory_order_acq_rel);
 }
 
 void ReportEventsReactor::OnReadDone(bool ok) {
+  State state = state_.load(std::memory_order_acquire);
+  do {
+    // The idle alarm ended the call: a batch that arrived meanwhile is
+    // dropped (never acknowledged), and the failed read needs nothing.
+    if (state == State::kFinished) return;
+  } while (!state_.compare_exchange_weak(state, State::kProcessing, std::memory_order_acq_rel));
   if (!ok) {
     // No more batches: the client half-closed (the normal end), or the call
     // is gone (client cancel, deadline, server shutdown). A cancelled call
@@ -42,7 +65,7 @@ void ReportEventsReactor::OnReadDone(bool ok) {
     End(std::move(status));
     return;
   }
-  StartRead(&buffer_);
+  ReadNext();
 }
 
 grpc::Status ReportEventsReactor::Ingest() {
@@ -104,11 +127,67 @@ void ReportEventsReactor::End(grpc::Status status) {
   // a stream and opens the next at the limit is not refused. Nothing below
   // touches the log: SidecarServer::Shutdown waits for zero open streams
   // before it closes it.
+  state_.store(State::kFinished, std::memory_order_release);
   env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
   Finish(std::move(status));
 }
 
-void ReportEventsReactor::OnDone() { delete this; }
+void ReportEventsReactor::ArmIdleAlarm(Clock::duration delay) {
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  // A fresh alarm each time: replacing the one whose callback is running
+  // leaves that callback intact (grpc::Alarm keeps it alive until it returns).
+  alarm_ = std::make_unique<grpc::Alarm>();
+  alarm_->Set(std::chrono::system_clock::now() + delay, [this](bool fired) { OnIdleAlarm(fired); });
+}
+
+void ReportEventsReactor::OnIdleAlarm(bool fired) {
+  if (fired) {
+    const Clock::duration waited =
+        Clock::now() -
+        Clock::time_point(Clock::duration(read_started_.load(std::memory_order_acquire)));
+    State reading = State::kReading;
+    if (waited >= idle_timeout_ &&
+        state_.compare_exchange_strong(reading, State::kFinished, std::memory_order_acq_rel)) {
+      env_.counters->CountIdleClosed();
+      // End stores kFinished again; the pending read fails and its
+      // OnReadDone sees kFinished.
+      End(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("ReportEvents: no batch for ", env_.stream_idle_timeout_seconds,
+                       " s (--stream-idle-timeout-seconds); the server ended the stream to "
+                       "free its slot after ",
+                       batch_index_, " complete batches (", summary_.accepted(),
+                       " events logged); open a new stream to report more")));
+    } else if (state_.load(std::memory_order_acquire) != State::kFinished) {
+      absl::MutexLock lock(&alarm_mu_);
+      if (!done_) {
+        // Not idle long enough, or a batch is being applied: check again
+        // when the current read would reach the timeout (at least 10 ms on).
+        const Clock::duration left = idle_timeout_ - waited;
+        ArmIdleAlarm(std::max<Clock::duration>(left, std::chrono::milliseconds(10)));
+      }
+    }
+  }
+  Unref();
+}
+
+void ReportEventsReactor::OnDone() {
+  std::unique_ptr<grpc::Alarm> alarm;
+  {
+    absl::MutexLock lock(&alarm_mu_);
+    done_ = true;
+    alarm = std::move(alarm_);
+  }
+  // Cancelling runs a pending alarm's callback with fired = false (on gRPC's
+  // executor), which drops its reference; outside alarm_mu_, which that
+  // callback may take.
+  if (alarm) alarm->Cancel();
+  Unref();
+}
+
+void ReportEventsReactor::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
 
 }  // namespace kvlearn

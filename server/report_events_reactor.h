@@ -11,20 +11,39 @@
 // The next read starts only after the append returned, so every event counted
 // in the summary is durable, and one stream has one batch in flight.
 //
+// Idle streams: with a stream idle timeout S > 0, a stream whose pending read
+// has waited S seconds for a batch is ended with UNAVAILABLE naming
+// --stream-idle-timeout-seconds and counted (ServingCounters), so that a
+// client holding --max-streams silent streams cannot lock other reporters out
+// for longer than S. Time spent applying a batch does not count as idle. A
+// grpc::Alarm per stream (no thread) checks the idle time; a batch that
+// arrives as the stream is being ended is dropped unapplied and unlogged (the
+// client never got it acknowledged).
+//
 // The reactor counts the call and releases its stream slot
-// (ServingCounters) when it finishes the call, and deletes itself in OnDone.
+// (ServingCounters) when it finishes the call. It is deleted when both gRPC
+// (OnDone) and its idle alarm are done with it.
 //
 // Thread-safety: gRPC runs at most one of this reactor's OnReadDone at a time
 // (the next read is started at the end of the previous one); OnCancel may run
-// concurrently and only sets an atomic flag.
+// concurrently and only sets an atomic flag. The idle alarm runs on gRPC's
+// executor threads: it ends the stream only by winning the compare-and-swap
+// of state_ from kReading to kFinished, which OnReadDone also races for, so
+// exactly one of them finishes the call; the alarm's re-arming and OnDone's
+// cancelling are ordered by alarm_mu_.
 #pragma once
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
 #include "server/node_pools.h"
@@ -41,6 +60,8 @@ struct IngestEnv {
   SidecarMetrics* metrics = nullptr;
   ServingCounters* counters = nullptr;
   uint32_t max_events_per_batch = 4096;
+  // A stream that waits this long for a batch is ended; 0 = never.
+  double stream_idle_timeout_seconds = 0;
 };
 
 class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
@@ -53,9 +74,20 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   void OnDone() override;
 
  private:
+  // kStartingRead: between the decision to read and StartRead's return, when
+  // the idle alarm must not finish the call yet.
+  enum class State { kProcessing, kStartingRead, kReading, kFinished };
+  using Clock = std::chrono::steady_clock;
+
+  ~ReportEventsReactor() override = default;
+  void ReadNext();
   // Applies and logs the batch in buffer_; a non-OK status ends the stream.
   grpc::Status Ingest();
   void End(grpc::Status status);
+  // Arms a new idle alarm for `delay` (REQUIRES: alarm_mu_ held, !done_).
+  void ArmIdleAlarm(Clock::duration delay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(alarm_mu_);
+  void OnIdleAlarm(bool fired);
+  void Unref();
 
   const IngestEnv env_;
   grpc::ByteBuffer* const response_;
@@ -66,6 +98,15 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   uint32_t batch_index_ = 0;
   bool any_logged_ = false;
   std::atomic<bool> cancelled_{false};
+
+  const Clock::duration idle_timeout_;  // zero: no idle alarm
+  std::atomic<State> state_{State::kProcessing};
+  std::atomic<Clock::rep> read_started_{0};  // Clock ticks when the pending read started
+  // gRPC's OnDone holds one reference, an armed idle alarm another.
+  std::atomic<int> refs_{1};
+  absl::Mutex alarm_mu_;
+  bool done_ ABSL_GUARDED_BY(alarm_mu_) = false;
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(alarm_mu_);
 };
 
 // A stream refused at open (over --max-streams): finishes at once with

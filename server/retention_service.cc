@@ -78,6 +78,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
   env.metrics = metrics_;
   env.counters = counters_;
   env.max_events_per_batch = limits_.max_events_per_batch;
+  env.stream_idle_timeout_seconds = limits_.stream_idle_timeout_seconds;
   return new ReportEventsReactor(env, response);
 }
 

@@ -48,6 +48,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 struct RetentionServiceLimits {
   uint32_t max_events_per_batch = 4096;
+  double stream_idle_timeout_seconds = 0;  // 0: idle streams are never ended
 };
 
 using RetentionServiceBase = v1::Retention::WithRawCallbackMethod_ReportEvents<

@@ -35,7 +35,12 @@ std::string ServingCounters::Render() const {
                   "with RESOURCE_EXHAUSTED because --max-streams were open.\n"
                   "# TYPE kvlearn_report_streams_refused_total counter\n"
                   "kvlearn_report_streams_refused_total ",
-                  refused_streams_.load(std::memory_order_relaxed), "\n");
+                  refused_streams_.load(std::memory_order_relaxed), "\n",
+                  "# HELP kvlearn_report_streams_idle_closed_total ReportEvents streams ended "
+                  "with UNAVAILABLE after --stream-idle-timeout-seconds without a message.\n"
+                  "# TYPE kvlearn_report_streams_idle_closed_total counter\n"
+                  "kvlearn_report_streams_idle_closed_total ",
+                  idle_closed_streams_.load(std::memory_order_relaxed), "\n");
   absl::StrAppend(&out,
                   "# HELP kvlearn_malformed_messages_total Request messages that are not the "
                   "method's protobuf type (answered INVALID_ARGUMENT), by method.\n"

@@ -4,6 +4,9 @@
 //
 //   kvlearn_report_streams_open             gauge    ReportEvents streams open now
 //   kvlearn_report_streams_refused_total    counter  streams refused by --max-streams
+//   kvlearn_report_streams_idle_closed_total counter streams the server ended after
+//                                                    --stream-idle-timeout-seconds
+//                                                    without a message (UNAVAILABLE)
 //   kvlearn_malformed_messages_total{rpc}   counter  messages that are not the method's
 //                                                    protobuf type (INVALID_ARGUMENT)
 //   kvlearn_replayed_events_total           counter  logged events replayed at start
@@ -37,6 +40,7 @@ class ServingCounters {
   void CloseStream() { open_streams_.fetch_sub(1, std::memory_order_acq_rel); }
   uint32_t open_streams() const { return open_streams_.load(std::memory_order_acquire); }
   uint32_t max_streams() const { return max_streams_; }
+  void CountIdleClosed() { idle_closed_streams_.fetch_add(1, std::memory_order_relaxed); }
 
   void CountMalformed(Rpc rpc) {
     malformed_[static_cast<int>(rpc)].fetch_add(1, std::memory_order_relaxed);
@@ -52,6 +56,7 @@ class ServingCounters {
   const uint32_t max_streams_;
   std::atomic<uint32_t> open_streams_{0};
   std::atomic<uint64_t> refused_streams_{0};
+  std::atomic<uint64_t> idle_closed_streams_{0};
   std::array<std::atomic<uint64_t>, static_cast<int>(Rpc::kCount)> malformed_{};
   std::atomic<uint64_t> replayed_{0}, replay_rejected_{0}, replayed_decisions_{0};
   std::atomic<double> replay_seconds_{0};

@@ -170,6 +170,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
 
   RetentionServiceLimits limits;
   limits.max_events_per_batch = o.max_events_per_batch;
+  limits.stream_idle_timeout_seconds = o.stream_idle_timeout_seconds;
   SidecarServer* self = s.get();
   s->service_ = std::make_unique<RetentionService>(
       s->pools_.get(), s->log_.get(), s->metrics_.get(), s->counters_.get(), limits,

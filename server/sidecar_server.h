@@ -59,6 +59,9 @@ struct SidecarOptions {
   uint32_t max_candidates = 1024;
   // ReportEvents streams open at once; one more gets RESOURCE_EXHAUSTED.
   uint32_t max_streams = 1024;
+  // A ReportEvents stream that sends no batch for this long is ended with
+  // UNAVAILABLE, freeing its slot; 0 = never.
+  double stream_idle_timeout_seconds = 300;
   // Shutdown waits this long for calls in flight, then cancels them.
   double shutdown_grace_seconds = 5;
   // Threads for the sync services (reflection); their calls beyond it get
