@@ -198,7 +198,10 @@ void EngineIngest::Run() {
       }
       work.swap(queue_);
     }
-    for (const Queued& q : work) Apply(q, *group_);
+    for (const Queued& q : work) {
+      Apply(q, *group_);
+      if (group_->accepted() >= options_.max_group_events) Write(*group_);
+    }
     Write(*group_);
     absl::MutexLock lock(&queue_mu_);
     done_total_ += work.size();

@@ -19,10 +19,10 @@
 // hits over gRPC.
 //
 // Pipeline: OnBatch only queues the batch; an apply thread takes every batch
-// queued so far as one group, maps and applies its events in order, and
-// writes the accepted ones of the whole group to the event log as one RocksDB
-// write (one WAL record), so the subscriber thread decodes the next messages
-// while the previous ones are applied. OnBatch waits while max_queued_batches
+// queued so far, maps and applies their events in order, and writes the
+// accepted ones to the event log as one RocksDB write (one WAL record) per
+// group: the batches taken together, cut at max_group_events. The subscriber
+// thread meanwhile decodes the next messages. OnBatch waits while max_queued_batches
 // are queued (ZMQ then buffers, up to the subscriber's receive high-water
 // mark). Durability (docs/guarantees.md): an engine event is durable once its
 // group's write has returned; a crash loses the queued batches and the group
@@ -82,6 +82,9 @@ struct EngineIngestOptions {
   // per batch (the path before the pipeline; kept for comparison).
   bool apply_thread = true;
   size_t max_queued_batches = 4096;  // OnBatch waits beyond this
+  // A group is written once it holds this many accepted kvlearn events (or
+  // the queue is empty): bounds one RocksDB write to a few MB.
+  uint64_t max_group_events = 65536;
 };
 
 class EngineIngest {
