@@ -104,7 +104,8 @@ struct EngineEndpointStats {
 
 class EngineSubscriber {
  public:
-  // The batch is the callback's: it may move from it.
+  // The batch is the callback's: it may move from it, or leave in it another
+  // batch, whose storage the next payload is decoded into.
   using Callback =
       std::function<void(const std::string& node, uint64_t seq, EngineEventBatch& batch)>;
 

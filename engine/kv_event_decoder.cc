@@ -86,24 +86,27 @@ constexpr std::string_view kRemovedFields[] = {"block_hashes", "medium"};
 // Bits of the required BlockStored fields seen.
 constexpr uint32_t kSawHashes = 1, kSawTokens = 2, kSawBlockSize = 4;
 
-// The next event slot of the batch as a default T, reusing the slot's
-// block_hashes storage when it already holds a T (a subscriber decodes every
-// payload into the same batch).
+// The next event slot of the batch as a default T, reusing the hash list
+// storage the slot's earlier event had (a subscriber decodes every payload
+// into the same batch, so steady streams allocate nothing per event).
 template <typename T>
 T& NextEvent(std::vector<EngineEvent>& events, size_t& used) {
   if (used == events.size()) events.emplace_back();
   EngineEvent& slot = events[used++];
-  T* t = std::get_if<T>(&slot);
-  if (t == nullptr) return slot.emplace<T>();
-  if constexpr (std::is_same_v<T, AllBlocksClearedEvent>) {
-    *t = T{};
-  } else {
-    std::vector<uint64_t> keep = std::move(t->block_hashes);
+  std::vector<uint64_t> keep;
+  std::visit(
+      [&keep](auto& old) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(old)>, AllBlocksClearedEvent>) {
+          keep = std::move(old.block_hashes);
+        }
+      },
+      slot);
+  T& t = slot.emplace<T>();
+  if constexpr (!std::is_same_v<T, AllBlocksClearedEvent>) {
     keep.clear();
-    *t = T{};
-    t->block_hashes = std::move(keep);
+    t.block_hashes = std::move(keep);
   }
-  return *t;
+  return t;
 }
 
 class Decoder {

@@ -31,6 +31,9 @@ void Clear(const std::function<v1::Event*()>& new_event, const std::string& node
   }
 }
 
+// Applied batches kept to decode into again.
+constexpr size_t kMaxSpare = 64;
+
 // Protobuf's varint, for the log's record framing.
 void PutVarint(std::string& out, uint64_t n) {
   while (n >= 0x80) {
@@ -179,8 +182,19 @@ void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEve
     }
   }
   // No apply thread: here, one log write per batch.
-  Apply({node, sequence, std::move(batch)}, *group_);
+  Queued q{node, sequence, std::move(batch)};
+  Apply(q, *group_);
   Write(*group_);
+  absl::MutexLock lock(&queue_mu_);
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(q.batch));
+}
+
+void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch* batch) {
+  OnBatch(node, sequence, std::move(*batch));
+  absl::MutexLock lock(&queue_mu_);
+  if (spare_.empty()) return;
+  *batch = std::move(spare_.back());
+  spare_.pop_back();
 }
 
 void EngineIngest::Run() {
@@ -205,6 +219,10 @@ void EngineIngest::Run() {
     Write(*group_);
     absl::MutexLock lock(&queue_mu_);
     done_total_ += work.size();
+    for (Queued& q : work) {
+      if (spare_.size() >= kMaxSpare) break;
+      spare_.push_back(std::move(q.batch));
+    }
     work.clear();
   }
 }

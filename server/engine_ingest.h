@@ -102,6 +102,11 @@ class EngineIngest {
   void OnBatch(const std::string& node, uint64_t sequence, const EngineEventBatch& batch) {
     OnBatch(node, sequence, EngineEventBatch(batch));
   }
+  // The same, and leaves in `*batch` a batch already applied, whose storage
+  // the caller decodes its next payload into (DecodeKvEventBatch's reusing
+  // form): the subscriber's callback, so that a steady stream allocates
+  // nothing per event.
+  void OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch* batch);
 
   // Returns once every batch queued before the call is applied and logged.
   void Flush();
@@ -144,8 +149,9 @@ class EngineIngest {
 
   absl::Mutex queue_mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(queue_mu_);
-  uint64_t queued_total_ ABSL_GUARDED_BY(queue_mu_) = 0;  // batches ever queued
-  uint64_t done_total_ ABSL_GUARDED_BY(queue_mu_) = 0;    // ... applied and logged
+  std::vector<EngineEventBatch> spare_ ABSL_GUARDED_BY(queue_mu_);  // applied, for reuse
+  uint64_t queued_total_ ABSL_GUARDED_BY(queue_mu_) = 0;            // batches ever queued
+  uint64_t done_total_ ABSL_GUARDED_BY(queue_mu_) = 0;              // ... applied and logged
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool worker_done_ ABSL_GUARDED_BY(queue_mu_) = false;  // no apply thread (any more)
   std::thread thread_;

@@ -239,7 +239,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     EngineIngest* ingest = s->engine_ingest_.get();
     auto subscriber = EngineSubscriber::Start(
         std::move(so), [ingest](const std::string& node, uint64_t seq, EngineEventBatch& batch) {
-          ingest->OnBatch(node, seq, std::move(batch));
+          ingest->OnBatch(node, seq, &batch);
         });
     if (!subscriber.ok()) return subscriber.status();
     s->engine_subscriber_ = *std::move(subscriber);
