@@ -253,19 +253,43 @@ std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisions() const {
 
 absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
   absl::MutexLock lock(&mu_);
-  const uint64_t first = next_sequence_;
-  if (values.empty()) return first;
-  const std::string key = EventLogKey(first);
+  if (values.empty()) return next_sequence_;
   std::string value;
   size_t total = 0;
   for (const std::string& v : values) total += v.size() + 6;
   value.reserve(total);
   for (const std::string& v : values) AppendRecord(value, v);
+  return PutLocked(value, values.size());
+}
+
+absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64_t count) {
+  uint64_t n = 0;
+  const bool well_formed = ForEachRecord(records, [&n](std::string_view) {
+    ++n;
+    return true;
+  });
+  if (!well_formed || n != count) {
+    return absl::InvalidArgumentError(absl::StrCat("event log: append of ", count,
+                                                   " framed events holds ", n,
+                                                   well_formed ? "" : " and malformed bytes"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (count == 0) return next_sequence_;
+  return PutLocked(records, count);
+}
+
+absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count) {
+  const uint64_t first = next_sequence_;
+  const std::string key = EventLogKey(first);
   const uint64_t bytes = key.size() + value.size();
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Put(w, handles_[0], key, value), "append"); !s.ok()) return s;
-  next_sequence_ = first + values.size();
+  if (auto s = FromRocks(db_->Put(w, handles_[0], key, rocksdb::Slice(value.data(), value.size())),
+                         "append");
+      !s.ok()) {
+    return s;
+  }
+  next_sequence_ = first + count;
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {
     if (auto s = TrimLocked(); !s.ok()) return s;

@@ -65,6 +65,11 @@ class EventLog {
   // Appends `values` (serialized events) atomically; returns the sequence
   // number of the first one. Durable when it returns OK (see above).
   absl::StatusOr<uint64_t> Append(std::span<const std::string> values);
+  // The same for `count` events already framed as an entry's value (records
+  // of tag 0x0a, varint length, serialized event), so a caller that
+  // serializes into one buffer writes it without a copy per event.
+  // INVALID_ARGUMENT when `records` is not exactly `count` such records.
+  absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count);
 
   // Calls `fn` on every retained entry in sequence order; stops at the first
   // error `fn` returns.
@@ -105,6 +110,8 @@ class EventLog {
                                                             bool read_only);
   absl::Status LoadBounds();
   absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<rocksdb::DB> db_;
   // [0] default (events), [1] decisions when present (absent in a read-only

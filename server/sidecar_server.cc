@@ -239,9 +239,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     so.start_sequence = 0;  // ask each engine's replay socket for what it still holds
     EngineIngest* ingest = s->engine_ingest_.get();
     auto subscriber = EngineSubscriber::Start(
-        std::move(so),
-        [ingest](const std::string& node, uint64_t seq, const EngineEventBatch& batch) {
-          ingest->OnBatch(node, seq, batch);
+        std::move(so), [ingest](const std::string& node, uint64_t seq, EngineEventBatch& batch) {
+          ingest->OnBatch(node, seq, &batch);
         });
     if (!subscriber.ok()) return subscriber.status();
     s->engine_subscriber_ = *std::move(subscriber);
@@ -322,6 +321,7 @@ void SidecarServer::Shutdown() {
   // The engine subscriber writes to the log: it stops first (bounded, it
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
+  if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
   if (http_) {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
