@@ -246,7 +246,8 @@ void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, B
                    cost.RecomputeMs(begin, begin + static_cast<uint64_t>(tokens)));
 }
 
-// Holds `chain` in the pool again after the pool was restarted.
+// Holds every in-flight request's chain again after the pool was restarted
+// (a new PoolState has no holds).
 void HoldInFlight(NodePools::Shard& s) {
   for (const auto& [id, chain] : s.requests_in_flight) s.driver.Hold(chain);
   s.driver.Hold(s.unnamed_request);
