@@ -24,9 +24,20 @@ struct NodePools::Shard {
   absl::Mutex mu;
   BlockCatalog catalog ABSL_GUARDED_BY(mu);
   PolicyDriver driver ABSL_GUARDED_BY(mu);
-  // Blocks the sidecar recommended for eviction (and evicted in its view)
-  // whose block-removed event has not arrived yet.
-  absl::flat_hash_set<BlockIndex> advised_evictions ABSL_GUARDED_BY(mu);
+  // RankEviction victims not yet confirmed by block_removed nor withdrawn:
+  // gone from the policy and its pool, still held by the node (the view).
+  // In the order proposed, with the score each was proposed with.
+  std::vector<BlockIndex> proposals ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<BlockIndex, double> proposal_score ABSL_GUARDED_BY(mu);
+  // Per block, how many of its children are proposals (children the view
+  // still holds though the pool does not).
+  absl::flat_hash_map<BlockIndex, uint32_t> proposed_children ABSL_GUARDED_BY(mu);
+  uint64_t proposed_bytes ABSL_GUARDED_BY(mu) = 0;
+  // Chains of the requests in flight, held in the pool: by request id, and
+  // the last request without one (held until the next arrival).
+  absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
+  std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
+  uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
   uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
   uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
   uint64_t requests ABSL_GUARDED_BY(mu) = 0;
@@ -163,10 +174,14 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   return b;
 }
 
-void EvictInView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
-  s.driver.EvictLeaf(b);
-  counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
-  counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
+bool InView(const NodePools::Shard& s, BlockIndex b) {
+  return s.driver.pool().IsResident(b) || s.proposal_score.contains(b);
+}
+
+// Children of b the node holds: in the pool, or proposed.
+uint32_t ViewChildren(const NodePools::Shard& s, BlockIndex b) {
+  auto it = s.proposed_children.find(b);
+  return s.driver.pool().ResidentChildren(b) + (it == s.proposed_children.end() ? 0 : it->second);
 }
 
 void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
@@ -174,6 +189,68 @@ void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
   s.driver.Insert(b, access);
   counters.resident_blocks.fetch_add(1, std::memory_order_relaxed);
   counters.resident_bytes.fetch_add(s.catalog[b].bytes, std::memory_order_relaxed);
+}
+
+// The node no longer holds b (it was in the view).
+void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
+  ++s.removals;
+  counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
+  counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
+}
+
+// Forgets proposal b (confirmed or withdrawn); the caller updates the pool.
+void DropProposal(NodePools::Shard& s, BlockIndex b) {
+  s.proposal_score.erase(b);
+  s.proposals.erase(std::find(s.proposals.begin(), s.proposals.end(), b));
+  s.proposed_bytes -= s.catalog[b].bytes;
+  const BlockIndex parent = s.catalog[b].parent;
+  if (parent != kNoBlock) {
+    auto it = s.proposed_children.find(parent);
+    if (--it->second == 0) s.proposed_children.erase(it);
+  }
+}
+
+// RankEviction's victim b leaves the policy's pool, not the view.
+// REQUIRES: pool().IsEvictable(b).
+void Propose(NodePools::Shard& s, BlockIndex b, double score) {
+  s.driver.EvictLeaf(b);
+  s.proposals.push_back(b);
+  s.proposal_score.emplace(b, score);
+  s.proposed_bytes += s.catalog[b].bytes;
+  const BlockIndex parent = s.catalog[b].parent;
+  if (parent != kNoBlock) ++s.proposed_children[parent];
+}
+
+// The node keeps proposal b after all (it used or stored it again): b and
+// its proposed ancestors go back into the policy's pool, root first, as
+// fresh inserts (the policy forgot them when they were proposed).
+void Withdraw(NodePools::Shard& s, BlockIndex b, const AccessInfo& access) {
+  absl::InlinedVector<BlockIndex, 8> back;
+  for (BlockIndex x = b; x != kNoBlock && s.proposal_score.contains(x); x = s.catalog[x].parent) {
+    back.push_back(x);
+  }
+  for (auto it = back.rbegin(); it != back.rend(); ++it) {
+    DropProposal(s, *it);
+    s.driver.Insert(*it, access);
+  }
+}
+
+// Takes the tokens and bytes the node reports for b, unless the view holds
+// b already (its pool counts the bytes it was stored with).
+void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, BlockIndex b,
+              int64_t tokens, int64_t bytes) {
+  const BlockMeta& m = s.catalog[b];
+  if (InView(s, b) || (m.tokens == tokens && m.bytes == static_cast<uint64_t>(bytes))) return;
+  const uint64_t begin = uint64_t{m.depth} * block_size;
+  s.catalog.Resize(b, static_cast<uint32_t>(tokens), static_cast<uint64_t>(bytes),
+                   cost.RecomputeMs(begin, begin + static_cast<uint64_t>(tokens)));
+}
+
+// Holds every in-flight request's chain again after the pool was restarted
+// (a new PoolState has no holds).
+void HoldInFlight(NodePools::Shard& s) {
+  for (const auto& [id, chain] : s.requests_in_flight) s.driver.Hold(chain);
+  s.driver.Hold(s.unnamed_request);
 }
 
 }  // namespace
@@ -189,6 +266,10 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
   if (auto st = ValidateEvent(e); !st.ok()) return st;
   if (e.kind_case() == Event::kTransferFinished) return absl::OkStatus();  // no pool state
+  if (e.kind_case() == Event::kBatchReceived) {
+    retried_batches_.Claim(e.batch_received().source(), e.batch_received().batch_id());
+    return absl::OkStatus();
+  }
   auto shard = FindOrCreate(e.node_id(), e.tier(), "node_id");
   if (!shard.ok()) return shard.status();
   Shard& s = **shard;
@@ -278,6 +359,20 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                              absl::StrCat("request_arrival.block_ids[", i, "]"));
         }
       }
+      const std::string& id = r.request_id();
+      if (!id.empty()) {
+        if (s.requests_in_flight.contains(id)) {
+          return absl::AlreadyExistsError(absl::StrCat(
+              "request_arrival.request_id: request '", id, "' is already in flight on ",
+              ShardName(s.node, s.tier), " (send request_finished first)"));
+        }
+        if (s.requests_in_flight.size() >= options_.max_requests_in_flight) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
+              s.requests_in_flight.size(),
+              " requests in flight, the limit (send request_finished when a request ends)"));
+        }
+      }
       BlockIndex parent = kNoBlock;
       for (int i = 0; i < n; ++i) {
         if (chain[i] == kNoBlock) {
@@ -294,21 +389,52 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         }
         parent = chain[i];
       }
+      const std::span<const BlockIndex> blocks(chain.data(), chain.size());
       s.current_request = s.next_request++;
       ++s.requests;
-      s.driver.BeginRequest(std::span<const BlockIndex>(chain.data(), chain.size()),
-                            Access(s, e.timestamp_us()));
+      const AccessInfo access = Access(s, e.timestamp_us());
+      // Any arrival ends the pins of a request without an id (one request
+      // at a time, as before ids existed).
+      s.driver.Release(s.unnamed_request);
+      s.unnamed_request.clear();
+      if (id.empty()) {
+        s.unnamed_request.assign(blocks.begin(), blocks.end());
+      } else {
+        s.requests_in_flight.emplace(id, std::vector<BlockIndex>(blocks.begin(), blocks.end()));
+      }
+      s.driver.Hold(blocks);
+      // A proposed victim this request needs is one the node keeps.
+      if (!s.proposals.empty()) {
+        for (const BlockIndex b : blocks) {
+          if (s.proposal_score.contains(b)) Withdraw(s, b, access);
+        }
+      }
+      s.driver.AnnounceRequest(blocks, access);
+      return absl::OkStatus();
+    }
+    case Event::kRequestFinished: {
+      const std::string& id = e.request_finished().request_id();
+      auto it = s.requests_in_flight.find(id);
+      if (it == s.requests_in_flight.end()) {
+        return absl::NotFoundError(absl::StrCat("request_finished.request_id: request '", id,
+                                                "' is not in flight on ",
+                                                ShardName(s.node, s.tier)));
+      }
+      s.driver.Release(it->second);
+      s.requests_in_flight.erase(it);
       return absl::OkStatus();
     }
     case Event::kBlockHit: {
       const uint64_t id = e.block_hit().block_id();
       const BlockIndex b = s.catalog.Find(id);
-      if (b == kNoBlock || !s.driver.pool().IsResident(b)) {
+      if (b == kNoBlock || !InView(s, b)) {
         return absl::FailedPreconditionError(
             absl::StrCat("block_hit.block_id: block ", id, " is not stored on ",
                          ShardName(s.node, s.tier), " (send block_stored first)"));
       }
-      s.driver.Hit(b, Access(s, e.timestamp_us()));
+      const AccessInfo access = Access(s, e.timestamp_us());
+      if (s.proposal_score.contains(b)) Withdraw(s, b, access);
+      s.driver.Hit(b, access);
       return absl::OkStatus();
     }
     case Event::kBlockStored: {
@@ -322,24 +448,25 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       BlockIndex parent = kNoBlock;
       if (parent_hash) {
         parent = s.catalog.Find(*parent_hash);
-        if (parent == kNoBlock || !s.driver.pool().IsResident(parent)) {
+        if (parent == kNoBlock || !InView(s, parent)) {
           return absl::FailedPreconditionError(
               absl::StrCat("block_stored.parent_id: parent ", *parent_hash, " of block ",
                            st.block_id(), " is not stored on ", ShardName(s.node, s.tier),
                            " (a block is usable only after its whole prefix)"));
         }
       }
-      BlockIndex b = s.catalog.Find(st.block_id());
-      if (b != kNoBlock && s.catalog[b].bytes != static_cast<uint64_t>(st.bytes())) {
-        return absl::InvalidArgumentError(absl::StrCat("block_stored.bytes: block ", st.block_id(),
-                                                       " has ", st.bytes(), " bytes here but ",
-                                                       s.catalog[b].bytes, " when first seen"));
-      }
-      b = AddBlock(s, cost, bs, st.block_id(), parent, static_cast<uint32_t>(st.tokens()),
+      BlockIndex b =
+          AddBlock(s, cost, bs, st.block_id(), parent, static_cast<uint32_t>(st.tokens()),
                    static_cast<uint64_t>(st.bytes()), counters_);
-      s.advised_evictions.erase(b);
-      if (!s.driver.pool().IsResident(b))
-        InsertInView(s, b, Access(s, e.timestamp_us()), counters_);
+      TakeSize(s, cost, bs, b, st.tokens(), st.bytes());
+      const AccessInfo access = Access(s, e.timestamp_us());
+      if (s.proposal_score.contains(b)) {
+        Withdraw(s, b, access);  // stored again: the node keeps it
+      } else if (!s.driver.pool().IsResident(b)) {
+        // Its parent may be a proposal the node keeps after all.
+        if (parent != kNoBlock && s.proposal_score.contains(parent)) Withdraw(s, parent, access);
+        InsertInView(s, b, access, counters_);
+      }
       return absl::OkStatus();
     }
     case Event::kBlockRemoved: {
@@ -349,37 +476,48 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         return absl::NotFoundError(absl::StrCat("block_removed.block_id: block ", id,
                                                 " was never seen on ", ShardName(s.node, s.tier)));
       }
-      if (s.advised_evictions.erase(b) > 0 || !s.driver.pool().IsResident(b)) {
-        return absl::OkStatus();  // already applied (a recommended eviction) or already gone
+      if (!InView(s, b)) return absl::OkStatus();  // already gone
+      if (const uint32_t children = ViewChildren(s, b); children > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block_removed.block_id: block ", id, " still has ", children,
+                         " stored children (remove leaves first)"));
       }
-      if (s.driver.pool().ResidentChildren(b) > 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "block_removed.block_id: block ", id, " still has ",
-            s.driver.pool().ResidentChildren(b), " stored children (remove leaves first)"));
+      if (s.proposal_score.contains(b)) {
+        DropProposal(s, b);  // confirmed: the policy let it go when proposing it
+      } else {
+        s.driver.EvictLeaf(b);
       }
-      EvictInView(s, b, counters_);
+      LeaveView(s, b, counters_);
       return absl::OkStatus();
     }
     case Event::kPoolConfigured: {
       const auto capacity = static_cast<uint64_t>(e.pool_configured().capacity_bytes());
       if (capacity == s.driver.pool().capacity_bytes()) return absl::OkStatus();
-      if (s.driver.pool().resident_blocks() > 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "pool_configured.capacity_bytes: ", ShardName(s.node, s.tier), " already holds ",
-            s.driver.pool().resident_blocks(), " blocks (send all_blocks_cleared first)"));
+      const uint64_t held = s.driver.pool().resident_blocks() + s.proposals.size();
+      if (held > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("pool_configured.capacity_bytes: ", ShardName(s.node, s.tier),
+                         " already holds ", held, " blocks (send all_blocks_cleared first)"));
       }
       // Nothing resident: start the pool and its policy afresh at the new size.
-      s.advised_evictions.clear();
       if (auto st = s.driver.Restart(capacity); !st.ok()) return st;
+      HoldInFlight(s);
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
+      for (const BlockIndex b : s.proposals) LeaveView(s, b, counters_);
+      s.proposals.clear();
+      s.proposal_score.clear();
+      s.proposed_children.clear();
+      s.proposed_bytes = 0;
       // A child always has a larger index than its parent: evicting in
       // decreasing index order only ever evicts leaves.
       for (BlockIndex b = static_cast<BlockIndex>(s.catalog.size()); b-- > 0;) {
-        if (s.driver.pool().IsResident(b)) EvictInView(s, b, counters_);
+        if (s.driver.pool().IsResident(b)) {
+          s.driver.EvictLeaf(b);
+          LeaveView(s, b, counters_);
+        }
       }
-      s.advised_evictions.clear();
       return absl::OkStatus();
     }
     default:
@@ -399,16 +537,10 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     const auto& c = request.candidates(i);
     std::optional<uint64_t> parent_hash;
     if (c.has_parent_id()) parent_hash = c.parent_id();
-    const std::string field = absl::StrCat("candidates[", i, "]");
-    if (auto st = CheckParent(s.catalog, c.block_id(), parent_hash, field + ".parent_id");
+    if (auto st = CheckParent(s.catalog, c.block_id(), parent_hash,
+                              absl::StrCat("candidates[", i, "].parent_id"));
         !st.ok()) {
       return st;
-    }
-    const BlockIndex b = s.catalog.Find(c.block_id());
-    if (b != kNoBlock && s.catalog[b].bytes != static_cast<uint64_t>(c.bytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bytes: block ", c.block_id(), " has ",
-                                                     c.bytes(), " bytes here but ",
-                                                     s.catalog[b].bytes, " when first seen"));
     }
   }
   BlockIndex parent = kNoBlock;
@@ -421,7 +553,7 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     }
   }
   // A candidate whose parent is not stored could only become an orphan.
-  bool admitting = parent == kNoBlock || s.driver.pool().IsResident(parent);
+  bool admitting = parent == kNoBlock || InView(s, parent);
   const AccessInfo access = Access(s, request.timestamp_us());
   v1::AdmitResponse response;
   response.set_policy(options_.policy);
@@ -430,8 +562,9 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     const BlockIndex b =
         AddBlock(s, *options_.cost, options_.block_size, c.block_id(), parent,
                  static_cast<uint32_t>(c.tokens()), static_cast<uint64_t>(c.bytes()), counters_);
+    TakeSize(s, *options_.cost, options_.block_size, b, c.tokens(), c.bytes());
     parent = b;
-    if (admitting && !s.driver.pool().IsResident(b)) admitting = s.driver.ShouldAdmit(b, access);
+    if (admitting && !InView(s, b)) admitting = s.driver.ShouldAdmit(b, access);
     auto* d = response.add_decisions();
     d->set_block_id(c.block_id());
     d->set_keep(admitting);
@@ -453,15 +586,43 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& 
   uint64_t freed = 0;
   v1::RankResponse response;
   response.set_policy(options_.policy);
-  auto take = [&](BlockIndex b) {
+  auto answer = [&](BlockIndex b, double score) {
     auto* v = response.add_victims();
     v->set_block_id(s.catalog[b].hash_id);
     v->set_bytes(static_cast<int64_t>(s.catalog[b].bytes));
-    v->set_score(s.driver.EvictionPriority(b));
+    v->set_score(score);
     freed += s.catalog[b].bytes;
-    EvictInView(s, b, counters_);
-    s.advised_evictions.insert(b);
   };
+  auto propose = [&](BlockIndex b) {
+    const double score = s.driver.EvictionPriority(b);
+    answer(b, score);
+    Propose(s, b, score);
+  };
+
+  std::vector<BlockIndex> candidates;
+  if (!request.candidate_ids().empty()) {
+    candidates.reserve(request.candidate_ids_size());
+    for (int i = 0; i < request.candidate_ids_size(); ++i) {
+      const uint64_t id = request.candidate_ids(i);
+      const BlockIndex b = s.catalog.Find(id);
+      if (b == kNoBlock) {
+        return absl::NotFoundError(absl::StrCat("candidate_ids[", i, "]: block ", id,
+                                                " was never seen on ", ShardName(s.node, s.tier)));
+      }
+      if (InView(s, b)) candidates.push_back(b);
+    }
+    std::sort(candidates.begin(), candidates.end());  // drop repeats, cheaply for small lists
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  }
+  // Victims proposed before and not confirmed yet come first: the node may
+  // not have applied (or even received) that answer.
+  for (const BlockIndex b : s.proposals) {
+    if (freed >= want) break;
+    if (!candidates.empty() && !std::binary_search(candidates.begin(), candidates.end(), b)) {
+      continue;
+    }
+    answer(b, s.proposal_score.at(b));
+  }
 
   // Asking for victims may change the policy (s3fifo's lazy promotions) even
   // when it fails: journal whatever happened once the input was accepted.
@@ -474,31 +635,22 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& 
         break;
       }
       if (*victim == kNoBlock) break;
-      take(*victim);
+      propose(*victim);
     }
-  } else {
-    std::vector<BlockIndex> candidates;
-    candidates.reserve(request.candidate_ids_size());
-    for (int i = 0; i < request.candidate_ids_size(); ++i) {
-      const uint64_t id = request.candidate_ids(i);
-      const BlockIndex b = s.catalog.Find(id);
-      if (b == kNoBlock) {
-        return absl::NotFoundError(absl::StrCat("candidate_ids[", i, "]: block ", id,
-                                                " was never seen on ", ShardName(s.node, s.tier)));
-      }
-      if (s.driver.pool().IsResident(b)) candidates.push_back(b);
+  } else if (freed < want) {
+    std::vector<BlockIndex> resident;
+    for (const BlockIndex b : candidates) {
+      if (s.driver.pool().IsResident(b)) resident.push_back(b);
     }
-    std::sort(candidates.begin(), candidates.end());  // drop repeats, cheaply for small lists
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    std::vector<BlockIndex> order = s.driver.RankVictims(candidates);
-    // Evicting a leaf can make its parent a leaf: sweep until nothing changes.
+    std::vector<BlockIndex> order = s.driver.RankVictims(resident);
+    // Proposing a leaf can make its parent a leaf: sweep until nothing changes.
     bool progress = true;
     while (freed < want && progress) {
       progress = false;
       for (BlockIndex b : order) {
         if (freed >= want) break;
         if (s.driver.pool().IsEvictable(b)) {
-          take(b);
+          propose(b);
           progress = true;
         }
       }
@@ -525,10 +677,12 @@ void NodePools::FillStatus(v1::GetStatusResponse& response) const {
     p->set_node_id(s->node);
     p->set_tier(s->tier);
     p->set_blocks_tracked(s->catalog.size());
-    p->set_resident_blocks(s->driver.pool().resident_blocks());
-    p->set_resident_bytes(s->driver.pool().used_bytes());
+    p->set_resident_blocks(s->driver.pool().resident_blocks() + s->proposals.size());
+    p->set_resident_bytes(s->driver.pool().used_bytes() + s->proposed_bytes);
     p->set_requests(s->requests);
-    p->set_evictions(s->driver.pool().evictions());
+    p->set_evictions(s->removals);
+    p->set_requests_in_flight(s->requests_in_flight.size());
+    p->set_proposed_blocks(s->proposals.size());
   }
 }
 

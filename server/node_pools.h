@@ -3,23 +3,31 @@
 // policy, driven by the same PolicyDriver (policies/policy_driver.h) the
 // simulators use, one driver call per event:
 //
-//   request arrival  -> BeginRequest
+//   request arrival  -> AnnounceRequest; Hold the chain (pins) until
+//                       request_finished names its id, or, without an id,
+//                       until the next arrival (one request at a time)
+//   request finished -> Release the chain
 //   block hit        -> Hit                    (the node sends them deepest first)
 //   Admit            -> ShouldAdmit per candidate; the first refusal ends it
-//   RankEviction     -> NextVictim / EvictLeaf until the bytes are free (or
-//                       RankVictims over a candidate list); the sidecar applies
-//                       the evictions it recommends to its own view at once
-//   block stored     -> Insert
-//   block removed    -> EvictLeaf, or nothing when the sidecar already
-//                       applied it as a recommended eviction
-//
-// Input checks that need no pool live in server/request_validation.h.
+//   RankEviction     -> proposes: NextVictim / EvictLeaf until the bytes are
+//                       free (or RankVictims over a candidate list). The
+//                       policy and its pool let the victims go at once (so the
+//                       next victim is the one the simulator would take next),
+//                       but the view (what the node holds: hits, stores,
+//                       GetStatus) keeps them until block_removed confirms.
+//                       A victim the node uses again (block_hit, an arrival's
+//                       chain, block_stored) is withdrawn: it goes back to the
+//                       policy as a fresh insert. Unconfirmed victims are
+//                       proposed again first by the next RankEviction.
+//   block stored     -> Insert; its tokens and bytes replace the ones assumed
+//   block removed    -> EvictLeaf, or confirms a proposal
 //
 // so that one node replaying a trace through the sidecar makes the same
 // decisions as `kvlearn compare` on that trace. The node decides when it
 // needs room and asks for the bytes it is missing; the pool capacity a node
 // declares (pool_configured) only matters to policies that size queues from
-// it (s3fifo, arc).
+// it (s3fifo, arc). Input checks that need no pool live in
+// server/request_validation.h.
 //
 // Decision journal: the decision calls change pools too (Admit asks the
 // policy, which may count or draw; RankEviction asks for victims, which may
@@ -55,6 +63,7 @@
 #include "core/cost_model.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/learned_model.h"
+#include "server/retried_batches.h"
 
 namespace kvlearn {
 
@@ -70,6 +79,9 @@ struct NodePoolsOptions {
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint32_t max_candidates = 1024;  // per Admit / RankEviction call
+  // Requests with an id in flight per pool; one more arrival is
+  // RESOURCE_EXHAUSTED (a node that never sends request_finished).
+  uint32_t max_requests_in_flight = 65536;
   // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
   uint64_t default_pool_bytes = 0;
 };
@@ -111,6 +123,10 @@ class NodePools {
 
   const PoolCounters& counters() const { return counters_; }
 
+  // The batch ids applied so far (server/retried_batches.h); Apply of a
+  // batch_received event remembers one.
+  RetriedBatches& retried_batches() { return retried_batches_; }
+
   // Where Admit and RankEviction journal themselves (see above); a journal
   // error fails the call with that error. Set it before calls arrive and
   // after the start-up replay (RedoDecision must not journal again).
@@ -143,6 +159,7 @@ class NodePools {
   NodePoolsOptions options_;
   DecisionJournal journal_;
   PoolCounters counters_;
+  RetriedBatches retried_batches_;
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
       ABSL_GUARDED_BY(table_mu_);
