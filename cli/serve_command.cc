@@ -168,6 +168,13 @@ Command AddServeCommand(CLI::App& root) {
                   "capacity assumed for pools whose node sends no pool_configured event "
                   "(0: unbounded; only s3fifo and arc read it)")
       ->capture_default_str();
+  cmd->add_option("--ghost-blocks", o.ghost_blocks,
+                  "per pool, how many blocks neither resident nor awaiting removal are "
+                  "remembered at most; past it the pool forgets all but the half most recently "
+                  "seen (memory per pool: resident + this many blocks, ~100 B each; "
+                  "docs/guarantees.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
   cmd->add_flag("--strict-nodes", o.strict_nodes,
                 "refuse nodes not listed in --nodes (NOT_FOUND) instead of creating them");
   cmd->add_option("--nodes", f->nodes, "comma-separated node ids accepted with --strict-nodes");

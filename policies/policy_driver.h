@@ -78,6 +78,12 @@ class PolicyDriver {
     return StartPolicy(make_, env_);
   }
 
+  // The same with a new environment (a new model, say).
+  absl::Status Restart(uint64_t capacity_bytes, PolicyEnv env) {
+    env_ = std::move(env);
+    return Restart(capacity_bytes);
+  }
+
   const PoolState& pool() const { return pool_; }
   RetentionPolicy& policy() { return *policy_; }
   const RetentionPolicy& policy() const { return *policy_; }
@@ -155,6 +161,9 @@ class PolicyDriver {
   // pool that is written long after the request that read it started (the
   // cluster simulator's shared pool admits when a prefill ends).
   void UnpinAll() { pool_.BeginRequest(); }
+  // Pins `b` for the current request without telling the policy: for a
+  // caller rebuilding a pool's pins (server/shard_image.h).
+  void Pin(BlockIndex b) { pool_.Pin(b); }
   // REQUIRES: pool().IsResident(b).
   void Hit(BlockIndex b, const AccessInfo& access) {
     KVLEARN_DCHECK(pool_.IsResident(b));

@@ -7,34 +7,15 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/varint.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr size_t kKeySize = 8;
 constexpr const char* kDecisions = "decisions";
-
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
-
-// Reads a varint at the front of `in` and drops it; false if malformed.
-bool GetVarint(std::string_view& in, uint64_t& n) {
-  n = 0;
-  for (size_t i = 0; i < in.size() && i < 10; ++i) {
-    const auto b = static_cast<unsigned char>(in[i]);
-    n |= uint64_t{b & 0x7fu} << (7 * i);
-    if (b < 0x80) {
-      in.remove_prefix(i + 1);
-      return true;
-    }
-  }
-  return false;
-}
+// First byte of a model-swap record (server/model_swap_record.h).
+constexpr char kModelSwapRecordByte = 'M';
 
 uint64_t DecodeKey(std::string_view key) {
   uint64_t v = 0;
@@ -300,6 +281,7 @@ absl::Status EventLog::TrimLocked() {
     std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
     uint64_t first_decision = 0, end_decision = 0;
     bool any = false;
+    std::string last_swap_key, last_swap_value;  // the model the trimmed history ended with
     for (d->SeekToFirst(); d->Valid(); d->Next()) {
       std::string_view value = d->value().ToStringView();
       uint64_t event_sequence = 0;
@@ -309,6 +291,10 @@ absl::Status EventLog::TrimLocked() {
       any = true;
       end_decision = number + 1;
       removed += d->key().size() + d->value().size();
+      if (!value.empty() && value[0] == kModelSwapRecordByte) {
+        last_swap_key = d->key().ToString();
+        last_swap_value = d->value().ToString();
+      }
     }
     if (auto s = FromRocks(d->status(), "trim scan decisions"); !s.ok()) return s;
     d.reset();
@@ -319,6 +305,15 @@ absl::Status EventLog::TrimLocked() {
                         "trim decisions");
           !s.ok()) {
         return s;
+      }
+      if (!last_swap_key.empty()) {
+        if (auto s = FromRocks(
+                db_->Put(rocksdb::WriteOptions(), handles_[1], last_swap_key, last_swap_value),
+                "trim decisions: keep the last model swap");
+            !s.ok()) {
+          return s;
+        }
+        removed -= last_swap_key.size() + last_swap_value.size();
       }
     }
   }

@@ -22,7 +22,9 @@
 //
 // Retention: when the retained entries exceed `max_bytes`, the oldest
 // entries are deleted (DeleteRange) down to 90% of the bound, with the
-// decisions journaled before the first event kept; disk space comes back as
+// decisions journaled before the first event kept, except the latest model
+// swap among them (a record starting with 'M'), which stays so a restart
+// serves the model the trimmed history ended with; disk space comes back as
 // RocksDB compacts. retained_bytes counts events and decisions.
 //
 // Thread-safety: Append and the accessors may be called concurrently;

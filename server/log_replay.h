@@ -15,10 +15,20 @@
 // being appended, a decision not yet journaled, when the process died) is
 // not replayed: the node saw those calls fail.
 //
+// Model swaps (ReloadModel, SIGHUP) are journaled too: each is redone when
+// every pool has replayed the events it had applied at the swap, after
+// loading the journaled path again. If that file is gone, does not load, or
+// holds another model than the journaled version (its bytes changed), the
+// swap is skipped: the pools keep the model they had before it (the
+// start-up --model, or an earlier swap) and ReplayStats::model_note says so
+// in one line; decisions from then on may differ from before the restart.
+// Serving resumes rather than refusing to start: a missing model should
+// not take the cache's sidecar down, and ReloadModel can fix it.
+//
 // A log trimmed by --log-max-bytes starts mid-history: events that need what
 // was trimmed are refused (counted in ReplayStats::rejected), journaled
 // decisions are not redone (their places no longer line up), and the state is
-// rebuilt from the retained events only.
+// rebuilt from the retained events only, under the last journaled model.
 //
 // Memory: events and decisions are streamed from RocksDB; only decisions
 // waiting for events that were applied but not yet logged when they were made
@@ -29,10 +39,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/event_log.h"
+#include "server/model_loader.h"
 #include "server/node_pools.h"
 
 namespace kvlearn {
@@ -44,8 +56,18 @@ struct ReplayStats {
   uint64_t decisions_failed = 0;   // of those, failed again (as they did live)
   uint64_t decisions_skipped = 0;  // not redone: the log was trimmed
   double seconds = 0;
-  std::string first_rejection;  // "sequence N: message", empty if none
+  std::string first_rejection;       // "sequence N: message", empty if none
+  uint64_t model_swaps = 0;          // journaled model swaps redone
+  uint64_t model_swaps_skipped = 0;  // their file is gone or holds another model
+  std::string model_version;         // of the last swap redone; empty if none
+  std::string model_path;
+  std::string model_note;  // why the last skipped swap was skipped; empty if none
 };
+
+// Loads a model file (server/model_loader.h's LoadModelForServing in the
+// server; tests may count calls).
+using ModelLoadFn =
+    std::function<absl::StatusOr<std::shared_ptr<const LearnedModel>>(const std::string& path)>;
 
 // Called every `progress_interval_seconds` of replay: events done so far, the
 // total to replay, seconds elapsed.
@@ -56,6 +78,7 @@ using ReplayProgressFn = std::function<void(uint64_t done, uint64_t total, doubl
 // RocksDB read error; a refused event is counted, not an error.
 absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools,
                                            const ReplayProgressFn& progress = nullptr,
-                                           double progress_interval_seconds = 1.0);
+                                           double progress_interval_seconds = 1.0,
+                                           const ModelLoadFn& load_model = LoadModelForServing);
 
 }  // namespace kvlearn

@@ -9,30 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
+#include "server/node_shard.h"
 #include "server/request_validation.h"
+#include "server/shard_image.h"
+#include "server/varint.h"
 
 namespace kvlearn {
-
-// One (node, tier): the blocks it has seen and the driver of its policy,
-// under its own mutex.
-struct NodePools::Shard {
-  Shard(std::string node_id, v1::Tier tier_value, uint64_t capacity)
-      : node(std::move(node_id)), tier(tier_value), driver(&catalog, capacity) {}
-
-  const std::string node;
-  const v1::Tier tier;
-  absl::Mutex mu;
-  BlockCatalog catalog ABSL_GUARDED_BY(mu);
-  PolicyDriver driver ABSL_GUARDED_BY(mu);
-  // Blocks the sidecar recommended for eviction (and evicted in its view)
-  // whose block-removed event has not arrived yet.
-  absl::flat_hash_set<BlockIndex> advised_evictions ABSL_GUARDED_BY(mu);
-  uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
-  uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
-  uint64_t requests ABSL_GUARDED_BY(mu) = 0;
-  // Events accepted so far: the position of a journaled decision among them.
-  uint64_t events_applied ABSL_GUARDED_BY(mu) = 0;
-};
 
 namespace {
 
@@ -49,14 +31,6 @@ std::string ShardName(const std::string& node, v1::Tier tier) {
 
 constexpr char kAdmitRecord = 'A';
 constexpr char kRankRecord = 'R';
-
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
 
 // Splits a decision record into kind, shard event count and request bytes.
 absl::Status SplitRecord(std::string_view record, char* kind, uint64_t* shard_events,
@@ -103,52 +77,73 @@ absl::Status NodePools::CheckOptions(const NodePoolsOptions& options) {
   return probe.StartPolicy(options.policy, MakePolicyEnv(*options.cost, options.model));
 }
 
-absl::StatusOr<NodePools::Shard*> NodePools::FindOrCreate(const std::string& node, v1::Tier tier,
-                                                          const std::string& field) {
+NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  auto it = shards_.find(std::make_pair(node, static_cast<int>(NormalTier(tier))));
+  return it == shards_.end() ? nullptr : it->second.get();
+}
+
+absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const std::string& field,
+                                  const std::function<absl::Status(Shard&)>& fn) {
   if (auto s = ValidateNodeId(node, field); !s.ok()) return s;
   if (!v1::Tier_IsValid(tier)) {
     return absl::InvalidArgumentError(absl::StrCat("tier: unknown value ", static_cast<int>(tier)));
   }
   tier = NormalTier(tier);
-  const auto key = std::make_pair(node, static_cast<int>(tier));
-  {
-    absl::ReaderMutexLock lock(&table_mu_);
-    auto it = shards_.find(key);
-    if (it != shards_.end()) return it->second.get();
-  }
+  auto run = [&](Shard& s) {
+    absl::MutexLock lock(&s.mu);
+    absl::Status st = fn(s);
+    CompactIfOverLocked(s);
+    return st;
+  };
+  if (Shard* s = Find(node, tier)) return run(*s);
   if (options_.strict_nodes && !options_.known_nodes.contains(node)) {
     return absl::NotFoundError(
         absl::StrCat(field, ": unknown node '", node, "' (--strict-nodes; known: --nodes)"));
   }
-  absl::WriterMutexLock lock(&table_mu_);
-  auto& slot = shards_[key];
-  if (slot == nullptr) {
-    auto shard = std::make_unique<Shard>(
-        node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
-    absl::Status started;
+  // A new pool is tried out of sight and kept only if the call is accepted:
+  // a refused call leaves no empty pool that a restart would not recreate.
+  // Creators take turns (creation is rare), so two calls for one new pool
+  // cannot both journal.
+  absl::MutexLock creating(&create_mu_);
+  if (Shard* s = Find(node, tier)) return run(*s);
+  auto shard = std::make_unique<Shard>(
+      node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
+  {
+    absl::MutexLock lock(&shard->mu);
+    std::shared_ptr<const LearnedModel> model;
     {
-      absl::MutexLock shard_lock(&shard->mu);
-      started =
-          shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, options_.model));
+      absl::ReaderMutexLock table(&table_mu_);
+      model = options_.model;
     }
-    if (!started.ok()) {
-      shards_.erase(key);
-      return started;
+    if (auto st = shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+        !st.ok()) {
+      return st;
     }
-    slot = std::move(shard);
-    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    shard->model = std::move(model);
+    if (auto st = fn(*shard); !st.ok()) return st;
+    CompactIfOverLocked(*shard);
   }
-  return slot.get();
+  absl::WriterMutexLock lock(&table_mu_);
+  shards_[std::make_pair(node, static_cast<int>(tier))] = std::move(shard);
+  counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 namespace {
+
+// Marks `b` as seen now, for the compaction's choice of recent ghosts.
+void Touch(NodePools::Shard& s, BlockIndex b) { s.last_seen[b] = ++s.touch_clock; }
 
 // Adds a block to the shard's catalog (or returns the known one, whose
 // parent the caller has checked).
 BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, uint64_t id,
                     BlockIndex parent, uint32_t tokens, uint64_t bytes, PoolCounters& counters) {
   BlockIndex b = s.catalog.Find(id);
-  if (b != kNoBlock) return b;
+  if (b != kNoBlock) {
+    Touch(s, b);
+    return b;
+  }
   BlockMeta meta;
   meta.hash_id = id;
   meta.parent = parent;
@@ -158,6 +153,8 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   const uint64_t begin = uint64_t{meta.depth} * block_size;
   meta.recompute_ms = cost.RecomputeMs(begin, begin + tokens);
   b = s.catalog.Add(meta);
+  s.last_seen.push_back(0);
+  Touch(s, b);
   s.driver.Grow();
   counters.blocks_tracked.fetch_add(1, std::memory_order_relaxed);
   return b;
@@ -165,6 +162,7 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
 
 void EvictInView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
   s.driver.EvictLeaf(b);
+  Touch(s, b);
   counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
   counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
 }
@@ -189,14 +187,13 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
   if (auto st = ValidateEvent(e); !st.ok()) return st;
   if (e.kind_case() == Event::kTransferFinished) return absl::OkStatus();  // no pool state
-  auto shard = FindOrCreate(e.node_id(), e.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
-  absl::Status st = ApplyLocked(s, e);
-  if (st.ok()) ++s.events_applied;
-  if (shard_events != nullptr) *shard_events = s.events_applied;
-  return st;
+  return WithShard(e.node_id(), e.tier(), "node_id", [&](Shard& s) {
+    s.last_timestamp_us = std::max(s.last_timestamp_us, e.timestamp_us());
+    absl::Status st = ApplyLocked(s, e);
+    if (st.ok()) ++s.events_applied;
+    if (shard_events != nullptr) *shard_events = s.events_applied;
+    return st;
+  });
 }
 
 absl::Status NodePools::JournalLocked(char kind, const Shard& s,
@@ -293,6 +290,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           chain[i] = AddBlock(s, cost, bs, r.block_ids(i), parent, tokens, bytes, counters_);
         }
         parent = chain[i];
+        Touch(s, chain[i]);
       }
       s.current_request = s.next_request++;
       ++s.requests;
@@ -309,6 +307,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                          ShardName(s.node, s.tier), " (send block_stored first)"));
       }
       s.driver.Hit(b, Access(s, e.timestamp_us()));
+      Touch(s, b);
       return absl::OkStatus();
     }
     case Event::kBlockStored: {
@@ -370,7 +369,10 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       }
       // Nothing resident: start the pool and its policy afresh at the new size.
       s.advised_evictions.clear();
-      if (auto st = s.driver.Restart(capacity); !st.ok()) return st;
+      s.evictions_before = 0;
+      if (auto st = s.driver.Restart(capacity, MakePolicyEnv(*options_.cost, s.model)); !st.ok()) {
+        return st;
+      }
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
@@ -380,6 +382,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         if (s.driver.pool().IsResident(b)) EvictInView(s, b, counters_);
       }
       s.advised_evictions.clear();
+      // Everything just became a ghost: keep at most the compaction's share.
+      CompactLocked(s);
       return absl::OkStatus();
     }
     default:
@@ -389,11 +393,18 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
 
 absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& request) {
   if (auto st = ValidateAdmitRequest(request, options_.max_candidates); !st.ok()) return st;
+  absl::StatusOr<v1::AdmitResponse> out;
+  if (auto st = WithShard(request.node_id(), request.tier(), "node_id",
+                          [&](Shard& s) { return (out = AdmitLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::AdmitResponse> NodePools::AdmitLocked(Shard& s,
+                                                         const v1::AdmitRequest& request) {
   const int n = request.candidates_size();
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
   const auto& first = request.candidates(0);
   for (int i = 0; i < n; ++i) {
     const auto& c = request.candidates(i);
@@ -445,10 +456,18 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
 
 absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& request) {
   if (auto st = ValidateRankRequest(request, options_.max_candidates); !st.ok()) return st;
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<v1::RankResponse> out;
+  if (auto st =
+          WithShard(request.node_id(), request.tier(), "node_id",
+                    [&](Shard& s) { return (out = RankEvictionLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
+                                                               const v1::RankRequest& request) {
   const auto want = static_cast<uint64_t>(request.bytes_to_free());
   uint64_t freed = 0;
   v1::RankResponse response;
@@ -528,11 +547,12 @@ void NodePools::FillStatus(v1::GetStatusResponse& response) const {
     p->set_resident_blocks(s->driver.pool().resident_blocks());
     p->set_resident_bytes(s->driver.pool().used_bytes());
     p->set_requests(s->requests);
-    p->set_evictions(s->driver.pool().evictions());
+    p->set_evictions(s->evictions_before + s->driver.pool().evictions());
   }
 }
 
-absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
+absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
+                                  std::string_view path) {
   {
     // Ask a throwaway policy first, so a policy without a model refuses even
     // before any node has shown up.
@@ -549,18 +569,67 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
     }
     if (auto st = probe.policy().SwapModel(model); !st.ok()) return st;
   }
+  // Every pool changes model at one point of its history, the one the
+  // journal records: no pool is created meanwhile (create_mu_) and every
+  // pool is held (in key order, the one order anyone takes several in).
+  absl::MutexLock creating(&create_mu_);
   std::vector<Shard*> shards;
   {
     absl::ReaderMutexLock lock(&table_mu_);
     for (const auto& [key, shard] : shards_) shards.push_back(shard.get());
   }
-  for (Shard* s : shards) {
-    absl::MutexLock lock(&s->mu);
-    if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  std::sort(shards.begin(), shards.end(), [](const Shard* a, const Shard* b) {
+    return std::tie(a->node, a->tier) < std::tie(b->node, b->tier);
+  });
+  for (Shard* s : shards) s->mu.Lock();
+  absl::Status status;
+  if (journal_) {
+    ModelSwapRecord swap;
+    swap.path = std::string(path);
+    swap.version = model->version();
+    for (const Shard* s : shards) swap.pools.push_back({s->node, s->tier, s->events_applied});
+    status = journal_(EncodeModelSwap(swap));
   }
+  for (Shard* s : shards) {
+    if (status.ok()) status = s->driver.policy().SwapModel(model);
+    if (status.ok()) s->model = model;
+  }
+  // Before the pools are released: a pool rebuilt (compaction) right after
+  // must not start from the old model.
+  if (status.ok()) SetModelForNewPools(model);
+  for (auto it = shards.rbegin(); it != shards.rend(); ++it) (*it)->mu.Unlock();
+  return status;
+}
+
+void NodePools::SetModelForNewPools(std::shared_ptr<const LearnedModel> model) {
   absl::WriterMutexLock lock(&table_mu_);
-  options_.model = std::move(model);  // for shards created from now on
+  options_.model = std::move(model);
+}
+
+absl::Status NodePools::SwapPoolModel(const std::string& node, v1::Tier tier,
+                                      std::shared_ptr<const LearnedModel> model) {
+  Shard* s = Find(node, tier);
+  if (s == nullptr) return absl::OkStatus();  // it never got an event here
+  absl::MutexLock lock(&s->mu);
+  if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  s->model = std::move(model);
   return absl::OkStatus();
+}
+
+void NodePools::CompactIfOverLocked(Shard& s) {
+  const uint64_t ghosts = s.catalog.size() - s.driver.pool().resident_blocks();
+  if (ghosts > options_.ghost_blocks) CompactLocked(s);
+}
+
+void NodePools::CompactLocked(Shard& s) {
+  const size_t before = s.catalog.size();
+  const ShardImage image = CaptureShard(s, options_.ghost_blocks / 2);
+  if (image.blocks.size() == before) return;
+  // The policy was built before from the same name and environment, so it
+  // builds again.
+  RestoreShard(s, image, MakePolicyEnv(*options_.cost, s.model)).IgnoreError();
+  counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
+  ++s.compactions;
 }
 
 }  // namespace kvlearn

@@ -46,6 +46,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -55,6 +56,7 @@
 #include "core/cost_model.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/learned_model.h"
+#include "server/model_swap_record.h"
 
 namespace kvlearn {
 
@@ -72,6 +74,11 @@ struct NodePoolsOptions {
   uint32_t max_candidates = 1024;  // per Admit / RankEviction call
   // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
   uint64_t default_pool_bytes = 0;
+  // Ghosts a pool remembers at most: blocks neither resident nor awaiting
+  // their block_removed. Past it the pool is compacted down to the
+  // ghost_blocks / 2 most recently seen (server/shard_image.h), so a pool's
+  // memory is bounded by (resident + ghost_blocks) blocks.
+  uint64_t ghost_blocks = uint64_t{1} << 18;
 };
 
 // What changed in a shard, for /metrics.
@@ -107,7 +114,17 @@ class NodePools {
   // throwaway policy of the same kind is asked first, so a policy without a
   // model (lru, ...) refuses before anything changes; all shards run the same
   // policy kind, so they then all accept.
-  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model);
+  //
+  // With a journal set, the swap is journaled first (a model-swap record:
+  // `path`, the model's version and every pool's event count at that point,
+  // all pools held meanwhile), so a restart swaps at the same place of every
+  // pool's history; a journal error leaves the old model in place.
+  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model, std::string_view path = {});
+  // For the start-up replay: swaps one pool's model (no journal; nothing if
+  // the pool does not exist), and the model pools created from now on get.
+  absl::Status SwapPoolModel(const std::string& node, v1::Tier tier,
+                             std::shared_ptr<const LearnedModel> model);
+  void SetModelForNewPools(std::shared_ptr<const LearnedModel> model);
 
   const PoolCounters& counters() const { return counters_; }
 
@@ -133,8 +150,20 @@ class NodePools {
   struct Shard;
 
  private:
-  absl::StatusOr<Shard*> FindOrCreate(const std::string& node, v1::Tier tier,
-                                      const std::string& field);
+  // The (node, tier) pool, or nullptr when it does not exist.
+  Shard* Find(const std::string& node, v1::Tier tier) const;
+  // Runs `fn` on the (node, tier) pool under its lock. A pool that does not
+  // exist yet is created for the call and kept only if `fn` succeeds.
+  absl::Status WithShard(const std::string& node, v1::Tier tier, const std::string& field,
+                         const std::function<absl::Status(Shard&)>& fn);
+  // REQUIRES: s.mu held.
+  // Compacts `s` (server/shard_image.h) when its ghosts pass
+  // options_.ghost_blocks; CompactLocked does it unconditionally, keeping
+  // ghost_blocks / 2 ghosts. REQUIRES: s.mu held.
+  void CompactIfOverLocked(Shard& s);
+  void CompactLocked(Shard& s);
+  absl::StatusOr<v1::AdmitResponse> AdmitLocked(Shard& s, const v1::AdmitRequest& request);
+  absl::StatusOr<v1::RankResponse> RankEvictionLocked(Shard& s, const v1::RankRequest& request);
   // REQUIRES: s.mu held.
   absl::Status ApplyLocked(Shard& s, const v1::Event& e);
   // REQUIRES: s.mu held. Journals `request` when a journal is set.
@@ -143,6 +172,7 @@ class NodePools {
   NodePoolsOptions options_;
   DecisionJournal journal_;
   PoolCounters counters_;
+  absl::Mutex create_mu_;  // held while a new pool is tried (WithShard)
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
       ABSL_GUARDED_BY(table_mu_);

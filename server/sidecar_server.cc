@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.known_nodes = o.known_nodes;
   pools.max_candidates = o.max_candidates;
   pools.default_pool_bytes = o.default_pool_bytes;
+  pools.ghost_blocks = o.ghost_blocks;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   if (!o.model_path.empty()) {
@@ -148,10 +149,15 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   EventLog* journal = s->log_.get();
   s->pools_->SetDecisionJournal(
       [journal](std::string_view record) { return journal->AppendDecision(record); });
+  s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
   s->replayed_events_ = replay->events;
   s->replayed_decisions_ = replay->decisions;
   s->replay_seconds_ = replay->seconds;
   s->counters_->SetReplay(replay->events, replay->rejected, replay->decisions, replay->seconds);
+  if (!replay->model_version.empty()) model_version = replay->model_version;
+  if (!replay->model_note.empty()) {
+    absl::StrAppend(&s->notes_, "event log replay: ", replay->model_note, "\n");
+  }
   if (replay->decisions_skipped > 0) {
     absl::StrAppend(&s->notes_, "event log replay: the log was trimmed by --log-max-bytes, so ",
                     replay->decisions_skipped,
@@ -294,7 +300,7 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
     metrics_->CountReload(false);
     return model.status();
   }
-  if (auto st = pools_->SwapModel(*model); !st.ok()) {
+  if (auto st = pools_->SwapModel(*model, path); !st.ok()) {
     metrics_->CountReload(false);
     return absl::FailedPreconditionError(
         absl::StrCat("policy '", pools_->policy_name(), "' cannot take a model: ", st.message()));

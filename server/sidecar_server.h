@@ -66,6 +66,8 @@ struct SidecarOptions {
   int max_sync_threads = 64;
   // Capacity of pools whose node sends no pool_configured event (0 = unbounded).
   uint64_t default_pool_bytes = 0;
+  // Per pool, remembered blocks that are not resident (NodePoolsOptions).
+  uint64_t ghost_blocks = uint64_t{1} << 18;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint64_t log_max_bytes = 0;  // 0 = unbounded
@@ -102,7 +104,10 @@ class SidecarServer {
   const std::string& startup_notes() const { return notes_; }
 
   // Loads `path`, validates it and swaps it into every pool's policy; on
-  // failure the current model keeps serving. Returns the new version.
+  // failure the current model keeps serving. Returns the new version. The
+  // swap is journaled (path and version) before it takes effect, so a
+  // restart swaps at the same place (server/log_replay.h says what happens
+  // when the file is gone or changed by then).
   absl::StatusOr<std::string> ReloadModel(const std::string& path);
 
   // What the start-up replay of the event log did.
