@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/model_swap_record.h"
+#include "server/pools_snapshot.h"
 
 namespace kvlearn {
 namespace {
@@ -44,8 +46,30 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
   //
   // A trimmed log starts mid-history: the counts no longer line up with the
   // retained events, so its decisions are left out.
-  std::unique_ptr<EventLog::DecisionCursor> cursor = log.ReadDecisions();
-  const bool trimmed = log.first_sequence() > 0;
+  //
+  // With a snapshot that the retained log continues, the pools start from it
+  // and only the events and decisions after it are replayed.
+  uint64_t first_event = log.first_sequence(), first_decision = 0;
+  std::optional<PoolsSnapshot> snapshot;
+  if (auto latest = log.LatestSnapshot(); latest.ok()) {
+    if (latest->sequence >= log.first_sequence()) {
+      auto decoded = DecodePoolsSnapshot(latest->bytes);
+      if (!decoded.ok()) {
+        return absl::DataLossError(absl::StrCat("event log: the snapshot at sequence ",
+                                                latest->sequence, ": ",
+                                                decoded.status().message()));
+      }
+      snapshot = *std::move(decoded);
+      first_event = latest->sequence;
+      first_decision = latest->decision;
+      stats.snapshot_sequence = latest->sequence;
+      stats.from_snapshot = true;
+    }
+  } else if (latest.status().code() != absl::StatusCode::kNotFound) {
+    return latest.status();
+  }
+  std::unique_ptr<EventLog::DecisionCursor> cursor = log.ReadDecisionsFrom(first_decision);
+  const bool trimmed = !snapshot && log.first_sequence() > 0;
   uint64_t number = 0, due_at = 0;
   std::string record;
   bool have = false;
@@ -117,6 +141,7 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
       return absl::OkStatus();
     }
     ++stats.model_swaps;
+    pools.NoteModelSwap(r);
     stats.model_version = swap->version;
     stats.model_path = swap->path;
     pools.SetModelForNewPools(*model);
@@ -155,42 +180,53 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
     return cursor->status();
   };
 
+  if (snapshot) {
+    if (!snapshot->model_swap.empty()) {
+      if (auto st = swap_model(first_decision, snapshot->model_swap, true); !st.ok()) return st;
+    }
+    if (auto st = pools.RestoreAll(*snapshot); !st.ok()) {
+      return absl::DataLossError(absl::StrCat("event log: the snapshot at sequence ", first_event,
+                                              " does not load: ", st.message()));
+    }
+  }
   // A trimmed log's pools start with the model its history ended with.
   if (!last_swap.empty()) {
     if (auto st = swap_model(last_swap_number, last_swap, true); !st.ok()) return st;
   }
 
-  const uint64_t total = log.next_sequence() - log.first_sequence();
+  const uint64_t total = log.next_sequence() - first_event;
   v1::Event event;
-  absl::Status status = log.ForEach([&](uint64_t sequence, std::string_view value) -> absl::Status {
-    if (auto st = release(sequence); !st.ok()) return st;
-    if (!event.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      return absl::DataLossError(absl::StrCat("event log: the event at sequence ", sequence,
-                                              " is not a kvlearn.v1.Event"));
-    }
-    ++stats.events;
-    uint64_t shard_events = 0;
-    if (absl::Status s = pools.Apply(event, &shard_events); !s.ok()) {
-      if (stats.rejected++ == 0) {
-        stats.first_rejection = absl::StrCat("sequence ", sequence, ": ", s.message());
-      }
-    } else if (!waiting.empty()) {
-      auto it = waiting.find(NodePools::ShardKey(event.node_id(), event.tier()));
-      if (it != waiting.end()) {
-        drain(it->second, shard_events);
-        if (it->second.empty()) waiting.erase(it);
-      }
-    }
-    // Reading the clock per event would cost more than some events do.
-    if (progress && (stats.events & 0xfff) == 0) {
-      const auto now = Clock::now();
-      if (std::chrono::duration<double>(now - last_report).count() >= progress_interval_seconds) {
-        last_report = now;
-        progress(stats.events, total, std::chrono::duration<double>(now - start).count());
-      }
-    }
-    return absl::OkStatus();
-  });
+  absl::Status status =
+      log.ForEachFrom(first_event, [&](uint64_t sequence, std::string_view value) -> absl::Status {
+        if (auto st = release(sequence); !st.ok()) return st;
+        if (!event.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          return absl::DataLossError(absl::StrCat("event log: the event at sequence ", sequence,
+                                                  " is not a kvlearn.v1.Event"));
+        }
+        ++stats.events;
+        uint64_t shard_events = 0;
+        if (absl::Status s = pools.Apply(event, &shard_events); !s.ok()) {
+          if (stats.rejected++ == 0) {
+            stats.first_rejection = absl::StrCat("sequence ", sequence, ": ", s.message());
+          }
+        } else if (!waiting.empty()) {
+          auto it = waiting.find(NodePools::ShardKey(event.node_id(), event.tier()));
+          if (it != waiting.end()) {
+            drain(it->second, shard_events);
+            if (it->second.empty()) waiting.erase(it);
+          }
+        }
+        // Reading the clock per event would cost more than some events do.
+        if (progress && (stats.events & 0xfff) == 0) {
+          const auto now = Clock::now();
+          if (std::chrono::duration<double>(now - last_report).count() >=
+              progress_interval_seconds) {
+            last_report = now;
+            progress(stats.events, total, std::chrono::duration<double>(now - start).count());
+          }
+        }
+        return absl::OkStatus();
+      });
   if (!status.ok()) return status;
   if (auto st = release(UINT64_MAX); !st.ok()) return st;
   // Decisions that followed events applied but never logged (the process

@@ -25,6 +25,15 @@
 // Serving resumes rather than refusing to start: a missing model should
 // not take the cache's sidecar down, and ReloadModel can fix it.
 //
+// Snapshots (server/pools_snapshot.h): when the log holds one that the
+// retained events continue (it was taken at or after the first retained
+// sequence number), the pools are loaded from it and only the events and
+// decisions after it are replayed, so recovery time is bounded by the
+// snapshot interval. A loaded pool is rebuilt with a fresh policy
+// (server/shard_image.h): its remembered blocks, resident set, pins and
+// counters are exact, lru's eviction order too; what other policies counted
+// is approximated (docs/sidecar.md lists it per policy).
+//
 // A log trimmed by --log-max-bytes starts mid-history: events that need what
 // was trimmed are refused (counted in ReplayStats::rejected), journaled
 // decisions are not redone (their places no longer line up), and the state is
@@ -61,7 +70,9 @@ struct ReplayStats {
   uint64_t model_swaps_skipped = 0;  // their file is gone or holds another model
   std::string model_version;         // of the last swap redone; empty if none
   std::string model_path;
-  std::string model_note;  // why the last skipped swap was skipped; empty if none
+  std::string model_note;          // why the last skipped swap was skipped; empty if none
+  bool from_snapshot = false;      // the pools started from a snapshot
+  uint64_t snapshot_sequence = 0;  // ... taken at this event sequence number
 };
 
 // Loads a model file (server/model_loader.h's LoadModelForServing in the

@@ -10,6 +10,7 @@
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
 #include "server/node_shard.h"
+#include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/shard_image.h"
 #include "server/varint.h"
@@ -190,7 +191,10 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   return WithShard(e.node_id(), e.tier(), "node_id", [&](Shard& s) {
     s.last_timestamp_us = std::max(s.last_timestamp_us, e.timestamp_us());
     absl::Status st = ApplyLocked(s, e);
-    if (st.ok()) ++s.events_applied;
+    if (st.ok()) {
+      ++s.events_applied;
+      accepted_.fetch_add(1, std::memory_order_acq_rel);
+    }
     if (shard_events != nullptr) *shard_events = s.events_applied;
     return st;
   });
@@ -573,22 +577,16 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
   // journal records: no pool is created meanwhile (create_mu_) and every
   // pool is held (in key order, the one order anyone takes several in).
   absl::MutexLock creating(&create_mu_);
-  std::vector<Shard*> shards;
-  {
-    absl::ReaderMutexLock lock(&table_mu_);
-    for (const auto& [key, shard] : shards_) shards.push_back(shard.get());
-  }
-  std::sort(shards.begin(), shards.end(), [](const Shard* a, const Shard* b) {
-    return std::tie(a->node, a->tier) < std::tie(b->node, b->tier);
-  });
-  for (Shard* s : shards) s->mu.Lock();
+  const std::vector<Shard*> shards = LockAllPools();
   absl::Status status;
   if (journal_) {
     ModelSwapRecord swap;
     swap.path = std::string(path);
     swap.version = model->version();
     for (const Shard* s : shards) swap.pools.push_back({s->node, s->tier, s->events_applied});
-    status = journal_(EncodeModelSwap(swap));
+    const std::string record = EncodeModelSwap(swap);
+    status = journal_(record);
+    if (status.ok()) last_model_swap_ = record;
   }
   for (Shard* s : shards) {
     if (status.ok()) status = s->driver.policy().SwapModel(model);
@@ -597,7 +595,7 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
   // Before the pools are released: a pool rebuilt (compaction) right after
   // must not start from the old model.
   if (status.ok()) SetModelForNewPools(model);
-  for (auto it = shards.rbegin(); it != shards.rend(); ++it) (*it)->mu.Unlock();
+  UnlockAllPools(shards);
   return status;
 }
 
@@ -613,6 +611,84 @@ absl::Status NodePools::SwapPoolModel(const std::string& node, v1::Tier tier,
   absl::MutexLock lock(&s->mu);
   if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
   s->model = std::move(model);
+  return absl::OkStatus();
+}
+
+std::vector<NodePools::Shard*> NodePools::LockAllPools() {
+  std::vector<Shard*> shards;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    for (const auto& [key, shard] : shards_) shards.push_back(shard.get());
+  }
+  std::sort(shards.begin(), shards.end(), [](const Shard* a, const Shard* b) {
+    return std::tie(a->node, a->tier) < std::tie(b->node, b->tier);
+  });
+  for (Shard* s : shards) s->mu.Lock();
+  return shards;
+}
+
+void NodePools::UnlockAllPools(const std::vector<Shard*>& shards) {
+  for (auto it = shards.rbegin(); it != shards.rend(); ++it) (*it)->mu.Unlock();
+}
+
+void NodePools::NoteModelSwap(std::string record) {
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = std::move(record);
+}
+
+bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out) {
+  // As SwapModel: no pool created meanwhile, every pool held in key order.
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  const bool captured = ready();
+  if (captured) {
+    out->model_swap = last_model_swap_;
+    out->pools.clear();
+    for (const Shard* s : shards) {
+      out->pools.push_back({s->node, s->tier, CaptureShard(*s, SIZE_MAX)});
+    }
+  }
+  UnlockAllPools(shards);
+  return captured;
+}
+
+absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
+  std::shared_ptr<const LearnedModel> model;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    model = options_.model;
+  }
+  for (const auto& pool : snapshot.pools) {
+    auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (auto st =
+              shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+          !st.ok()) {
+        return st;
+      }
+      if (auto st = RestoreShard(*shard, pool.image, MakePolicyEnv(*options_.cost, model));
+          !st.ok()) {
+        return st;
+      }
+      shard->model = model;
+      counters_.blocks_tracked.fetch_add(shard->catalog.size(), std::memory_order_relaxed);
+      counters_.resident_blocks.fetch_add(shard->driver.pool().resident_blocks(),
+                                          std::memory_order_relaxed);
+      counters_.resident_bytes.fetch_add(shard->driver.pool().used_bytes(),
+                                         std::memory_order_relaxed);
+    }
+    absl::WriterMutexLock lock(&table_mu_);
+    auto& slot = shards_[std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier)))];
+    if (slot != nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("pool snapshot: ", ShardName(pool.node, pool.tier), " appears twice"));
+    }
+    slot = std::move(shard);
+    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = snapshot.model_swap;
   return absl::OkStatus();
 }
 

@@ -60,6 +60,8 @@
 
 namespace kvlearn {
 
+struct PoolsSnapshot;  // server/pools_snapshot.h
+
 struct NodePoolsOptions {
   std::string policy = "lru";
   std::shared_ptr<const LearnedModel> model;  // for policies that score with one
@@ -128,6 +130,21 @@ class NodePools {
 
   const PoolCounters& counters() const { return counters_; }
 
+  // Events accepted by Apply since this object was built.
+  uint64_t events_accepted() const { return accepted_.load(std::memory_order_acquire); }
+  // Holds every pool and, if `ready()` (called with them held, so no event
+  // or decision is applied meanwhile) returns true, captures them all into
+  // `out` (every remembered block kept) with the last journaled model swap.
+  // Returns whether it captured.
+  bool CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out);
+  // Creates the snapshot's pools (REQUIRES: none exists yet), each rebuilt
+  // from its image with a fresh policy (server/shard_image.h) scoring with
+  // the model pools get now (SetModelForNewPools).
+  absl::Status RestoreAll(const PoolsSnapshot& snapshot);
+  // For the start-up replay: the model-swap record redone last, which the
+  // next snapshot carries.
+  void NoteModelSwap(std::string record);
+
   // Where Admit and RankEviction journal themselves (see above); a journal
   // error fails the call with that error. Set it before calls arrive and
   // after the start-up replay (RedoDecision must not journal again).
@@ -157,6 +174,10 @@ class NodePools {
   absl::Status WithShard(const std::string& node, v1::Tier tier, const std::string& field,
                          const std::function<absl::Status(Shard&)>& fn);
   // REQUIRES: s.mu held.
+  // Every pool, in key order (the one order anyone holds several in), each
+  // locked. REQUIRES: create_mu_ held, so no pool appears meanwhile.
+  std::vector<Shard*> LockAllPools();
+  static void UnlockAllPools(const std::vector<Shard*>& shards);
   // Compacts `s` (server/shard_image.h) when its ghosts pass
   // options_.ghost_blocks; CompactLocked does it unconditionally, keeping
   // ghost_blocks / 2 ghosts. REQUIRES: s.mu held.
@@ -173,6 +194,8 @@ class NodePools {
   DecisionJournal journal_;
   PoolCounters counters_;
   absl::Mutex create_mu_;  // held while a new pool is tried (WithShard)
+  std::atomic<uint64_t> accepted_{0};
+  std::string last_model_swap_ ABSL_GUARDED_BY(create_mu_);
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
       ABSL_GUARDED_BY(table_mu_);

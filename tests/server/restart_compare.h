@@ -64,14 +64,28 @@ inline std::string PoolsOf(v1::Retention::Stub& stub) {
   return out;
 }
 
-inline std::string Rank(v1::Retention::Stub& stub, const std::string& node, int64_t bytes) {
+// A RankEviction of `bytes` on `node`'s pool; DebugString of the answer,
+// or with `ids_only` its victims as "id:bytes " pairs without scores (a
+// rebuilt lru renumbers them).
+inline std::string Rank(v1::Retention::Stub& stub, const std::string& node, int64_t bytes,
+                        bool ids_only = false) {
   grpc::ClientContext ctx;
   v1::RankRequest r;
   r.set_node_id(node);
   r.set_bytes_to_free(bytes);
   v1::RankResponse out;
   const grpc::Status s = stub.RankEviction(&ctx, r, &out);
-  return s.ok() ? out.DebugString() : "error " + s.error_message();
+  if (!s.ok()) return "error " + s.error_message();
+  if (!ids_only) return out.DebugString();
+  std::string ids;
+  for (const auto& v : out.victims()) {
+    ids += std::to_string(v.block_id()) + ":" + std::to_string(v.bytes()) + " ";
+  }
+  return ids;
+}
+
+inline std::string VictimIds(v1::Retention::Stub& stub, const std::string& node, int64_t bytes) {
+  return Rank(stub, node, bytes, /*ids_only=*/true);
 }
 
 inline std::string AdmitFresh(v1::Retention::Stub& stub, const std::string& node, uint64_t id) {

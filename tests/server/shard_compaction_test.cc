@@ -180,23 +180,11 @@ TEST(ShardCompactionTest, LruDecisionsDoNotChangeByACompaction) {
     EXPECT_GT(q.blocks_tracked(), p.resident_blocks() + kGhosts) << "no compaction: a weak test";
   }
   // Victims (ids and bytes; lru's scores are renumbered by a compaction).
-  auto victims = [](v1::Retention::Stub& stub, const std::string& node, int64_t bytes) {
-    grpc::ClientContext ctx;
-    v1::RankRequest r;
-    r.set_node_id(node);
-    r.set_bytes_to_free(bytes);
-    v1::RankResponse out;
-    EXPECT_TRUE(stub.RankEviction(&ctx, r, &out).ok());
-    std::string ids;
-    for (const auto& v : out.victims())
-      ids += std::to_string(v.block_id()) + ":" + std::to_string(v.bytes()) + " ";
-    return ids;
-  };
   for (uint32_t n = 0; n < kNodes; ++n) {
     const std::string node = "loadgen-" + std::to_string(n);
-    const std::string drain = victims(*large_stub, node, int64_t{1} << 60);
+    const std::string drain = VictimIds(*large_stub, node, int64_t{1} << 60);
     EXPECT_FALSE(drain.empty());
-    EXPECT_EQ(victims(*small_stub, node, int64_t{1} << 60), drain) << node;
+    EXPECT_EQ(VictimIds(*small_stub, node, int64_t{1} << 60), drain) << node;
   }
 }
 
