@@ -76,10 +76,11 @@ struct NodePoolsOptions {
   uint32_t max_candidates = 1024;  // per Admit / RankEviction call
   // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
   uint64_t default_pool_bytes = 0;
-  // Ghosts a pool remembers at most: blocks neither resident nor awaiting
-  // their block_removed. Past it the pool is compacted down to the
-  // ghost_blocks / 2 most recently seen (server/shard_image.h), so a pool's
-  // memory is bounded by (resident + ghost_blocks) blocks.
+  // Ghosts a pool remembers at most: blocks not resident (recommended
+  // evictions awaiting their block_removed included). Past it the pool is
+  // compacted down to at most ghost_blocks / 2, the most recently seen with
+  // their ancestors (server/shard_image.h), so a pool's memory is bounded by
+  // (resident + ghost_blocks) blocks.
   uint64_t ghost_blocks = uint64_t{1} << 18;
 };
 

@@ -13,26 +13,31 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
   std::vector<BlockIndex> residents, ghosts;
   residents.reserve(pool.resident_blocks());
   for (BlockIndex b = 0; b < n; ++b) {
-    if (pool.IsResident(b) || s.advised_evictions.contains(b)) {
-      keep[b] = 1;
-      if (pool.IsResident(b)) residents.push_back(b);
+    if (pool.IsResident(b)) {
+      keep[b] = 1;  // residents are prefix-closed: their ancestors are resident
+      residents.push_back(b);
     } else {
       ghosts.push_back(b);
     }
   }
-  if (ghosts.size() > keep_ghosts) {
-    // Most recent first; last_seen values are distinct (one clock tick per
-    // touch), so the choice does not depend on the sort.
-    std::nth_element(ghosts.begin(), ghosts.begin() + static_cast<ptrdiff_t>(keep_ghosts),
-                     ghosts.end(),
-                     [&s](BlockIndex a, BlockIndex b) { return s.last_seen[a] > s.last_seen[b]; });
-    ghosts.resize(keep_ghosts);
-  }
-  for (BlockIndex g : ghosts) keep[g] = 1;
-  // Ancestors: a child's index is above its parent's, so one downward sweep
-  // closes the set.
-  for (BlockIndex b = n; b-- > 0;) {
-    if (keep[b] && catalog[b].parent != kNoBlock) keep[catalog[b].parent] = 1;
+  if (ghosts.size() <= keep_ghosts) {
+    for (BlockIndex g : ghosts) keep[g] = 1;
+  } else {
+    // Most recent first (last_seen values are distinct: one clock tick per
+    // touch), each with the ancestors it needs, while they fit: the ghosts
+    // kept never exceed keep_ghosts, so the next compaction is as far away.
+    std::sort(ghosts.begin(), ghosts.end(),
+              [&s](BlockIndex a, BlockIndex b) { return s.last_seen[a] > s.last_seen[b]; });
+    size_t kept = 0;
+    std::vector<BlockIndex> chain;
+    for (BlockIndex g : ghosts) {
+      if (kept == keep_ghosts) break;
+      chain.clear();
+      for (BlockIndex b = g; b != kNoBlock && !keep[b]; b = catalog[b].parent) chain.push_back(b);
+      if (kept + chain.size() > keep_ghosts) continue;
+      for (BlockIndex b : chain) keep[b] = 1;
+      kept += chain.size();
+    }
   }
 
   ShardImage image;
@@ -51,7 +56,11 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
   for (BlockIndex b : residents) {
     if (pool.IsPinned(b)) image.pinned.push_back(renumber[b]);
   }
-  for (BlockIndex b : s.advised_evictions) image.advised_evictions.push_back(renumber[b]);
+  // A recommended eviction whose block_removed has not come is a ghost like
+  // any other: kept while recent (it was touched when evicted).
+  for (BlockIndex b : s.advised_evictions) {
+    if (keep[b]) image.advised_evictions.push_back(renumber[b]);
+  }
   std::sort(image.advised_evictions.begin(), image.advised_evictions.end());
   image.capacity_bytes = pool.capacity_bytes();
   image.next_request = s.next_request;

@@ -8,7 +8,7 @@
 //
 // What a rebuild keeps exactly: the remembered blocks and their metadata, the
 // resident set, the pins of the current request, the advised evictions still
-// awaiting their block_removed, the counters, and the policy's eviction order
+// awaiting their block_removed (those remembered), the counters, and the policy's eviction order
 // (a fresh policy gets every resident block inserted root first, then one hit
 // per block in the old eviction order, first victim first). For lru that
 // order is the whole policy state, so its victims stay the same; its
@@ -48,10 +48,11 @@ struct ShardImage {
   int64_t last_timestamp_us = 0;
 };
 
-// Everything in `s` that is resident or awaits its block_removed, plus the
-// `keep_ghosts` most recently seen other blocks and the ancestors of all of
-// them (a remembered block's parent is remembered). SIZE_MAX keeps every
-// block. REQUIRES: s.mu held.
+// Every resident block of `s`, plus at most `keep_ghosts` others: the most
+// recently seen, each with its ancestors (a remembered block's parent is
+// remembered), skipping one whose chain no longer fits. SIZE_MAX keeps every
+// block. A recommended eviction awaiting its block_removed counts as any
+// other non-resident block. REQUIRES: s.mu held.
 ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
 
 // Replaces the catalog, pool and policy of `s` by `image`, the policy

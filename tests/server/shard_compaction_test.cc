@@ -12,6 +12,7 @@
 
 #include "server/node_pools.h"
 #include "tests/server/restart_compare.h"
+#include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
@@ -136,6 +137,37 @@ TEST(ShardCompactionTest, AllBlocksClearedFreesTheCatalog) {
   EXPECT_LE(Pool(pools).blocks_tracked(), kGhosts / 2 + 10);
   EXPECT_EQ(pools.counters().blocks_tracked.load(), Pool(pools).blocks_tracked());
   EXPECT_EQ(pools.counters().resident_blocks.load(), 0u);
+}
+
+// The learned policy keeps per-block feature history: a compaction gives it
+// a fresh policy over a renumbered catalog, which must keep answering.
+TEST(ShardCompactionTest, LearnedPoolsCompactAndKeepAnswering) {
+  NodePoolsOptions o = Options();
+  o.policy = "learned";
+  o.model = MakeTestModel();
+  NodePools pools(o);
+  std::optional<uint64_t> parent;
+  for (uint64_t c = 0; c < 400; ++c) {
+    const uint64_t base = c * 10 + 1;
+    ASSERT_TRUE(pools.Apply(Arrival({base, base + 1})).ok());
+    ASSERT_TRUE(pools.Apply(Stored(base, std::nullopt)).ok());
+    v1::AdmitRequest admit;
+    admit.set_node_id("n");
+    auto* cand = admit.add_candidates();
+    cand->set_block_id(base + 1);
+    cand->set_parent_id(base);
+    cand->set_tokens(512);
+    cand->set_bytes(static_cast<int64_t>(DefaultCost().BytesForTokens(512)));
+    ASSERT_TRUE(pools.Admit(admit).ok());
+    if (c % 8 == 7) {
+      v1::RankRequest rank;
+      rank.set_node_id("n");
+      rank.set_bytes_to_free(static_cast<int64_t>(4 * DefaultCost().BytesForTokens(512)));
+      ASSERT_TRUE(pools.RankEviction(rank).ok());
+    }
+    ASSERT_LE(Pool(pools).blocks_tracked(), Pool(pools).resident_blocks() + kGhosts) << c;
+  }
+  EXPECT_GT(Pool(pools).evictions(), 0u);
 }
 
 // The same trace through two sidecars serving lru, one compacting often
