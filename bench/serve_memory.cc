@@ -7,7 +7,9 @@
 // million distinct ids (chains of 16, the first block of each stored), a
 // ghost bound above that so nothing is forgotten; the growth of the heap in
 // use (mallinfo2: arena chunks plus mmapped blocks) divided by the blocks
-// tracked, per policy (learned with the tests' small model).
+// tracked, per policy (learned with the tests' small model). Part 1b: the
+// heap in use of one such lru pool with the default ghost bound over
+// --heap-ids (20,000,000) ids, every 2,000,000.
 //
 // Part 2, RSS over time: a real `kvlearn serve` (spawned, lru, default
 // --ghost-blocks unless given) fed --ids distinct ids over one ReportEvents
@@ -52,6 +54,7 @@ struct Flags {
   uint64_t sample_every = 2'000'000;
   uint64_t ghost_blocks = 0;  // 0: the server's default
   uint64_t log_max_bytes = 256ull << 20;
+  uint64_t heap_ids = 20'000'000;  // part 1b
 };
 
 // Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`.
@@ -112,6 +115,30 @@ void BytesPerBlock() {
       const size_t after = HeapInUse();
       std::printf("%-10s %14llu %16.1f\n", policy, static_cast<unsigned long long>(tracked),
                   static_cast<double>(after - before) / static_cast<double>(tracked));
+    }
+  }
+}
+
+// Part 1b: the heap in use of one in-process lru pool with the default
+// --ghost-blocks over `ids` distinct ids (same events as part 2), every
+// 2,000,000 ids: flat if compactions free what they forget.
+void HeapOverTime(uint64_t ids) {
+  std::printf("part 1b: heap in use of one lru pool (default ghost bound) over %llu ids\n",
+              static_cast<unsigned long long>(ids));
+  std::printf("%14s %10s %14s\n", "ids_sent", "heap_mib", "blocks_tracked");
+  NodePoolsOptions o;
+  o.cost =
+      std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+  const size_t before = HeapInUse();
+  NodePools pools(o);
+  for (uint64_t c = 0; c < ids / kChain; ++c) {
+    v1::EventBatch batch;
+    AddChain(batch, c, 16'384);
+    for (const auto& e : batch.events()) pools.Apply(e).IgnoreError();
+    if ((c + 1) % (2'000'000 / kChain) == 0) {
+      std::printf("%14llu %10.1f %14llu\n", static_cast<unsigned long long>((c + 1) * kChain),
+                  static_cast<double>(HeapInUse() - before) / (1 << 20),
+                  static_cast<unsigned long long>(pools.counters().blocks_tracked.load()));
     }
   }
 }
@@ -261,16 +288,20 @@ int main(int argc, char** argv) {
       value(f.ghost_blocks);
     } else if (a == "--log-max-bytes") {
       value(f.log_max_bytes);
+    } else if (a == "--heap-ids") {
+      value(f.heap_ids);
     } else if (a == "--part1-only") {
       only_part1 = true;
     } else {
       std::fprintf(stderr,
                    "usage: serve_memory --kvlearn PATH [--ids N] [--resident N] "
-                   "[--sample-every N] [--ghost-blocks N] [--log-max-bytes N] [--part1-only]\n");
+                   "[--sample-every N] [--ghost-blocks N] [--log-max-bytes N] [--heap-ids N] "
+                   "[--part1-only]\n");
       return 2;
     }
   }
   kvlearn::BytesPerBlock();
+  kvlearn::HeapOverTime(f.heap_ids);
   if (only_part1) return 0;
   if (f.kvlearn.empty()) {
     std::fprintf(stderr, "serve_memory: --kvlearn PATH (the kvlearn binary) is required\n");
