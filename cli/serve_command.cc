@@ -173,10 +173,9 @@ Command AddServeCommand(CLI::App& root) {
                   "(0: unbounded; only s3fifo and arc read it)")
       ->capture_default_str();
   cmd->add_option("--ghost-blocks", o.ghost_blocks,
-                  "per pool, how many blocks neither resident nor awaiting removal are "
-                  "remembered at most; past it the pool forgets all but the half most recently "
-                  "seen (memory per pool: resident + this many blocks, ~100 B each; "
-                  "docs/guarantees.md)")
+                  "per pool, how many non-resident blocks are remembered at most; past it the "
+                  "pool keeps only the most recently seen half (memory per pool: resident + "
+                  "this many blocks, ~115 B each under lru; docs/sidecar.md, Bounded memory)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
   cmd->add_option("--snapshot-every-events", o.snapshot_every_events,
