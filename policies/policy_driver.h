@@ -80,6 +80,12 @@ class PolicyDriver {
     return StartPolicy(make_, env_);
   }
 
+  // The same with a new environment (a new model, say).
+  absl::Status Restart(uint64_t capacity_bytes, PolicyEnv env) {
+    env_ = std::move(env);
+    return Restart(capacity_bytes);
+  }
+
   const PoolState& pool() const { return pool_; }
   RetentionPolicy& policy() { return *policy_; }
   const RetentionPolicy& policy() const { return *policy_; }

@@ -9,41 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
+#include "server/node_shard.h"
+#include "server/pools_snapshot.h"
 #include "server/request_validation.h"
+#include "server/shard_image.h"
+#include "server/varint.h"
 
 namespace kvlearn {
-
-// One (node, tier): the blocks it has seen and the driver of its policy,
-// under its own mutex.
-struct NodePools::Shard {
-  Shard(std::string node_id, v1::Tier tier_value, uint64_t capacity)
-      : node(std::move(node_id)), tier(tier_value), driver(&catalog, capacity) {}
-
-  const std::string node;
-  const v1::Tier tier;
-  absl::Mutex mu;
-  BlockCatalog catalog ABSL_GUARDED_BY(mu);
-  PolicyDriver driver ABSL_GUARDED_BY(mu);
-  // RankEviction victims not yet confirmed by block_removed nor withdrawn:
-  // gone from the policy and its pool, still held by the node (the view).
-  // In the order proposed, with the score each was proposed with.
-  std::vector<BlockIndex> proposals ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<BlockIndex, double> proposal_score ABSL_GUARDED_BY(mu);
-  // Per block, how many of its children are proposals (children the view
-  // still holds though the pool does not).
-  absl::flat_hash_map<BlockIndex, uint32_t> proposed_children ABSL_GUARDED_BY(mu);
-  uint64_t proposed_bytes ABSL_GUARDED_BY(mu) = 0;
-  // Chains of the requests in flight, held in the pool: by request id, and
-  // the last request without one (held until the next arrival).
-  absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
-  std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
-  uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
-  uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
-  uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
-  uint64_t requests ABSL_GUARDED_BY(mu) = 0;
-  // Events accepted so far: the position of a journaled decision among them.
-  uint64_t events_applied ABSL_GUARDED_BY(mu) = 0;
-};
 
 namespace {
 
@@ -60,14 +32,6 @@ std::string ShardName(const std::string& node, v1::Tier tier) {
 
 constexpr char kAdmitRecord = 'A';
 constexpr char kRankRecord = 'R';
-
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
 
 // Splits a decision record into kind, shard event count and request bytes.
 absl::Status SplitRecord(std::string_view record, char* kind, uint64_t* shard_events,
@@ -114,52 +78,73 @@ absl::Status NodePools::CheckOptions(const NodePoolsOptions& options) {
   return probe.StartPolicy(options.policy, MakePolicyEnv(*options.cost, options.model));
 }
 
-absl::StatusOr<NodePools::Shard*> NodePools::FindOrCreate(const std::string& node, v1::Tier tier,
-                                                          const std::string& field) {
+NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  auto it = shards_.find(std::make_pair(node, static_cast<int>(NormalTier(tier))));
+  return it == shards_.end() ? nullptr : it->second.get();
+}
+
+absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const std::string& field,
+                                  const std::function<absl::Status(Shard&)>& fn) {
   if (auto s = ValidateNodeId(node, field); !s.ok()) return s;
   if (!v1::Tier_IsValid(tier)) {
     return absl::InvalidArgumentError(absl::StrCat("tier: unknown value ", static_cast<int>(tier)));
   }
   tier = NormalTier(tier);
-  const auto key = std::make_pair(node, static_cast<int>(tier));
-  {
-    absl::ReaderMutexLock lock(&table_mu_);
-    auto it = shards_.find(key);
-    if (it != shards_.end()) return it->second.get();
-  }
+  auto run = [&](Shard& s) {
+    absl::MutexLock lock(&s.mu);
+    absl::Status st = fn(s);
+    CompactIfOverLocked(s);
+    return st;
+  };
+  if (Shard* s = Find(node, tier)) return run(*s);
   if (options_.strict_nodes && !options_.known_nodes.contains(node)) {
     return absl::NotFoundError(
         absl::StrCat(field, ": unknown node '", node, "' (--strict-nodes; known: --nodes)"));
   }
-  absl::WriterMutexLock lock(&table_mu_);
-  auto& slot = shards_[key];
-  if (slot == nullptr) {
-    auto shard = std::make_unique<Shard>(
-        node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
-    absl::Status started;
+  // A new pool is tried out of sight and kept only if the call is accepted:
+  // a refused call leaves no empty pool that a restart would not recreate.
+  // Creators take turns (creation is rare), so two calls for one new pool
+  // cannot both journal.
+  absl::MutexLock creating(&create_mu_);
+  if (Shard* s = Find(node, tier)) return run(*s);
+  auto shard = std::make_unique<Shard>(
+      node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
+  {
+    absl::MutexLock lock(&shard->mu);
+    std::shared_ptr<const LearnedModel> model;
     {
-      absl::MutexLock shard_lock(&shard->mu);
-      started =
-          shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, options_.model));
+      absl::ReaderMutexLock table(&table_mu_);
+      model = options_.model;
     }
-    if (!started.ok()) {
-      shards_.erase(key);
-      return started;
+    if (auto st = shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+        !st.ok()) {
+      return st;
     }
-    slot = std::move(shard);
-    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    shard->model = std::move(model);
+    if (auto st = fn(*shard); !st.ok()) return st;
+    CompactIfOverLocked(*shard);
   }
-  return slot.get();
+  absl::WriterMutexLock lock(&table_mu_);
+  shards_[std::make_pair(node, static_cast<int>(tier))] = std::move(shard);
+  counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 namespace {
+
+// Marks `b` as seen now, for the compaction's choice of recent ghosts.
+void Touch(NodePools::Shard& s, BlockIndex b) { s.last_seen[b] = ++s.touch_clock; }
 
 // Adds a block to the shard's catalog (or returns the known one, whose
 // parent the caller has checked).
 BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, uint64_t id,
                     BlockIndex parent, uint32_t tokens, uint64_t bytes, PoolCounters& counters) {
   BlockIndex b = s.catalog.Find(id);
-  if (b != kNoBlock) return b;
+  if (b != kNoBlock) {
+    Touch(s, b);
+    return b;
+  }
   BlockMeta meta;
   meta.hash_id = id;
   meta.parent = parent;
@@ -169,6 +154,8 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   const uint64_t begin = uint64_t{meta.depth} * block_size;
   meta.recompute_ms = cost.RecomputeMs(begin, begin + tokens);
   b = s.catalog.Add(meta);
+  s.last_seen.push_back(0);
+  Touch(s, b);
   s.driver.Grow();
   counters.blocks_tracked.fetch_add(1, std::memory_order_relaxed);
   return b;
@@ -194,6 +181,7 @@ void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
 // The node no longer holds b (it was in the view).
 void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
   ++s.removals;
+  Touch(s, b);  // a ghost now: the compaction keeps the recently removed
   counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
   counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
 }
@@ -270,14 +258,16 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
     retried_batches_.Claim(e.batch_received().source(), e.batch_received().batch_id());
     return absl::OkStatus();
   }
-  auto shard = FindOrCreate(e.node_id(), e.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
-  absl::Status st = ApplyLocked(s, e);
-  if (st.ok()) ++s.events_applied;
-  if (shard_events != nullptr) *shard_events = s.events_applied;
-  return st;
+  return WithShard(e.node_id(), e.tier(), "node_id", [&](Shard& s) {
+    s.last_timestamp_us = std::max(s.last_timestamp_us, e.timestamp_us());
+    absl::Status st = ApplyLocked(s, e);
+    if (st.ok()) {
+      ++s.events_applied;
+      accepted_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (shard_events != nullptr) *shard_events = s.events_applied;
+    return st;
+  });
 }
 
 absl::Status NodePools::JournalLocked(char kind, const Shard& s,
@@ -388,6 +378,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           chain[i] = AddBlock(s, cost, bs, r.block_ids(i), parent, tokens, bytes, counters_);
         }
         parent = chain[i];
+        Touch(s, chain[i]);
       }
       const std::span<const BlockIndex> blocks(chain.data(), chain.size());
       s.current_request = s.next_request++;
@@ -396,6 +387,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       // Any arrival ends the pins of a request without an id (one request
       // at a time, as before ids existed).
       s.driver.Release(s.unnamed_request);
+      s.held_blocks -= s.unnamed_request.size();
       s.unnamed_request.clear();
       if (id.empty()) {
         s.unnamed_request.assign(blocks.begin(), blocks.end());
@@ -403,6 +395,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         s.requests_in_flight.emplace(id, std::vector<BlockIndex>(blocks.begin(), blocks.end()));
       }
       s.driver.Hold(blocks);
+      s.held_blocks += blocks.size();
       // A proposed victim this request needs is one the node keeps.
       if (!s.proposals.empty()) {
         for (const BlockIndex b : blocks) {
@@ -421,6 +414,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 ShardName(s.node, s.tier)));
       }
       s.driver.Release(it->second);
+      s.held_blocks -= it->second.size();
       s.requests_in_flight.erase(it);
       return absl::OkStatus();
     }
@@ -435,6 +429,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       const AccessInfo access = Access(s, e.timestamp_us());
       if (s.proposal_score.contains(b)) Withdraw(s, b, access);
       s.driver.Hit(b, access);
+      Touch(s, b);
       return absl::OkStatus();
     }
     case Event::kBlockStored: {
@@ -500,7 +495,9 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                          " already holds ", held, " blocks (send all_blocks_cleared first)"));
       }
       // Nothing resident: start the pool and its policy afresh at the new size.
-      if (auto st = s.driver.Restart(capacity); !st.ok()) return st;
+      if (auto st = s.driver.Restart(capacity, MakePolicyEnv(*options_.cost, s.model)); !st.ok()) {
+        return st;
+      }
       HoldInFlight(s);
       return absl::OkStatus();
     }
@@ -518,6 +515,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           LeaveView(s, b, counters_);
         }
       }
+      // Everything just became a ghost: keep at most the compaction's share.
+      CompactLocked(s);
       return absl::OkStatus();
     }
     default:
@@ -527,11 +526,18 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
 
 absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& request) {
   if (auto st = ValidateAdmitRequest(request, options_.max_candidates); !st.ok()) return st;
+  absl::StatusOr<v1::AdmitResponse> out;
+  if (auto st = WithShard(request.node_id(), request.tier(), "node_id",
+                          [&](Shard& s) { return (out = AdmitLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::AdmitResponse> NodePools::AdmitLocked(Shard& s,
+                                                         const v1::AdmitRequest& request) {
   const int n = request.candidates_size();
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
   const auto& first = request.candidates(0);
   for (int i = 0; i < n; ++i) {
     const auto& c = request.candidates(i);
@@ -578,10 +584,18 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
 
 absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& request) {
   if (auto st = ValidateRankRequest(request, options_.max_candidates); !st.ok()) return st;
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<v1::RankResponse> out;
+  if (auto st =
+          WithShard(request.node_id(), request.tier(), "node_id",
+                    [&](Shard& s) { return (out = RankEvictionLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
+                                                               const v1::RankRequest& request) {
   const auto want = static_cast<uint64_t>(request.bytes_to_free());
   uint64_t freed = 0;
   v1::RankResponse response;
@@ -686,7 +700,8 @@ void NodePools::FillStatus(v1::GetStatusResponse& response) const {
   }
 }
 
-absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
+absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
+                                  std::string_view path) {
   {
     // Ask a throwaway policy first, so a policy without a model refuses even
     // before any node has shown up.
@@ -703,18 +718,143 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
     }
     if (auto st = probe.policy().SwapModel(model); !st.ok()) return st;
   }
+  // Every pool changes model at one point of its history, the one the
+  // journal records: no pool is created meanwhile (create_mu_) and every
+  // pool is held (in key order, the one order anyone takes several in).
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  absl::Status status;
+  if (journal_) {
+    ModelSwapRecord swap;
+    swap.path = std::string(path);
+    swap.version = model->version();
+    for (const Shard* s : shards) swap.pools.push_back({s->node, s->tier, s->events_applied});
+    const std::string record = EncodeModelSwap(swap);
+    status = journal_(record);
+    if (status.ok()) last_model_swap_ = record;
+  }
+  for (Shard* s : shards) {
+    if (status.ok()) status = s->driver.policy().SwapModel(model);
+    if (status.ok()) s->model = model;
+  }
+  // Before the pools are released: a pool rebuilt (compaction) right after
+  // must not start from the old model.
+  if (status.ok()) SetModelForNewPools(model);
+  UnlockAllPools(shards);
+  return status;
+}
+
+void NodePools::SetModelForNewPools(std::shared_ptr<const LearnedModel> model) {
+  absl::WriterMutexLock lock(&table_mu_);
+  options_.model = std::move(model);
+}
+
+absl::Status NodePools::SwapPoolModel(const std::string& node, v1::Tier tier,
+                                      std::shared_ptr<const LearnedModel> model) {
+  Shard* s = Find(node, tier);
+  if (s == nullptr) return absl::OkStatus();  // it never got an event here
+  absl::MutexLock lock(&s->mu);
+  if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  s->model = std::move(model);
+  return absl::OkStatus();
+}
+
+std::vector<NodePools::Shard*> NodePools::LockAllPools() {
   std::vector<Shard*> shards;
   {
     absl::ReaderMutexLock lock(&table_mu_);
     for (const auto& [key, shard] : shards_) shards.push_back(shard.get());
   }
-  for (Shard* s : shards) {
-    absl::MutexLock lock(&s->mu);
-    if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  std::sort(shards.begin(), shards.end(), [](const Shard* a, const Shard* b) {
+    return std::tie(a->node, a->tier) < std::tie(b->node, b->tier);
+  });
+  for (Shard* s : shards) s->mu.Lock();
+  return shards;
+}
+
+void NodePools::UnlockAllPools(const std::vector<Shard*>& shards) {
+  for (auto it = shards.rbegin(); it != shards.rend(); ++it) (*it)->mu.Unlock();
+}
+
+void NodePools::NoteModelSwap(std::string record) {
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = std::move(record);
+}
+
+bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out) {
+  // As SwapModel: no pool created meanwhile, every pool held in key order.
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  const bool captured = ready();
+  if (captured) {
+    out->model_swap = last_model_swap_;
+    out->pools.clear();
+    for (const Shard* s : shards) {
+      out->pools.push_back({s->node, s->tier, CaptureShard(*s, SIZE_MAX)});
+    }
   }
-  absl::WriterMutexLock lock(&table_mu_);
-  options_.model = std::move(model);  // for shards created from now on
+  UnlockAllPools(shards);
+  return captured;
+}
+
+absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
+  std::shared_ptr<const LearnedModel> model;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    model = options_.model;
+  }
+  for (const auto& pool : snapshot.pools) {
+    auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (auto st =
+              shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+          !st.ok()) {
+        return st;
+      }
+      if (auto st = RestoreShard(*shard, pool.image, MakePolicyEnv(*options_.cost, model));
+          !st.ok()) {
+        return st;
+      }
+      shard->model = model;
+      counters_.blocks_tracked.fetch_add(shard->catalog.size(), std::memory_order_relaxed);
+      counters_.resident_blocks.fetch_add(
+          shard->driver.pool().resident_blocks() + shard->proposals.size(),
+          std::memory_order_relaxed);
+      counters_.resident_bytes.fetch_add(shard->driver.pool().used_bytes() + shard->proposed_bytes,
+                                         std::memory_order_relaxed);
+    }
+    absl::WriterMutexLock lock(&table_mu_);
+    auto& slot = shards_[std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier)))];
+    if (slot != nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("pool snapshot: ", ShardName(pool.node, pool.tier), " appears twice"));
+    }
+    slot = std::move(shard);
+    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = snapshot.model_swap;
   return absl::OkStatus();
+}
+
+void NodePools::CompactIfOverLocked(Shard& s) {
+  const uint64_t ghosts = s.catalog.size() - s.driver.pool().resident_blocks();
+  // Proposals and in-flight chains stay whatever the bound (an upper bound
+  // of those not resident), so the next compaction is always ghost_blocks / 2
+  // new ghosts away.
+  if (ghosts > options_.ghost_blocks + s.proposals.size() + s.held_blocks) CompactLocked(s);
+}
+
+void NodePools::CompactLocked(Shard& s) {
+  const size_t before = s.catalog.size();
+  const ShardImage image = CaptureShard(s, options_.ghost_blocks / 2);
+  if (image.blocks.size() == before) return;
+  // The policy was built before from the same name and environment, so it
+  // builds again.
+  RestoreShard(s, image, MakePolicyEnv(*options_.cost, s.model)).IgnoreError();
+  counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
+  ++s.compactions;
 }
 
 }  // namespace kvlearn
