@@ -29,14 +29,21 @@
 // read off each candidate's stored curve, and the lowest V goes (ties: the
 // least recent, deeper first). V needs no inference, only the curve, so a
 // block's score is cached for the request time it was computed at and
-// recomputed when the clock has moved. EvictionPriority is V at the latest
-// request time, and RankVictims orders by it the same way.
+// recomputed when the clock has moved.
+//
+// Guard (learned_deviation_guard.h). Each time the model's victim differs
+// from recency's, Belady's pairwise test settles later which was right; while
+// the model's record is net wrong, the least recent leaf goes instead. On the
+// tuning traces unguarded curve eviction lost cost wherever LRU already has
+// about Belady's hits (docs/learned_policy.md, "Learning eviction").
+// EvictionPriority is V while the guard trusts the model and the last-use
+// time (ms) otherwise; RankVictims orders by the same key, ties by recency.
 //
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
 // only rank evictions: refusing there saves nothing and loses the hit.
 //
-// What was tried and lost is in docs/learned_policy.md ("What was tried").
+// What was tried and what each attempt measured: docs/learned_policy.md.
 // The model is swappable at run time (SwapModel).
 #include <algorithm>
 #include <array>
