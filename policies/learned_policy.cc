@@ -33,7 +33,8 @@
 //
 // Guard (learned_deviation_guard.h). Each time the model's victim differs
 // from recency's, Belady's pairwise test settles later which was right; while
-// the model's record is net wrong, the least recent leaf goes instead. On the
+// the model's record is net wrong, the least recent leaf goes instead (the
+// model still chooses one eviction in 16, to keep the evidence coming). On the
 // tuning traces unguarded curve eviction lost cost wherever LRU already has
 // about Belady's hits (docs/learned_policy.md, "Learning eviction").
 // EvictionPriority is V while the guard trusts the model and the last-use
@@ -115,7 +116,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   BlockIndex SelectVictim() override {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
-    if (!guard_.Trusted()) return recency_choice_;
+    if (!guard_.ModelChooses()) return recency_choice_;
     const LeafHeap& h = heap();
     BlockIndex best = kNoBlock;
     for (size_t i = 0, n = std::min(h.size(), kWindow); i < n; ++i) {

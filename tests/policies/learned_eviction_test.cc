@@ -75,37 +75,60 @@ TEST(LearnedReuseCurveTest, ConditionsOnTheIdleTime) {
 }
 
 // Block ids are plain numbers here; the guard only compares them.
+void Use(LearnedDeviationGuard& guard, std::vector<BlockIndex> chain) { guard.OnAccess(chain); }
+
 TEST(LearnedDeviationGuardTest, SettlesEachDeviationByWhichBlockReturnsFirst) {
   LearnedDeviationGuard guard;
   EXPECT_TRUE(guard.Trusted());  // no evidence yet: 0 right >= 0 wrong
   guard.OnEvict(5, 5);           // recency agreed: no deviation
   guard.OnEvict(1, 2);           // model evicted 1 where recency would evict 2
-  const std::array<BlockIndex, 1> one = {1};
-  guard.OnAccess(one);  // 1 came back first: recency was right
+  Use(guard, {1});               // 1 came back first: recency was right
   EXPECT_DOUBLE_EQ(guard.wrong(), 1);
   EXPECT_DOUBLE_EQ(guard.right(), 0);
   EXPECT_FALSE(guard.Trusted());
-  const std::array<BlockIndex, 1> two = {2};
-  guard.OnAccess(two);  // the pair is settled: 2 counts nothing now
+  Use(guard, {2});  // the pair is settled: 2 counts nothing now
   EXPECT_DOUBLE_EQ(guard.right(), 0);
   guard.OnEvict(3, 4);
-  const std::array<BlockIndex, 2> chain = {4, 3};  // 4 first in the chain: kept 4 was right
-  guard.OnAccess(chain);
+  Use(guard, {4, 3});                     // 4 first in the chain: kept 4 was right
   EXPECT_DOUBLE_EQ(guard.wrong(), 0.99);  // decayed once
   EXPECT_DOUBLE_EQ(guard.right(), 1);
   EXPECT_TRUE(guard.Trusted());
 }
 
-TEST(LearnedDeviationGuardTest, ABlockInTwoDeviationsLeavesTheFirstUnsettled) {
+// Pairs that must not count as wins. (a) 2 is kept again in a second
+// deviation: the first pair, (1, 2), is dropped, and 1's return counts
+// nothing. (b) 12 is kept in place of 11, then evicted (recency's own choice,
+// no new pair) before either returns: keeping it bought nothing, so its return
+// settles nothing, and 11's return still counts against the model.
+TEST(LearnedDeviationGuardTest, PairsThatCannotBeSettledAsWins) {
   LearnedDeviationGuard guard;
   guard.OnEvict(1, 2);
-  guard.OnEvict(3, 2);  // 2 kept again: the (1, 2) pair is dropped
-  const std::array<BlockIndex, 1> one = {1};
-  guard.OnAccess(one);
+  guard.OnEvict(3, 2);
+  Use(guard, {1});
   EXPECT_DOUBLE_EQ(guard.wrong(), 0);
-  const std::array<BlockIndex, 1> two = {2};
-  guard.OnAccess(two);
+  Use(guard, {2});  // settles (3, 2)
   EXPECT_DOUBLE_EQ(guard.right(), 1);
+
+  guard.OnEvict(11, 12);
+  guard.OnEvict(12, 12);
+  Use(guard, {12});
+  EXPECT_DOUBLE_EQ(guard.right(), 1);
+  Use(guard, {11});
+  EXPECT_DOUBLE_EQ(guard.wrong(), 1);
+}
+
+// Distrusted, the model still chooses every kProbeEvery-th eviction.
+TEST(LearnedDeviationGuardTest, ProbesWhileDistrusted) {
+  LearnedDeviationGuard guard;
+  guard.OnEvict(1, 2);
+  Use(guard, {1});
+  ASSERT_FALSE(guard.Trusted());
+  int chosen = 0;
+  for (uint64_t e = 1; e < 2 * LearnedDeviationGuard::kProbeEvery; ++e) {
+    guard.OnEvict(100 + e, 100 + e);  // evictions 2, 3, ...: recency agreed
+    chosen += guard.ModelChooses();
+  }
+  EXPECT_EQ(chosen, 2);  // after evictions 16 and 32
 }
 
 PoolReplayOptions StandInOptions(uint64_t pool_blocks,
