@@ -21,6 +21,16 @@ namespace {
 
 using v1::Event;
 
+// The environment of a (node, tier) pool's policy. A node's HBM and DRAM
+// keep what it computed without moving bytes over the pool link, so
+// admission there costs no transfer (as in the cluster simulator's tiers).
+PolicyEnv ShardEnv(const CostModel& cost, std::shared_ptr<const LearnedModel> model,
+                   v1::Tier tier) {
+  PolicyEnv env = MakePolicyEnv(cost, std::move(model));
+  env.admission_moves_bytes = tier != v1::TIER_HBM && tier != v1::TIER_DRAM;
+  return env;
+}
+
 // Capacity of a pool whose node never said (see the header).
 constexpr uint64_t kUnbounded = UINT64_MAX / 2;
 
@@ -117,7 +127,7 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
       absl::ReaderMutexLock table(&table_mu_);
       model = options_.model;
     }
-    if (auto st = shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+    if (auto st = shard->driver.StartPolicy(options_.policy, ShardEnv(*options_.cost, model, tier));
         !st.ok()) {
       return st;
     }
@@ -495,7 +505,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                          " already holds ", held, " blocks (send all_blocks_cleared first)"));
       }
       // Nothing resident: start the pool and its policy afresh at the new size.
-      if (auto st = s.driver.Restart(capacity, MakePolicyEnv(*options_.cost, s.model)); !st.ok()) {
+      if (auto st = s.driver.Restart(capacity, ShardEnv(*options_.cost, s.model, s.tier));
+          !st.ok()) {
         return st;
       }
       HoldInFlight(s);
@@ -807,12 +818,12 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
     auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
     {
       absl::MutexLock lock(&shard->mu);
-      if (auto st =
-              shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, model));
+      if (auto st = shard->driver.StartPolicy(options_.policy,
+                                              ShardEnv(*options_.cost, model, pool.tier));
           !st.ok()) {
         return st;
       }
-      if (auto st = RestoreShard(*shard, pool.image, MakePolicyEnv(*options_.cost, model));
+      if (auto st = RestoreShard(*shard, pool.image, ShardEnv(*options_.cost, model, pool.tier));
           !st.ok()) {
         return st;
       }
@@ -852,7 +863,7 @@ void NodePools::CompactLocked(Shard& s) {
   if (image.blocks.size() == before) return;
   // The policy was built before from the same name and environment, so it
   // builds again.
-  RestoreShard(s, image, MakePolicyEnv(*options_.cost, s.model)).IgnoreError();
+  RestoreShard(s, image, ShardEnv(*options_.cost, s.model, s.tier)).IgnoreError();
   counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
   ++s.compactions;
 }
