@@ -31,14 +31,17 @@ ReportEventsReactor::ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer*
 }
 
 // Each entry point below starts with TsanTakeOver(this), and the calls that
-// hand the reactor to gRPC (StartRead, Finish, an alarm's Set) are preceded
-// by TsanHandOff(this).
+// hand the reactor to gRPC (StartRead, Finish, an alarm's Set) are preceded,
+// and followed where they lock the reactor, by TsanHandOff(this). gRPC runs
+// no OnDone while a reaction runs and the alarm holds a reference, so the
+// reactor is alive after each of these calls.
 
 void ReportEventsReactor::ReadNext() {
   read_started_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   state_.store(State::kStartingRead, std::memory_order_release);
   TsanHandOff(this);
   StartRead(&buffer_);
+  TsanHandOff(this);  // StartRead locked the reactor's stream mutex
   // Fails when the read already completed (its OnReadDone moved the state on).
   State expected = State::kStartingRead;
   state_.compare_exchange_strong(expected, State::kReading, std::memory_order_acq_rel);
@@ -138,6 +141,7 @@ void ReportEventsReactor::End(grpc::Status status) {
   env_.counters->CloseStream();
   TsanHandOff(this);
   Finish(std::move(status));
+  TsanHandOff(this);  // as after StartRead
 }
 
 void ReportEventsReactor::ArmIdleAlarm(Clock::duration delay) {
