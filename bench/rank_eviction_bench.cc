@@ -2,7 +2,11 @@
 // unary call (the standard health Check) on the same server, channel and run:
 // the difference is what kvlearn adds to a call.
 //   build/bench/rank_eviction_bench
-// Reports p50/p99 in microseconds as counters (p50_us, p99_us).
+// Reports p50/p99 in microseconds as counters (p50_us, p99_us). The
+// RankEviction cases run twice: on an LRU sidecar and on a learned one
+// (the tests' small model, written to a model file at start-up; the learned
+// policy ranks from each block's stored reuse curve, so the model's size
+// does not enter the ranking).
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -23,6 +27,9 @@
 #include "server/sidecar_server.h"
 
 namespace kvlearn {
+
+std::string WriteRankBenchModel(const std::string& dir);  // rank_eviction_model.cc
+
 namespace {
 
 const uint64_t kResident = getenv("KVLEARN_BENCH_RESIDENT")
@@ -93,27 +100,37 @@ void Store(v1::Retention::Stub& stub, const std::vector<uint64_t>& ids) {
   if (!w->Finish().ok() || summary.rejected() > 0) std::abort();
 }
 
+Fixture* StartFixture(const std::string& policy) {
+  auto* fx = new Fixture;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
+  fx->dir = mkdtemp(tmpl.data());
+  SidecarOptions o;
+  o.listen = "127.0.0.1:0";
+  o.metrics_listen = "127.0.0.1:0";
+  o.data_dir = fx->dir;
+  o.policy = policy;
+  if (policy == "learned") {
+    o.model_path = WriteRankBenchModel(fx->dir);
+  }
+  fx->server = std::move(*SidecarServer::Start(o));
+  fx->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(fx->server->port()),
+                                    grpc::InsecureChannelCredentials());
+  fx->stub = v1::Retention::NewStub(fx->channel);
+  fx->health = grpc::health::v1::Health::NewStub(fx->channel);
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; id <= kResident; ++id) ids.push_back(id);
+  Store(*fx->stub, ids);
+  fx->resident = ids;
+  return fx;
+}
+
 Fixture& Shared() {
-  static Fixture* f = [] {
-    auto* fx = new Fixture;
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
-    fx->dir = mkdtemp(tmpl.data());
-    SidecarOptions o;
-    o.listen = "127.0.0.1:0";
-    o.metrics_listen = "127.0.0.1:0";
-    o.data_dir = fx->dir;
-    o.policy = "lru";
-    fx->server = std::move(*SidecarServer::Start(o));
-    fx->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(fx->server->port()),
-                                      grpc::InsecureChannelCredentials());
-    fx->stub = v1::Retention::NewStub(fx->channel);
-    fx->health = grpc::health::v1::Health::NewStub(fx->channel);
-    std::vector<uint64_t> ids;
-    for (uint64_t id = 1; id <= kResident; ++id) ids.push_back(id);
-    Store(*fx->stub, ids);
-    fx->resident = ids;
-    return fx;
-  }();
+  static Fixture* f = StartFixture("lru");
+  return *f;
+}
+
+Fixture& SharedLearned() {
+  static Fixture* f = StartFixture("learned");
   return *f;
 }
 
@@ -167,8 +184,7 @@ void BM_GetStatusCall(benchmark::State& state) {
 // still resident, so every call ranks 64 real leaves. (Re-storing the victim
 // between calls would put a ReportEvents stream on the same connection
 // between timed calls, which inflates the next call's latency on loopback.)
-void BM_RankEviction64(benchmark::State& state) {
-  Fixture& f = Shared();
+void RankEviction64(benchmark::State& state, Fixture& f) {
   std::mt19937_64 rng(1);
   std::vector<uint64_t>& resident = f.resident;
   std::vector<double> us;
@@ -201,6 +217,9 @@ void BM_RankEviction64(benchmark::State& state) {
   }
 }
 
+void BM_RankEviction64(benchmark::State& state) { RankEviction64(state, Shared()); }
+void BM_RankEviction64Learned(benchmark::State& state) { RankEviction64(state, SharedLearned()); }
+
 // The decision alone, in-process (no gRPC): NodePools::RankEviction with
 // the same pool and candidate shape.
 void BM_RankEviction64InProcess(benchmark::State& state) {
@@ -225,6 +244,8 @@ void BM_RankEviction64InProcess(benchmark::State& state) {
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_GetStatusCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_RankEviction64Learned)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
 

@@ -65,6 +65,10 @@ int RunServe(ServeFlags& f) {
   }
   SidecarServer& s = **server;
   if (!s.startup_notes().empty()) std::cerr << "kvlearn serve: " << s.startup_notes();
+  if (s.replayed_from_snapshot()) {
+    std::cerr << "kvlearn serve: loaded the pools' snapshot at sequence "
+              << s.replay_snapshot_sequence() << std::endl;
+  }
   if (s.replayed_events() > 0) {
     std::cerr << "kvlearn serve: rebuilt the pools from " << s.replayed_events()
               << " logged events and " << s.replayed_decisions() << " journaled decisions in "
@@ -172,6 +176,17 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--pool-bytes", o.default_pool_bytes,
                   "capacity assumed for pools whose node sends no pool_configured event "
                   "(0: unbounded; only s3fifo and arc read it)")
+      ->capture_default_str();
+  cmd->add_option("--ghost-blocks", o.ghost_blocks,
+                  "per pool, how many non-resident blocks are remembered at most; past it the "
+                  "pool keeps only the most recently seen half (memory per pool: resident + "
+                  "this many blocks, ~115 B each under lru; docs/sidecar.md, Bounded memory)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
+  cmd->add_option("--snapshot-every-events", o.snapshot_every_events,
+                  "write a snapshot of every pool to the log after this many accepted events, "
+                  "so a restart replays only what follows it (0: never; replay is then exact "
+                  "for every policy but grows with the log; docs/sidecar.md)")
       ->capture_default_str();
   cmd->add_flag("--strict-nodes", o.strict_nodes,
                 "refuse nodes not listed in --nodes (NOT_FOUND) instead of creating them");

@@ -10,6 +10,9 @@
 //     --endpoint tcp://*:5557 --replay-endpoint tcp://*:5558 --capacity-blocks 2048
 //     --encoding map --hash-type bytes --drop-seq 10 --wait-subscribers 1
 //
+// With --step-stdin each request waits for one line on stdin, so that a
+// client reporting the same requests' arrivals can keep in step.
+//
 // Prints a summary line, and with --print-resident the cached block ids at
 // the end (one per line, ascending). Errors: one line on stderr, exit 1.
 #include <chrono>
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
   int64_t wait_timeout_ms = 30000;
   int64_t linger_ms = 1000;
   bool print_resident = false;
+  bool step_stdin = false;
   std::string medium = "GPU";
   int64_t dp_rank = -1;
 
@@ -92,6 +96,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dp-rank", dp_rank, "data_parallel_rank sent with every batch (-1 = none)");
   app.add_flag("--print-resident", print_resident, "print the cached block ids at the end");
+  app.add_flag("--step-stdin", step_stdin,
+               "serve each request only after reading one line from stdin (stop at its end): "
+               "lets a client that reports the requests' arrivals keep pace "
+               "(clients/python/examples/replay_trace.py --follow-engine)");
   CLI11_PARSE(app, argc, argv);
 
   TraceReadOptions read_options;
@@ -134,6 +142,12 @@ int main(int argc, char** argv) {
   uint64_t batches = 0;
   for (size_t i = 0; i < n; ++i) {
     const TraceRequest& r = trace->requests[i];
+    if (step_stdin) {
+      int c;
+      while ((c = std::getchar()) != EOF && c != '\n') {
+      }
+      if (c == EOF) break;
+    }
     if (speed > 0) {
       const auto due = start + std::chrono::microseconds(static_cast<int64_t>(
                                    (r.timestamp_ms - first_ms) * 1000.0 / speed));

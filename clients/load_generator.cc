@@ -40,8 +40,10 @@ class Node {
     const BlockIndex* chain = replay_.blocks.data() + r.first_block;
     const BlockCatalog& catalog = replay_.catalog;
     const int64_t ts_us = r.timestamp_ms * 1000;
+    last_ts_us_ = ts_us;
 
     v1::EventBatch batch;
+    FinishPrevious(batch, ts_us);
     if (!configured_) {
       NewEvent(batch, ts_us)
           ->mutable_pool_configured()
@@ -49,6 +51,8 @@ class Node {
       configured_ = true;
     }
     auto* arrival = NewEvent(batch, ts_us)->mutable_request_arrival();
+    running_ = absl::StrCat("r", ri);
+    arrival->set_request_id(running_);
     arrival->set_input_length(r.input_length);
     arrival->set_output_length(r.output_length);
     for (uint32_t i = 0; i < r.num_blocks; ++i) {
@@ -134,6 +138,14 @@ class Node {
     return absl::OkStatus();
   }
 
+  // Reports the last request served finished (once the node has no more).
+  absl::Status Finish(v1::Retention::Stub& stub, std::vector<double> (&latency_us)[kRpcCount]) {
+    v1::EventBatch batch;
+    FinishPrevious(batch, last_ts_us_);
+    if (batch.events().empty()) return absl::OkStatus();
+    return Report(stub, batch, latency_us);
+  }
+
  private:
   static double Micros(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -168,10 +180,21 @@ class Node {
     return absl::OkStatus();
   }
 
+  // Reports the end of the request served last, if any. It rides on the
+  // next request's first batch (nothing happens on the node in between), or
+  // on its own batch at the end of the run (Finish).
+  void FinishPrevious(v1::EventBatch& batch, int64_t ts_us) {
+    if (running_.empty()) return;
+    NewEvent(batch, ts_us)->mutable_request_finished()->set_request_id(running_);
+    running_.clear();
+  }
+
   const ReplayTrace& replay_;
   PoolState pool_;
   const std::string id_;
   bool configured_ = false;
+  std::string running_;  // request id of the request served last, until finished
+  int64_t last_ts_us_ = 0;
 };
 
 }  // namespace
@@ -219,6 +242,9 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
         const uint32_t node = ri % o.nodes;
         if (node % threads != t) continue;
         status = nodes[node]->Serve(*stub, ri, outcomes[ri], mine);
+      }
+      for (uint32_t node = t; node < o.nodes && status.ok(); node += threads) {
+        status = nodes[node]->Finish(*stub, mine);
       }
       absl::MutexLock lock(&mu);
       if (!status.ok() && first_error.ok()) first_error = status;

@@ -2,12 +2,15 @@
 // pool of `pool_bytes`, replaying a trace against a running sidecar over real
 // gRPC. Request i goes to node i mod N. A node first reports its pool
 // capacity (pool_configured); then per request it:
-//   1. reports the arrival (its whole chain) and a hit event per block of its
-//      resident prefix, deepest first (one ReportEvents call);
+//   1. reports the arrival (its whole chain, request id "r<index>") and a hit
+//      event per block of its resident prefix, deepest first (one
+//      ReportEvents call, which also finishes the node's previous request);
 //   2. for each missing block, root to leaf: Admit; if kept and short of room,
 //      RankEviction for the missing bytes and evicts the victims it is given;
-//      then reports the removals and the block stored (one ReportEvents call).
-//      A discarded block, or no room, ends admission for the request.
+//      then reports the removals (which confirm the proposal) and the block
+//      stored (one ReportEvents call). A discarded block, or no room, ends
+//      admission for the request.
+// At the end each node reports its last request finished.
 // This is the simulator's protocol (sim/pool_simulator.cc), so with one node
 // the hit counts equal ReplayPool's for the server's policy.
 //

@@ -116,7 +116,13 @@ void RetentionClient::ReportArrival(const ClientArrival& arrival) {
     a->set_output_length(arrival.output_length);
     a->mutable_block_tokens()->Add(arrival.block_tokens.begin(), arrival.block_tokens.end());
     a->mutable_block_bytes()->Add(arrival.block_bytes.begin(), arrival.block_bytes.end());
+    a->set_request_id(arrival.request_id);
   }
+}
+
+void RetentionClient::ReportFinished(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (v1::Event* e = NewEvent()) e->mutable_request_finished()->set_request_id(request_id);
 }
 
 void RetentionClient::ReportHits(const std::vector<uint64_t>& block_ids_deepest_first) {

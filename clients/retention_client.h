@@ -2,9 +2,11 @@
 // to keep, without ever waiting on it longer than a deadline.
 //
 // One client speaks for one (node, tier) pool and follows the sidecar's call
-// protocol (docs/sidecar.md): ReportArrival with the prompt's chain, ReportHits
-// (deepest first), then per new block Admit, RankEviction when short of room,
-// ReportRemoved for the victims and ReportStored.
+// protocol (docs/sidecar.md): ReportArrival with the prompt's chain (and a
+// request id), ReportHits (deepest first), then per new block Admit,
+// RankEviction when short of room (it proposes; the sidecar's view changes
+// when ReportRemoved confirms a victim), ReportRemoved for the victims the
+// engine drops and ReportStored; ReportFinished when the request ends.
 //
 // Events are buffered in memory (no I/O in the Report* calls) and sent as one
 // ReportEvents batch by Flush(), which Admit and RankEviction call first so the
@@ -92,10 +94,13 @@ struct ClientArrival {
   int64_t input_length = 0;   // prompt tokens (0 = unknown)
   int64_t output_length = 0;  // generated tokens
   // Optional, parallel to block_ids. Without them the sidecar takes tokens from
-  // input_length and bytes from its model profile, so an engine whose blocks
-  // differ must send them (a later block_stored with other bytes is refused).
+  // input_length and bytes from its model profile until a block_stored (or
+  // Admit candidate) gives the block's real size.
   std::vector<int64_t> block_tokens;
   std::vector<int64_t> block_bytes;
+  // Optional (1..128 bytes): the chain stays pinned in the sidecar until
+  // ReportFinished(request_id); without one, until the next arrival.
+  std::string request_id;
 };
 
 struct ClientAdmitResult {
@@ -145,6 +150,8 @@ class RetentionClient {
   void ReportHits(const std::vector<uint64_t>& block_ids_deepest_first);
   void ReportStored(const ClientBlock& block);
   void ReportRemoved(uint64_t block_id);
+  // The request reported with this id ended: its blocks may be proposed.
+  void ReportFinished(const std::string& request_id);
 
   // Sends the buffered events, or resends the pool after a drop; false if that
   // failed (sidecar failed or breaker open). Returns within flush_deadline.

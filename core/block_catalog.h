@@ -46,6 +46,14 @@ class BlockCatalog {
     return b;
   }
 
+  // A block's size as its holder reports it (the sidecar learns it from the
+  // engine). REQUIRES: b is in no pool (a pool counts the bytes it holds).
+  void Resize(BlockIndex b, uint32_t tokens, uint64_t bytes, double recompute_ms) {
+    blocks_[b].tokens = tokens;
+    blocks_[b].bytes = bytes;
+    blocks_[b].recompute_ms = recompute_ms;
+  }
+
   void Reserve(size_t n) {
     blocks_.reserve(n);
     index_.reserve(n);

@@ -4,8 +4,12 @@
 //
 // Blocks touched by the request being served are pinned for its duration so
 // that making room for its new blocks never evicts the prefix it just used.
-// The simulator and the sidecar both own one PoolState per pool; policies read
-// it to tell which blocks they may evict. Not thread-safe.
+// Two kinds of pin: the simulators' one-request-at-a-time pins (Pin, all
+// ended by BeginRequest), and the sidecar's counted holds (Hold / Release),
+// one per in-flight request that needs the block, so a block stays pinned
+// until the last request holding it ends. The simulator and the sidecar both
+// own one PoolState per pool; policies read it to tell which blocks they may
+// evict. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +39,7 @@ class PoolState {
   bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
   uint32_t ResidentChildren(BlockIndex b) const { return children_[b]; }
   bool IsLeaf(BlockIndex b) const { return IsResident(b) && children_[b] == 0; }
-  bool IsPinned(BlockIndex b) const { return pin_epoch_[b] == epoch_; }
+  bool IsPinned(BlockIndex b) const { return pin_epoch_[b] == epoch_ || holds_[b] != 0; }
   bool IsEvictable(BlockIndex b) const { return IsLeaf(b) && !IsPinned(b); }
 
   // Starts a new request: unpins everything pinned by the previous one.
@@ -44,6 +48,17 @@ class PoolState {
   void Pin(BlockIndex b) {
     KVLEARN_DCHECK(b < pin_epoch_.size());
     pin_epoch_[b] = epoch_;
+  }
+  // One more in-flight request needs b (resident or not yet).
+  // REQUIRES: b < catalog().size() (after Grow).
+  void Hold(BlockIndex b) {
+    KVLEARN_DCHECK(b < holds_.size());
+    ++holds_[b];
+  }
+  // REQUIRES: a Hold(b) not yet released.
+  void Release(BlockIndex b) {
+    KVLEARN_DCHECK(b < holds_.size() && holds_[b] > 0);
+    --holds_[b];
   }
 
   // REQUIRES: !IsResident(b), parent resident (or none). The simulators also
@@ -75,6 +90,7 @@ class PoolState {
     resident_.resize(n, 0);
     children_.resize(n, 0);
     pin_epoch_.resize(n, 0);
+    holds_.resize(n, 0);
   }
 
  private:
@@ -87,6 +103,7 @@ class PoolState {
   std::vector<uint8_t> resident_;
   std::vector<uint32_t> children_;
   std::vector<uint32_t> pin_epoch_;
+  std::vector<uint32_t> holds_;
 };
 
 }  // namespace kvlearn

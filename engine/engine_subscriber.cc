@@ -181,6 +181,7 @@ struct EngineSubscriber::State {
   std::vector<std::unique_ptr<Link>> links;
   std::atomic<bool> stop{false};
   std::thread thread;
+  EngineEventBatch scratch;  // every payload is decoded into it (thread only)
 
   zmq::socket_t MakeDealer(const std::string& address);
   void Run();
@@ -216,9 +217,15 @@ void EngineSubscriber::State::Malformed(Link& l, std::string error) {
 
 void EngineSubscriber::State::Deliver(Link& l, uint64_t seq, std::string_view payload,
                                       bool replayed) {
-  absl::StatusOr<EngineEventBatch> batch = DecodeKvEventBatch(payload, options.decode);
-  if (!batch.ok()) {
-    Malformed(l, absl::StrCat("sequence ", seq, ": ", batch.status().message()));
+  // Decoded into the same batch every time: a callback that hands back an
+  // applied batch's storage keeps the stream free of per-event allocations.
+  EngineEventBatch* batch = &scratch;
+  if (absl::Status s =
+          DecodeKvEventBatch(std::span<const uint8_t>(
+                                 reinterpret_cast<const uint8_t*>(payload.data()), payload.size()),
+                             options.decode, batch);
+      !s.ok()) {
+    Malformed(l, absl::StrCat("sequence ", seq, ": ", s.message()));
     return;
   }
   Counters& c = l.counters;

@@ -104,8 +104,10 @@ struct EngineEndpointStats {
 
 class EngineSubscriber {
  public:
+  // The batch is the callback's: it may move from it, or leave in it another
+  // batch, whose storage the next payload is decoded into.
   using Callback =
-      std::function<void(const std::string& node, uint64_t seq, const EngineEventBatch& batch)>;
+      std::function<void(const std::string& node, uint64_t seq, EngineEventBatch& batch)>;
 
   // Connects every endpoint and starts the thread. INVALID_ARGUMENT for bad
   // options or an address ZMQ refuses (connecting does not wait for the

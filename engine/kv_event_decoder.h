@@ -16,14 +16,17 @@
 //
 // Anything else fails the whole batch with INVALID_ARGUMENT and a message that
 // names the field, e.g. "events[2].block_hashes[0]: expected an integer or
-// bytes, got a string". No input crashes it or makes it allocate much more
-// than a small multiple of the payload: while msgpack builds its objects, a
-// container whose declared size would take the total past the payload's byte
-// count, or nesting past max_depth, stops the parse before anything is
-// allocated for it, and msgpack's own unpack_limit is set from the payload
-// size.
+// bytes, got a string"; a structural problem anywhere in the payload
+// (truncated, not msgpack, trailing bytes, nesting past max_depth) is reported
+// before any field error.
 //
-// Thread-safety: a pure function; call it from any thread.
+// One pass over the bytes (engine/msgpack_reader.h) reads the fields and
+// skips everything else in place, token_ids included: nothing is built per
+// token, nothing is allocated but the events and their hash lists. No input
+// crashes it; a container that declares more elements than bytes are left is
+// refused before anything is reserved for it.
+//
+// Thread-safety: pure functions; call them from any thread.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +34,7 @@
 #include <span>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/kv_event.h"
 
@@ -44,6 +48,12 @@ struct KvEventDecodeOptions {
 
 absl::StatusOr<EngineEventBatch> DecodeKvEventBatch(std::span<const uint8_t> payload,
                                                     const KvEventDecodeOptions& options = {});
+
+// The same into `batch`, reusing its storage: its events' hash lists keep
+// their capacity when the next payload has the same kinds of events in the
+// same places. On error `batch` holds no events.
+absl::Status DecodeKvEventBatch(std::span<const uint8_t> payload,
+                                const KvEventDecodeOptions& options, EngineEventBatch* batch);
 
 inline absl::StatusOr<EngineEventBatch> DecodeKvEventBatch(
     std::string_view payload, const KvEventDecodeOptions& options = {}) {

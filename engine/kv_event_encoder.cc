@@ -83,9 +83,15 @@ void PackOptionalInt(Packer& p, const std::optional<int64_t>& v) {
   }
 }
 
-void PackTokenIds(Packer& p, uint32_t n) {
+// Zeros, or ids below `vocab` drawn from the hash of the first block, so
+// that they take the widths a real vocabulary's ids take on the wire.
+void PackTokenIds(Packer& p, uint32_t n, uint32_t vocab, uint64_t seed) {
   p.pack_array(n);
-  for (uint32_t i = 0; i < n; ++i) p.pack_fix_uint8(0);
+  if (vocab == 0) {
+    for (uint32_t i = 0; i < n; ++i) p.pack_fix_uint8(0);
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) p.pack_uint32(static_cast<uint32_t>(Mix(seed + i) % vocab));
 }
 
 void PackStored(Packer& p, const BlockStoredEvent& e, const KvEventEncodeOptions& o) {
@@ -107,7 +113,8 @@ void PackStored(Packer& p, const BlockStoredEvent& e, const KvEventEncodeOptions
     p.pack_nil();
   }
   if (map) PackStr(p, "token_ids");
-  PackTokenIds(p, e.num_token_ids);
+  PackTokenIds(p, e.num_token_ids, o.token_vocab,
+               e.block_hashes.empty() ? 0 : e.block_hashes.front());
   if (map) PackStr(p, "block_size");
   p.pack_uint32(e.block_size);
   if (map) PackStr(p, "lora_id");

@@ -11,7 +11,9 @@
 // way Python's signed hashes look) or as 32-byte strings (kBytes: 24 filler
 // bytes derived from the hash, then the hash big-endian, so the decoder's
 // last-8-bytes rule gives the value back). token_ids carries num_token_ids
-// zeros: only its length means anything to a consumer of these events.
+// zeros (only its length means anything to a consumer of these events), or,
+// with token_vocab set, pseudo-random ids below it: the sizes on the wire of
+// a real vocabulary's ids (1, 2, 3 or 5 bytes each), for benchmarks.
 //
 // Used by the test publisher (engine/engine_publisher.h), tests and the
 // decode benchmark. Thread-safety: a pure function.
@@ -29,6 +31,7 @@ enum class KvHashEncoding { kInt, kBytes };
 struct KvEventEncodeOptions {
   KvEventEncoding encoding = KvEventEncoding::kArray;
   KvHashEncoding hashes = KvHashEncoding::kInt;
+  uint32_t token_vocab = 0;  // 0: token ids are zeros; else ids below it (Llama 3: 128256)
 };
 
 std::string EncodeKvEventBatch(const EngineEventBatch& batch, const KvEventEncodeOptions& options);

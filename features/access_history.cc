@@ -29,6 +29,8 @@ void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
     h.kept = static_cast<uint8_t>(std::min<int>(h.kept + 1, BlockHistory::kKeptTimes));
     ++h.accesses;
     if (i + 1 < chain.size()) ++h.subtree_accesses;
+    h.request_blocks = static_cast<uint32_t>(chain.size());
+    h.tail_blocks = static_cast<uint32_t>(chain.size() - 1 - i);
   }
 }
 

@@ -24,6 +24,8 @@ struct BlockHistory {
   uint32_t accesses = 0;
   uint32_t subtree_accesses = 0;   // accesses whose request continued deeper
   uint32_t children = 0;           // distinct children seen
+  uint32_t request_blocks = 0;     // chain length of the latest request using it
+  uint32_t tail_blocks = 0;        // blocks after it in that chain
   std::array<float, 3> decayed{};  // at times_ms[0], time constants kDecaySeconds
 };
 

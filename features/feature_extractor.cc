@@ -59,6 +59,8 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
                                                  static_cast<double>(pool.capacity_bytes()))
                             : 1.0f;
   out[kEvictionRate] = history.eviction_rate();
+  out[kTailBlocksLog] = Log1p(h.tail_blocks);
+  out[kRequestBlocksLog] = Log1p(h.request_blocks);
 }
 
 }  // namespace kvlearn

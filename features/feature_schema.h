@@ -10,7 +10,7 @@
 
 namespace kvlearn {
 
-inline constexpr uint32_t kFeatureSchemaVersion = 1;
+inline constexpr uint32_t kFeatureSchemaVersion = 2;
 
 // Index of each feature in a feature vector. Logs are natural logs of 1 + x.
 enum Feature : uint32_t {
@@ -37,6 +37,12 @@ enum Feature : uint32_t {
   kBurst10s,            // accesses within the last 10 s (of the last 6 kept)
   kPoolOccupancy,       // used bytes / capacity of the pool
   kEvictionRate,        // evictions per request, moving average
+  // Version 2: where the block sat in the latest request that used it. A
+  // conversation's next turn re-reads its whole prompt, a shared system
+  // prompt is followed by a private tail: the position tells them apart
+  // where depth alone (prompts differ in length) does not.
+  kTailBlocksLog,     // log1p(blocks after this one in its latest request)
+  kRequestBlocksLog,  // log1p(blocks in its latest request)
   kNumFeatures
 };
 
@@ -64,6 +70,8 @@ inline constexpr std::array<std::string_view, kNumFeatures> kFeatureNames = {
     "burst_10s",
     "pool_occupancy",
     "eviction_rate",
+    "tail_blocks_log",
+    "request_blocks_log",
 };
 
 }  // namespace kvlearn

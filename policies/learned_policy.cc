@@ -1,38 +1,50 @@
-// "learned": recency eviction with a learned, cost-aware admission filter.
+// "learned": eviction ranked by the model's expected saving per byte, and a
+// cost-aware admission filter that counts the descendants a block enables.
 //
 // At every request the policy records the chain in its AccessHistory and
 // scores each block once, on features taken before anything is evicted for
 // that request (the learner records at the same point, so training and
 // serving see the same vectors). The model gives P(next use within H) for a
-// ladder of horizons H; the policy reads it at H = the pool's current
-// eviction age (how long evicted blocks had gone unused, moving average),
-// interpolating in log-time between rungs: "will this block be used again
-// before the pool would drop it anyway?". Before the first eviction the
-// longest horizon is used.
+// ladder of horizons H: the block's reuse curve (learned_reuse_curve.h),
+// kept per block until its next access. E is the pool's eviction age (how
+// long evicted blocks had gone unused, moving average; the longest horizon
+// before the first eviction).
 //
-// Admission: a computed block is copied into the pool only if
-//   P * (R - T) > T
-// i.e. the expected saving (recompute R avoided, load T paid on the hit)
-// beats the transfer that admitting costs now; and, when the pool is full,
-// only if the leaf it would displace was last used strictly earlier (never
-// churn blocks of the same instant). The threshold is the cost model's
-// break-even, not a constant fitted to a trace. (We also tried requiring
-// P > 1/2 on top: it refused most deep blocks and lost a third of the hits.)
+// Admission. Block i of a request is worth g_i = P_i(E) * (R_i - T_i) - T_i:
+// the expected saving (recompute R avoided, load T paid on the hit) minus
+// the transfer that admitting costs now. Refusing a block ends admission for
+// the request, so a block also enables its descendants: it is admitted when
+// the best run of the chain starting at it is worth something,
+//   G_i = g_i + max(0, G_{i+1}) > 0
+// (a cheap shallow block goes in when the deeper ones it carries pay for it).
+// When the pool is full the displaced leaf must also have been used strictly
+// earlier (never churn blocks of the same instant). AdmissionScore is G_i.
+// Both thresholds are the cost model's break-even, not constants fitted to a
+// trace.
 //
-// Eviction: the least recently used leaf (LeafOrderedPolicy keyed by the
-// request time, deeper first on ties). We measured GreedyDual keys on the
-// expected saving per byte (P * (R - T) / bytes, aged by inflation) and a
-// "time to live" key (last use + P * H): both lost hits against plain
-// recency on the shipped trace, because the model's probabilities are
-// sharpest at admission time and go stale while a block sits in the pool; a
-// heap of fixed keys cannot refresh them, and re-scoring sampled candidates
-// at each eviction costs ~20 inferences per eviction, far from the 1M
-// accesses/s budget. Admission rules that compare the newcomer with what it
-// displaces (the victim re-scored, or a price per byte from recent regrets or
-// hit savings) froze the pool: a block's own marginal R makes deep stale
-// blocks look valuable, while a shallow block, cheap on its own, is what
-// every hit on its descendants needs.
+// Eviction (HALP-style: a learned preference over a heuristic's candidates).
+// Leaves sit in a recency heap; at each eviction the first kWindow slots of
+// the heap (the oldest leaf and a sample of the old ones) are ranked by
+//   V = P(used in the next E | unused since its last access) * (R - T) / bytes
+// read off each candidate's stored curve, and the lowest V goes (ties: the
+// least recent, deeper first). V needs no inference, only the curve, so a
+// block's score is cached for the request time it was computed at and
+// recomputed when the clock has moved.
 //
+// Guard (learned_deviation_guard.h). Each time the model's victim differs
+// from recency's, Belady's pairwise test settles later which was right; while
+// the model's record is net wrong, the least recent leaf goes instead (the
+// model still chooses one eviction in 16, to keep the evidence coming). On the
+// tuning traces unguarded curve eviction lost cost wherever LRU already has
+// about Belady's hits (docs/learned_policy.md, "Learning eviction").
+// EvictionPriority is V while the guard trusts the model and the last-use
+// time (ms) otherwise; RankVictims orders by the same key, ties by recency.
+//
+// Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
+// false: a node's HBM holds what it just computed) admit every block and
+// only rank evictions: refusing there saves nothing and loses the hit.
+//
+// What was tried and what each attempt measured: docs/learned_policy.md.
 // The model is swappable at run time (SwapModel).
 #include <algorithm>
 #include <array>
@@ -43,10 +55,17 @@
 #include "features/feature_extractor.h"
 #include "models/learned_model.h"
 #include "policies/leaf_ordered_policy.h"
+#include "policies/learned_deviation_guard.h"
+#include "policies/learned_reuse_curve.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
 namespace {
+
+// Heap slots ranked at each eviction: the top and its children and
+// grandchildren in the 4-ary heap, so the three least recent leaves are always
+// among them.
+constexpr size_t kWindow = 1 + 4 + 16;
 
 class LearnedPolicy final : public LeafOrderedPolicy {
  public:
@@ -55,16 +74,24 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         history_(env.catalog),
         extractor_(env.features),
         model_(std::move(model)),
-        feature_sink_(env.feature_sink) {}
+        feature_sink_(env.feature_sink),
+        admission_moves_bytes_(env.admission_moves_bytes) {}
 
   std::string_view name() const override { return "learned"; }
 
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
+    guard_.OnAccess(chain);
     now_ms_ = access.time_ms;
-    if (admit_.size() < catalog_.size()) admit_.resize(catalog_.size(), kUnscored);
-    for (const BlockIndex b : chain) admit_[b] = Score(b, access.request, true);
+    Grow();
+    for (const BlockIndex b : chain) Score(b, access.request, true);
+    // G_i from the leaf up: what admitting block i and the run it enables is worth.
+    double best_below = 0;
+    for (size_t i = chain.size(); i-- > 0;) {
+      gain_[chain[i]] = static_cast<float>(gain_[chain[i]] + std::max(0.0, best_below));
+      best_below = gain_[chain[i]];
+    }
   }
 
   void OnHit(BlockIndex b, const AccessInfo&) override { Rekey(b, KeyFor(b)); }
@@ -72,18 +99,40 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // The simulator announces every block in a request's chain before asking,
     // but the sidecar may be asked about a block no request_arrival named (a
     // node that sends none, a pool of another tier, a candidate outside the
-    // chain): score such a block now, on what is known of it, rather than
-    // read past the end of admit_.
-    if (admit_.size() < catalog_.size()) admit_.resize(catalog_.size(), kUnscored);
-    if (admit_[b] == kUnscored) admit_[b] = Score(b, access.request, false);
-    if (admit_[b] != kAdmit) return false;
+    // chain): score such a block now, on what is known of it.
+    Grow();
+    if (!scored_[b]) Score(b, access.request, false);
+    if (!admission_moves_bytes_) return true;
+    if (!(gain_[b] > 0)) return false;
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = SelectVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
   }
+  double AdmissionScore(BlockIndex b, bool) const override {
+    return b < gain_.size() ? gain_[b] : 0.0;
+  }
   void OnInsert(BlockIndex b, const AccessInfo&) override { Track(b, KeyFor(b)); }
 
+  BlockIndex SelectVictim() override {
+    recency_choice_ = LeafOrderedPolicy::SelectVictim();
+    model_choice_ = recency_choice_;
+    if (!guard_.ModelChooses()) return recency_choice_;
+    const LeafHeap& h = heap();
+    BlockIndex best = kNoBlock;
+    for (size_t i = 0, n = std::min(h.size(), kWindow); i < n; ++i) {
+      const BlockIndex b = h.At(i);
+      if (pool_.IsPinned(b)) continue;
+      if (best == kNoBlock || ModelRanksBefore(b, best)) best = b;
+    }
+    // Pinned leaves filled the window (a request deeper than it): recency's
+    // choice, which looks past them.
+    if (best != kNoBlock) model_choice_ = best;
+    return model_choice_;
+  }
+
   void OnEvict(BlockIndex b) override {
+    const BlockIndex recency = b == model_choice_ ? recency_choice_ : b;
+    guard_.OnEvict(b, recency);
     const BlockHistory& h = history_.Of(b);
     if (h.kept > 0) {
       const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
@@ -92,52 +141,117 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     LeafOrderedPolicy::OnEvict(b);
   }
 
+  double EvictionPriority(BlockIndex b) const override {
+    return ModelRanks() ? Value(b) : KeyOf(b).primary;
+  }
+  std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override {
+    std::vector<BlockIndex> order(candidates.begin(), candidates.end());
+    std::stable_sort(order.begin(), order.end(),
+                     [this](BlockIndex a, BlockIndex b) { return RanksBefore(a, b); });
+    return order;
+  }
+
   absl::Status SwapModel(std::shared_ptr<const LearnedModel> model) override {
     if (auto s = CheckModelFits(model.get()); !s.ok()) return s;
     model_ = std::move(model);
+    // Curves of the old model may have another ladder: score afresh.
+    std::fill(scored_.begin(), scored_.end(), 0);
+    std::fill(value_ms_.begin(), value_ms_.end(), kStale);
+    curves_.assign(scored_.size() * model_->num_outputs(), 0.0f);
     return absl::OkStatus();
   }
 
  private:
-  // Admission decision of a block, as stored in admit_.
-  static constexpr uint8_t kUnscored = 0, kRefuse = 1, kAdmit = 2;
+  static constexpr int64_t kStale = INT64_MIN;
 
-  // Decides b on its features at now_ms_; `record` hands the features to the
-  // learner's sink (only for blocks of an announced request, as in training).
-  uint8_t Score(BlockIndex b, uint32_t request, bool record) {
+  void Grow() {
+    const size_t n = catalog_.size();
+    if (scored_.size() >= n) return;
+    scored_.resize(n, 0);
+    gain_.resize(n, 0);
+    value_.resize(n, 0);
+    value_ms_.resize(n, kStale);
+    curves_.resize(n * model_->num_outputs(), 0.0f);
+  }
+
+  // Scores b at now_ms_: stores its curve and its own admission gain g;
+  // `record` hands the features to the learner's sink (only for blocks of an
+  // announced request, as in training).
+  void Score(BlockIndex b, uint32_t request, bool record) {
     std::array<float, kNumFeatures> x;
-    probabilities_.resize(model_->num_outputs());
     extractor_.Extract(b, now_ms_, catalog_, history_, pool_, x);
     if (record && feature_sink_) feature_sink_(b, request, x);
-    model_->Predict(x, probabilities_);
-    const double p = ReuseBeforeEviction();
+    const std::span<float> curve = Curve(b);
+    model_->Predict(x, curve);
+    scored_[b] = 1;
+    value_ms_[b] = kStale;
+    const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
     const BlockMeta& m = catalog_[b];
     const double t_ms = extractor_.TransferMs(m);
-    return p * (m.recompute_ms - t_ms) > t_ms ? kAdmit : kRefuse;
+    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms);
+  }
+
+  std::span<float> Curve(BlockIndex b) {
+    const size_t k = model_->num_outputs();
+    return {curves_.data() + b * k, k};
+  }
+
+  // The window a kept block is expected to stay for: the eviction age.
+  double Horizon() const {
+    return eviction_age_s_ < 0 ? model_->metadata().horizons_seconds.back() : eviction_age_s_;
+  }
+
+  // V of b at now_ms_, cached per request time. A block never scored (the
+  // sidecar told of it without a request naming it) has V = 0: nothing
+  // says it will return.
+  double Value(BlockIndex b) const {
+    if (b >= scored_.size() || !scored_[b]) return 0;
+    if (value_ms_[b] == now_ms_) return value_[b];
+    const BlockHistory& h = history_.Of(b);
+    const double idle_s = h.kept ? static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0 : 0;
+    const size_t k = model_->num_outputs();
+    const double p = ReuseWithinGiven(model_->metadata().horizons_seconds,
+                                      {curves_.data() + b * k, k}, idle_s, Horizon());
+    const BlockMeta& m = catalog_[b];
+    const double saving = std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
+    value_[b] =
+        static_cast<float>(p * saving / static_cast<double>(std::max<uint64_t>(m.bytes, 1)));
+    value_ms_[b] = now_ms_;
+    return value_[b];
+  }
+
+  bool ModelRanks() const { return guard_.Trusted(); }
+
+  // The model's order: lower V first, then the least recent, deeper first.
+  bool ModelRanksBefore(BlockIndex a, BlockIndex b) const {
+    const double va = Value(a), vb = Value(b);
+    if (va != vb) return va < vb;
+    return EvictsBefore(KeyOf(a), KeyOf(b));
+  }
+  // The order RankVictims reports: the model's while the guard trusts it,
+  // else recency's.
+  bool RanksBefore(BlockIndex a, BlockIndex b) const {
+    return ModelRanks() ? ModelRanksBefore(a, b) : EvictsBefore(KeyOf(a), KeyOf(b));
   }
 
   OrderKey KeyFor(BlockIndex b) const {
     return {static_cast<double>(now_ms_), 0, catalog_[b].depth};
   }
 
-  // probabilities_ read at the eviction age, linear in log-time between rungs.
-  double ReuseBeforeEviction() const {
-    const std::vector<double>& h = model_->metadata().horizons_seconds;
-    const std::vector<float>& p = probabilities_;
-    if (eviction_age_s_ < 0 || eviction_age_s_ >= h.back()) return p.back();
-    if (eviction_age_s_ <= h.front()) return p.front();
-    size_t k = 1;
-    while (h[k] < eviction_age_s_) ++k;
-    const double w = std::log(eviction_age_s_ / h[k - 1]) / std::log(h[k] / h[k - 1]);  // in (0, 1]
-    return (1 - w) * p[k - 1] + w * p[k];
-  }
-
   AccessHistory history_;
   FeatureExtractor extractor_;
   std::shared_ptr<const LearnedModel> model_;
   FeatureSink feature_sink_;
-  std::vector<float> probabilities_;
-  std::vector<uint8_t> admit_;  // per block: kUnscored, or decided at its latest request
+  const bool admission_moves_bytes_;
+  std::vector<uint8_t> scored_;  // per block: 1 once a curve is stored
+  std::vector<float> curves_;    // per block: num_outputs() probabilities at its latest score
+  std::vector<float> gain_;      // per block: G (g until OnRequest sums the chain)
+  // Cache of V: value_[b] was computed at request time value_ms_[b].
+  mutable std::vector<float> value_;
+  mutable std::vector<int64_t> value_ms_;
+  LearnedDeviationGuard guard_;
+  BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
+  BlockIndex model_choice_ = kNoBlock;
   double eviction_age_s_ = -1;  // < 0 until the first eviction
   int64_t now_ms_ = 0;
 };

@@ -9,8 +9,10 @@
 //  - per request (simulators): Lookup, Touch, then Admit, back to back or
 //    split in time (the cluster simulator touches when a request starts and
 //    admits when its prefill ends);
-//  - per event (sidecar): BeginRequest, Hit, ShouldAdmit, Insert, NextVictim,
-//    Evict, RankVictims, as the serving node reports and asks.
+//  - per event (sidecar): AnnounceRequest, Hold / Release, Hit, ShouldAdmit,
+//    Insert, NextVictim, EvictLeaf, RankVictims, as the serving node reports
+//    and asks. These pin nothing by themselves: the sidecar holds each
+//    in-flight request's chain (PoolState::Hold) until the request ends.
 //
 // The driver keeps the pool's invariants: a block is inserted only under a
 // resident parent, only leaves are evicted, a policy's victim must be an
@@ -68,7 +70,7 @@ class PolicyDriver {
     return absl::OkStatus();
   }
   // Empties the pool, gives it a new capacity and starts the policy afresh.
-  // REQUIRES: StartPolicy succeeded before.
+  // Pins and holds go too. REQUIRES: StartPolicy succeeded before.
   absl::Status Restart(uint64_t capacity_bytes) {
     KVLEARN_DCHECK(make_ != nullptr);
     policy_.reset();
@@ -76,6 +78,12 @@ class PolicyDriver {
     pool_ = PoolState(&pool_.catalog(), capacity_bytes);
     pool_.Grow(n);
     return StartPolicy(make_, env_);
+  }
+
+  // The same with a new environment (a new model, say).
+  absl::Status Restart(uint64_t capacity_bytes, PolicyEnv env) {
+    env_ = std::move(env);
+    return Restart(capacity_bytes);
   }
 
   const PoolState& pool() const { return pool_; }
@@ -102,6 +110,7 @@ class PolicyDriver {
     BeginRequest(chain, access);
     for (uint32_t i = hits; i-- > 0;) {
       access.access_pos = first + i;
+      pool_.Pin(chain[i]);
       Hit(chain[i], access);
     }
   }
@@ -137,28 +146,43 @@ class PolicyDriver {
         on_evict(victim);
       }
       if (pool_.free_bytes() < bytes) break;  // everything left is pinned
-      Insert(b, access);
+      pool_.Insert(b);
+      pool_.Pin(b);
+      policy_->OnInsert(b, access);
       inserted_bytes += bytes;
     }
     return absl::OkStatus();
   }
 
-  // ---- per event --------------------------------------------------------
-
   // A request needing `chain` (root first) starts: the previous request's
   // pins end.
   void BeginRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {
     pool_.BeginRequest();
-    policy_->OnRequest(chain, access);
+    AnnounceRequest(chain, access);
   }
   // Ends the previous request's pins without announcing a request: for a
   // pool that is written long after the request that read it started (the
   // cluster simulator's shared pool admits when a prefill ends).
   void UnpinAll() { pool_.BeginRequest(); }
+
+  // ---- per event --------------------------------------------------------
+
+  // A request needing `chain` (root first) starts; pins are the caller's
+  // (Hold).
+  void AnnounceRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {
+    policy_->OnRequest(chain, access);
+  }
+  // Pins every block of `chain` until Release(chain) (counted: one per call).
+  void Hold(std::span<const BlockIndex> chain) {
+    for (const BlockIndex b : chain) pool_.Hold(b);
+  }
+  // REQUIRES: Hold(chain) before, not yet released.
+  void Release(std::span<const BlockIndex> chain) {
+    for (const BlockIndex b : chain) pool_.Release(b);
+  }
   // REQUIRES: pool().IsResident(b).
   void Hit(BlockIndex b, const AccessInfo& access) {
     KVLEARN_DCHECK(pool_.IsResident(b));
-    pool_.Pin(b);
     policy_->OnHit(b, access);
   }
   bool ShouldAdmit(BlockIndex b, const AccessInfo& access) {
@@ -167,7 +191,6 @@ class PolicyDriver {
   // REQUIRES: !IsResident(b), its parent resident (or none).
   void Insert(BlockIndex b, const AccessInfo& access) {
     pool_.Insert(b);
-    pool_.Pin(b);
     policy_->OnInsert(b, access);
   }
   // The policy's next victim, kNoBlock when nothing is evictable, or Internal

@@ -31,6 +31,10 @@ struct PolicyEnv {
   FeatureConfig features;
   // Tests only: receives every feature vector a learned policy computes.
   FeatureSink feature_sink;
+  // False for a tier that already holds what it is offered (a prefill node's
+  // HBM keeps what it just computed, and its DRAM a write-through copy):
+  // admitting moves no priced bytes, so admission filters have nothing to save.
+  bool admission_moves_bytes = true;
 };
 
 // The environment every caller builds: the pool link of `cost` for features,

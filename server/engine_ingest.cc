@@ -1,8 +1,10 @@
 #include "server/engine_ingest.h"
 
+#include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "server/event_log.h"
 #include "server/node_pools.h"
 #include "server/sidecar_metrics.h"
@@ -10,26 +12,69 @@
 namespace kvlearn {
 namespace {
 
-v1::Event* NewEvent(const std::string& node, v1::Tier tier, int64_t ts_us,
-                    std::vector<v1::Event>& out) {
-  v1::Event& e = out.emplace_back();
-  e.set_node_id(node);
-  e.set_tier(tier);
-  e.set_timestamp_us(ts_us);
-  return &e;
-}
-
 // Events of one KV cache group only: kvlearn models one cache per tier.
 bool InMainGroup(const std::optional<int64_t>& group) { return !group || *group == 0; }
 
-void Clear(const std::string& node, const absl::flat_hash_set<int>& tiers, int64_t ts_us,
-           std::vector<v1::Event>& out) {
+v1::Event* NewEvent(const std::function<v1::Event*()>& new_event, const std::string& node,
+                    v1::Tier tier, int64_t ts_us) {
+  v1::Event* e = new_event();
+  e->set_node_id(node);
+  e->set_tier(tier);
+  e->set_timestamp_us(ts_us);
+  return e;
+}
+
+void Clear(const std::function<v1::Event*()>& new_event, const std::string& node,
+           const absl::flat_hash_set<int>& tiers, int64_t ts_us) {
   for (const int tier : tiers) {
-    NewEvent(node, static_cast<v1::Tier>(tier), ts_us, out)->mutable_all_blocks_cleared();
+    NewEvent(new_event, node, static_cast<v1::Tier>(tier), ts_us)->mutable_all_blocks_cleared();
   }
 }
 
+// Applied batches kept to decode into again.
+constexpr size_t kMaxSpare = 64;
+
+// Protobuf's varint, for the log's record framing.
+void PutVarint(std::string& out, uint64_t n) {
+  while (n >= 0x80) {
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out.push_back(static_cast<char>(n));
+}
+
 }  // namespace
+
+// One log write's worth of work: the kvlearn events of the batches taken
+// together, built on an arena (no allocation per event once it has grown),
+// and the accepted ones framed as the log entry's value.
+class EngineIngest::Group {
+ public:
+  // A cleared event on the arena.
+  v1::Event* NewEvent() { return google::protobuf::Arena::CreateMessage<v1::Event>(&arena_); }
+  // Frames an applied event into the entry.
+  void Accept(const v1::Event& e) {
+    const size_t size = e.ByteSizeLong();
+    records_.push_back('\x0a');
+    PutVarint(records_, size);
+    const size_t at = records_.size();
+    records_.resize(at + size);
+    e.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(records_.data() + at));
+    ++accepted_;
+  }
+  const std::string& records() const { return records_; }
+  uint64_t accepted() const { return accepted_; }
+  void Reset() {
+    arena_.Reset();
+    records_.clear();
+    accepted_ = 0;
+  }
+
+ private:
+  google::protobuf::Arena arena_;
+  std::string records_;
+  uint64_t accepted_ = 0;
+};
 
 v1::Tier TierOfMedium(KvMedium medium) {
   switch (medium) {
@@ -48,11 +93,11 @@ v1::Tier TierOfMedium(KvMedium medium) {
 
 uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
                          const EngineMapping& mapping, absl::flat_hash_set<int>& tiers_seen,
-                         std::vector<v1::Event>& out) {
+                         const std::function<v1::Event*()>& new_event) {
   // Engines send seconds since the epoch as a float; negative or absurd
   // values would be refused by the pools, so clamp to 0.
   const int64_t ts_us = batch.ts > 0 && batch.ts < 1e12 ? static_cast<int64_t>(batch.ts * 1e6) : 0;
-  if (batch.engine_restarted) Clear(node, tiers_seen, ts_us, out);
+  if (batch.engine_restarted) Clear(new_event, node, tiers_seen, ts_us);
   uint32_t skipped = 0;
   for (const EngineEvent& event : batch.events) {
     if (const auto* stored = std::get_if<BlockStoredEvent>(&event)) {
@@ -67,7 +112,7 @@ uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
       const auto bytes = static_cast<int64_t>(mapping.cost->BytesForTokens(tokens));
       std::optional<uint64_t> parent = stored->parent_block_hash;
       for (const uint64_t hash : stored->block_hashes) {
-        auto* s = NewEvent(node, tier, ts_us, out)->mutable_block_stored();
+        auto* s = NewEvent(new_event, node, tier, ts_us)->mutable_block_stored();
         s->set_block_id(hash);
         if (parent) s->set_parent_id(*parent);
         s->set_tokens(tokens);
@@ -81,47 +126,159 @@ uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
       }
       const v1::Tier tier = TierOfMedium(removed->medium);
       for (const uint64_t hash : removed->block_hashes) {
-        NewEvent(node, tier, ts_us, out)->mutable_block_removed()->set_block_id(hash);
+        NewEvent(new_event, node, tier, ts_us)->mutable_block_removed()->set_block_id(hash);
       }
     } else {
       // AllBlocksCleared carries no medium in the versions read: every tier.
-      Clear(node, tiers_seen, ts_us, out);
+      Clear(new_event, node, tiers_seen, ts_us);
     }
   }
   return skipped;
 }
 
-EngineIngest::EngineIngest(NodePools* pools, EventLog* log, SidecarMetrics* metrics,
-                           EngineMapping mapping)
-    : pools_(pools), log_(log), metrics_(metrics), mapping_(mapping) {}
+uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
+                         const EngineMapping& mapping, absl::flat_hash_set<int>& tiers_seen,
+                         std::vector<v1::Event>& out) {
+  // Filled in place as they are made; the vector may move them as it grows.
+  std::vector<v1::Event> made;
+  const uint32_t skipped =
+      ToKvlearnEvents(node, batch, mapping, tiers_seen, [&made] { return &made.emplace_back(); });
+  for (v1::Event& e : made) out.push_back(std::move(e));
+  return skipped;
+}
 
-void EngineIngest::OnBatch(const std::string& node, uint64_t sequence,
-                           const EngineEventBatch& batch) {
-  std::vector<v1::Event> events;
-  skipped_.fetch_add(ToKvlearnEvents(node, batch, mapping_, tiers_seen_[node], events),
+EngineIngest::EngineIngest(NodePools* pools, EventLog* log, SidecarMetrics* metrics,
+                           EngineMapping mapping, EngineIngestOptions options)
+    : pools_(pools),
+      log_(log),
+      metrics_(metrics),
+      mapping_(mapping),
+      options_(options),
+      group_(std::make_unique<Group>()) {
+  if (options_.apply_thread) {
+    thread_ = std::thread([this] { Run(); });
+  } else {
+    worker_done_ = true;
+  }
+}
+
+EngineIngest::~EngineIngest() { Stop(); }
+
+void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch&& batch) {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (options_.apply_thread) {
+      const auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return queue_.size() < options_.max_queued_batches || stopping_;
+      };
+      queue_mu_.Await(absl::Condition(&room));
+      if (!stopping_) {
+        queue_.push_back({node, sequence, std::move(batch)});
+        ++queued_total_;
+        return;
+      }
+      // Stopped: once the apply thread has drained, apply here.
+      queue_mu_.Await(absl::Condition(&worker_done_));
+    }
+  }
+  // No apply thread: here, one log write per batch.
+  Queued q{node, sequence, std::move(batch)};
+  Apply(q, *group_);
+  Write(*group_);
+  absl::MutexLock lock(&queue_mu_);
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(q.batch));
+}
+
+void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch* batch) {
+  OnBatch(node, sequence, std::move(*batch));
+  absl::MutexLock lock(&queue_mu_);
+  if (spare_.empty()) return;
+  *batch = std::move(spare_.back());
+  spare_.pop_back();
+}
+
+void EngineIngest::Run() {
+  std::deque<Queued> work;
+  while (true) {
+    {
+      absl::MutexLock lock(&queue_mu_);
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      queue_mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) {  // stopping, and drained
+        worker_done_ = true;
+        return;
+      }
+      work.swap(queue_);
+    }
+    for (const Queued& q : work) {
+      Apply(q, *group_);
+      if (group_->accepted() >= options_.max_group_events) Write(*group_);
+    }
+    Write(*group_);
+    absl::MutexLock lock(&queue_mu_);
+    done_total_ += work.size();
+    for (Queued& q : work) {
+      if (spare_.size() >= kMaxSpare) break;
+      spare_.push_back(std::move(q.batch));
+    }
+    work.clear();
+  }
+}
+
+void EngineIngest::Apply(const Queued& q, Group& group) {
+  made_.clear();
+  skipped_.fetch_add(ToKvlearnEvents(q.node, q.batch, mapping_, tiers_seen_[q.node],
+                                     [this, &group] {
+                                       v1::Event* e = group.NewEvent();
+                                       made_.push_back(e);
+                                       return e;
+                                     }),
                      std::memory_order_relaxed);
-  std::vector<std::string> accepted;
-  accepted.reserve(events.size());
-  for (const v1::Event& e : events) {
-    const absl::Status s = pools_->Apply(e);
+  for (const v1::Event* e : made_) {
+    const absl::Status s = pools_->Apply(*e);
     if (s.ok()) {
-      e.SerializeToString(&accepted.emplace_back());
-      metrics_->CountIngested(static_cast<int>(e.kind_case()) - v1::Event::kRequestArrival);
+      group.Accept(*e);
+      metrics_->CountIngested(static_cast<int>(e->kind_case()) - v1::Event::kRequestArrival);
       continue;
     }
     rejected_.fetch_add(1, std::memory_order_relaxed);
     metrics_->CountRejected(static_cast<int>(s.code()));
     absl::MutexLock lock(&mu_);
-    last_rejection_ = absl::StrCat("engine ", node, " sequence ", sequence, ": ", s.message());
+    last_rejection_ = absl::StrCat("engine ", q.node, " sequence ", q.sequence, ": ", s.message());
   }
-  if (accepted.empty()) return;
-  if (!log_->Append(accepted).ok()) {
-    // Applied but not durable: counted, and the next restart will not have
-    // them; the engine's next events still apply.
-    log_failures_.fetch_add(1, std::memory_order_relaxed);
-    return;
+}
+
+void EngineIngest::Write(Group& group) {
+  if (group.accepted() > 0) {
+    if (log_->AppendFramed(group.records(), group.accepted()).ok()) {
+      applied_.fetch_add(group.accepted(), std::memory_order_relaxed);
+      log_writes_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      // Applied but not durable: counted, and the next restart will not have
+      // them; the engine's next events still apply.
+      log_failures_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  applied_.fetch_add(accepted.size(), std::memory_order_relaxed);
+  group.Reset();
+}
+
+void EngineIngest::Flush() {
+  absl::MutexLock lock(&queue_mu_);
+  const uint64_t target = queued_total_;
+  const auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return done_total_ >= target || worker_done_;
+  };
+  queue_mu_.Await(absl::Condition(&done));
+}
+
+void EngineIngest::Stop() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
 }
 
 std::string EngineIngest::last_rejection() const {
@@ -146,9 +303,12 @@ std::string EngineIngest::Render(const std::vector<EngineEndpointStats>& stats) 
   absl::StrAppend(&out, "kvlearn_engine_events_skipped_total ",
                   skipped_.load(std::memory_order_relaxed), "\n");
   family("kvlearn_engine_log_failures_total",
-         "engine batches applied but not written to the event log");
+         "groups of engine batches applied but not written to the event log");
   absl::StrAppend(&out, "kvlearn_engine_log_failures_total ",
                   log_failures_.load(std::memory_order_relaxed), "\n");
+  family("kvlearn_engine_log_writes_total",
+         "event log writes of engine events (one RocksDB write per group of batches)");
+  absl::StrAppend(&out, "kvlearn_engine_log_writes_total ", log_writes(), "\n");
   struct Counter {
     const char* name;
     const char* help;
@@ -157,6 +317,10 @@ std::string EngineIngest::Render(const std::vector<EngineEndpointStats>& stats) 
   static constexpr Counter kCounters[] = {
       {"kvlearn_engine_batches_total", "engine batches received and decoded",
        &EngineEndpointStats::batches},
+      {"kvlearn_engine_stored_events_total", "BlockStored events received",
+       &EngineEndpointStats::stored_events},
+      {"kvlearn_engine_removed_events_total", "BlockRemoved events received",
+       &EngineEndpointStats::removed_events},
       {"kvlearn_engine_stored_blocks_total", "blocks in BlockStored events",
        &EngineEndpointStats::stored_blocks},
       {"kvlearn_engine_removed_blocks_total", "blocks in BlockRemoved events",

@@ -18,14 +18,28 @@
 // to see reuse the engine (or its router) still reports request arrivals and
 // hits over gRPC.
 //
-// Thread-safety: OnBatch is called from the subscriber's one thread; Render
-// and counters() from any thread.
+// Pipeline: OnBatch only queues the batch; an apply thread takes every batch
+// queued so far, maps and applies their events in order, and writes the
+// accepted ones to the event log as one RocksDB write (one WAL record) per
+// group: the batches taken together, cut at max_group_events. The subscriber
+// thread meanwhile decodes the next messages. OnBatch waits while max_queued_batches
+// are queued (ZMQ then buffers, up to the subscriber's receive high-water
+// mark). Durability (docs/guarantees.md): an engine event is durable once its
+// group's write has returned; a crash loses the queued batches and the group
+// being applied, which the sidecar has no way to ask the engine for again
+// beyond its replay buffer. Engine events carry no acknowledgement.
+//
+// Thread-safety: OnBatch from one thread at a time (the subscriber's);
+// Flush, Stop, Render and the counters from any thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -50,20 +64,55 @@ struct EngineMapping {
 // The tier an engine's medium maps to.
 v1::Tier TierOfMedium(KvMedium medium);
 
-// Appends the kvlearn events of `batch` from `node` to `out`; returns how
-// many engine events it skipped (other KV cache groups). `tiers_seen` is
-// where AllBlocksCleared and a restart clear; tiers stored to are added.
+// Fills one `new_event()` per kvlearn event of `batch` from `node`, in order;
+// returns how many engine events it skipped (other KV cache groups).
+// `tiers_seen` is where AllBlocksCleared and a restart clear; tiers stored to
+// are added. `new_event` returns a cleared event to fill.
+uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
+                         const EngineMapping& mapping, absl::flat_hash_set<int>& tiers_seen,
+                         const std::function<v1::Event*()>& new_event);
+
+// The same, appended to `out`.
 uint32_t ToKvlearnEvents(const std::string& node, const EngineEventBatch& batch,
                          const EngineMapping& mapping, absl::flat_hash_set<int>& tiers_seen,
                          std::vector<v1::Event>& out);
 
+struct EngineIngestOptions {
+  // false: OnBatch applies and logs on the caller's thread, one log write
+  // per batch (the path before the pipeline; kept for comparison).
+  bool apply_thread = true;
+  size_t max_queued_batches = 4096;  // OnBatch waits beyond this
+  // A group is written once it holds this many accepted kvlearn events (or
+  // the queue is empty): bounds one RocksDB write to a few MB.
+  uint64_t max_group_events = 65536;
+};
+
 class EngineIngest {
  public:
   // REQUIRES: every pointer outlives this object.
-  EngineIngest(NodePools* pools, EventLog* log, SidecarMetrics* metrics, EngineMapping mapping);
+  EngineIngest(NodePools* pools, EventLog* log, SidecarMetrics* metrics, EngineMapping mapping,
+               EngineIngestOptions options = {});
+  ~EngineIngest();  // Stop()
+  EngineIngest(const EngineIngest&) = delete;
+  EngineIngest& operator=(const EngineIngest&) = delete;
 
-  // The subscriber's callback: maps, applies, logs.
-  void OnBatch(const std::string& node, uint64_t sequence, const EngineEventBatch& batch);
+  // The subscriber's callback: queues the batch (takes it) to be mapped,
+  // applied and logged. After Stop, applies it on the caller's thread.
+  void OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch&& batch);
+  void OnBatch(const std::string& node, uint64_t sequence, const EngineEventBatch& batch) {
+    OnBatch(node, sequence, EngineEventBatch(batch));
+  }
+  // The same, and leaves in `*batch` a batch already applied, whose storage
+  // the caller decodes its next payload into (DecodeKvEventBatch's reusing
+  // form): the subscriber's callback, so that a steady stream allocates
+  // nothing per event.
+  void OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch* batch);
+
+  // Returns once every batch queued before the call is applied and logged.
+  void Flush();
+  // Flush, then ends the apply thread. Idempotent. Call it before the pools
+  // or the log go.
+  void Stop();
 
   // Prometheus text: what was applied and refused per engine, plus the
   // subscriber's own counters (`stats`).
@@ -71,19 +120,47 @@ class EngineIngest {
 
   uint64_t applied() const { return applied_.load(std::memory_order_relaxed); }
   uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+  uint64_t log_writes() const { return log_writes_.load(std::memory_order_relaxed); }
   // The last refusal's message, for logs and tests.
   std::string last_rejection() const;
 
  private:
+  struct Queued {
+    std::string node;
+    uint64_t sequence = 0;
+    EngineEventBatch batch;
+  };
+  class Group;  // one log write's worth of work, in engine_ingest.cc
+
+  void Run();
+  // Maps and applies `q` into `group`. Apply thread (or caller after Stop).
+  void Apply(const Queued& q, Group& group);
+  void Write(Group& group);
+
   NodePools* pools_;
   EventLog* log_;
   SidecarMetrics* metrics_;
   EngineMapping mapping_;
-  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> tiers_seen_;  // subscriber thread only
+  EngineIngestOptions options_;
+  // Apply thread only (or the caller when there is none).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int>> tiers_seen_;
+  std::unique_ptr<Group> group_;
+  std::vector<const v1::Event*> made_;  // the events of the batch being applied
+
+  absl::Mutex queue_mu_;
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(queue_mu_);
+  std::vector<EngineEventBatch> spare_ ABSL_GUARDED_BY(queue_mu_);  // applied, for reuse
+  uint64_t queued_total_ ABSL_GUARDED_BY(queue_mu_) = 0;            // batches ever queued
+  uint64_t done_total_ ABSL_GUARDED_BY(queue_mu_) = 0;              // ... applied and logged
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool worker_done_ ABSL_GUARDED_BY(queue_mu_) = false;  // no apply thread (any more)
+  std::thread thread_;
+
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> skipped_{0};
   std::atomic<uint64_t> log_failures_{0};
+  std::atomic<uint64_t> log_writes_{0};
   mutable absl::Mutex mu_;
   std::string last_rejection_ ABSL_GUARDED_BY(mu_);
 };

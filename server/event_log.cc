@@ -7,34 +7,16 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/varint.h"
 
 namespace kvlearn {
 namespace {
 
 constexpr size_t kKeySize = 8;
 constexpr const char* kDecisions = "decisions";
-
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
-
-// Reads a varint at the front of `in` and drops it; false if malformed.
-bool GetVarint(std::string_view& in, uint64_t& n) {
-  n = 0;
-  for (size_t i = 0; i < in.size() && i < 10; ++i) {
-    const auto b = static_cast<unsigned char>(in[i]);
-    n |= uint64_t{b & 0x7fu} << (7 * i);
-    if (b < 0x80) {
-      in.remove_prefix(i + 1);
-      return true;
-    }
-  }
-  return false;
-}
+constexpr const char* kSnapshots = "snapshots";
+// First byte of a model-swap record (server/model_swap_record.h).
+constexpr char kModelSwapRecordByte = 'M';
 
 uint64_t DecodeKey(std::string_view key) {
   uint64_t v = 0;
@@ -138,11 +120,17 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   // A log written before decisions were journaled has no such family: a
   // writer creates it, a reader does without.
   std::vector<std::string> existing;
-  const bool has_decisions =
-      rocksdb::DB::ListColumnFamilies(o, dir, &existing).ok() &&
-      std::find(existing.begin(), existing.end(), kDecisions) != existing.end();
+  const bool listed = rocksdb::DB::ListColumnFamilies(o, dir, &existing).ok();
+  const auto has = [&](const char* name) {
+    return listed && std::find(existing.begin(), existing.end(), name) != existing.end();
+  };
+  const bool has_decisions = has(kDecisions);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, cf}};
   if (has_decisions || !read_only) families.emplace_back(kDecisions, cf);
+  // Snapshots are big values written rarely: the default memtable suits them.
+  if ((has_decisions && has(kSnapshots)) || !read_only) {
+    families.emplace_back(kSnapshots, rocksdb::ColumnFamilyOptions());
+  }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status opened =
@@ -218,8 +206,8 @@ namespace {
 
 class RocksDecisionCursor final : public EventLog::DecisionCursor {
  public:
-  explicit RocksDecisionCursor(rocksdb::Iterator* it) : it_(it) {
-    if (it_) it_->SeekToFirst();
+  RocksDecisionCursor(rocksdb::Iterator* it, const std::string& from) : it_(it) {
+    if (it_) it_->Seek(from);
   }
   bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) override {
     if (!it_ || !status_.ok()) return false;
@@ -247,25 +235,86 @@ class RocksDecisionCursor final : public EventLog::DecisionCursor {
 }  // namespace
 
 std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisions() const {
+  return ReadDecisionsFrom(0);
+}
+
+std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisionsFrom(uint64_t from) const {
   return std::make_unique<RocksDecisionCursor>(
-      handles_.size() < 2 ? nullptr : db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+      handles_.size() < 2 ? nullptr : db_->NewIterator(rocksdb::ReadOptions(), handles_[1]),
+      EventLogKey(from));
+}
+
+absl::Status EventLog::WriteSnapshot(uint64_t sequence, uint64_t decision, std::string_view bytes) {
+  if (snapshots() == nullptr) return absl::FailedPreconditionError("event log: opened read-only");
+  std::string value;
+  value.reserve(bytes.size() + 10);
+  PutVarint(value, decision);
+  value.append(bytes);
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync;
+  const std::string key = EventLogKey(sequence);
+  if (auto s = FromRocks(db_->Put(w, snapshots(), key, value), "write snapshot"); !s.ok()) {
+    return s;
+  }
+  return FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
+}
+
+absl::StatusOr<EventLog::Snapshot> EventLog::LatestSnapshot() const {
+  if (snapshots() == nullptr) return absl::NotFoundError("event log: no snapshot");
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), snapshots()));
+  it->SeekToLast();
+  if (auto s = FromRocks(it->status(), "read snapshot"); !s.ok()) return s;
+  if (!it->Valid()) return absl::NotFoundError("event log: no snapshot");
+  Snapshot snapshot;
+  snapshot.sequence = DecodeKey(it->key().ToStringView());
+  std::string_view value = it->value().ToStringView();
+  if (!GetVarint(value, snapshot.decision)) {
+    return absl::DataLossError(
+        absl::StrCat("event log: the snapshot at sequence ", snapshot.sequence, " is malformed"));
+  }
+  snapshot.bytes.assign(value.data(), value.size());
+  return snapshot;
 }
 
 absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
   absl::MutexLock lock(&mu_);
-  const uint64_t first = next_sequence_;
-  if (values.empty()) return first;
-  const std::string key = EventLogKey(first);
+  if (values.empty()) return next_sequence_;
   std::string value;
   size_t total = 0;
   for (const std::string& v : values) total += v.size() + 6;
   value.reserve(total);
   for (const std::string& v : values) AppendRecord(value, v);
+  return PutLocked(value, values.size());
+}
+
+absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64_t count) {
+  uint64_t n = 0;
+  const bool well_formed = ForEachRecord(records, [&n](std::string_view) {
+    ++n;
+    return true;
+  });
+  if (!well_formed || n != count) {
+    return absl::InvalidArgumentError(absl::StrCat("event log: append of ", count,
+                                                   " framed events holds ", n,
+                                                   well_formed ? "" : " and malformed bytes"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (count == 0) return next_sequence_;
+  return PutLocked(records, count);
+}
+
+absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count) {
+  const uint64_t first = next_sequence_;
+  const std::string key = EventLogKey(first);
   const uint64_t bytes = key.size() + value.size();
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Put(w, handles_[0], key, value), "append"); !s.ok()) return s;
-  next_sequence_ = first + values.size();
+  if (auto s = FromRocks(db_->Put(w, handles_[0], key, rocksdb::Slice(value.data(), value.size())),
+                         "append");
+      !s.ok()) {
+    return s;
+  }
+  next_sequence_ = first + count;
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {
     if (auto s = TrimLocked(); !s.ok()) return s;
@@ -300,6 +349,7 @@ absl::Status EventLog::TrimLocked() {
     std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
     uint64_t first_decision = 0, end_decision = 0;
     bool any = false;
+    std::string last_swap_key, last_swap_value;  // the model the trimmed history ended with
     for (d->SeekToFirst(); d->Valid(); d->Next()) {
       std::string_view value = d->value().ToStringView();
       uint64_t event_sequence = 0;
@@ -309,6 +359,10 @@ absl::Status EventLog::TrimLocked() {
       any = true;
       end_decision = number + 1;
       removed += d->key().size() + d->value().size();
+      if (!value.empty() && value[0] == kModelSwapRecordByte) {
+        last_swap_key = d->key().ToString();
+        last_swap_value = d->value().ToString();
+      }
     }
     if (auto s = FromRocks(d->status(), "trim scan decisions"); !s.ok()) return s;
     d.reset();
@@ -320,6 +374,15 @@ absl::Status EventLog::TrimLocked() {
           !s.ok()) {
         return s;
       }
+      if (!last_swap_key.empty()) {
+        if (auto s = FromRocks(
+                db_->Put(rocksdb::WriteOptions(), handles_[1], last_swap_key, last_swap_value),
+                "trim decisions: keep the last model swap");
+            !s.ok()) {
+          return s;
+        }
+        removed -= last_swap_key.size() + last_swap_value.size();
+      }
     }
   }
   first_sequence_ = end;
@@ -330,8 +393,13 @@ absl::Status EventLog::TrimLocked() {
 
 absl::Status EventLog::ForEach(
     const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
+  return ForEachFrom(0, fn);
+}
+
+absl::Status EventLog::ForEachFrom(
+    uint64_t from, const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  for (it->Seek(EventLogKey(from)); it->Valid(); it->Next()) {
     uint64_t seq = DecodeKey(it->key().ToStringView());
     absl::Status status;
     const bool well_formed = ForEachRecord(it->value().ToStringView(), [&](std::string_view v) {

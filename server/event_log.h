@@ -15,6 +15,12 @@
 // number current when it was journaled, then the record (opaque here; built
 // by NodePools).
 //
+// Snapshots: a third column family, "snapshots", holds pool snapshots
+// (server/pools_snapshot.h): key = 8-byte big-endian event sequence number the
+// snapshot was taken at (every event below it is in the snapshot, none at or
+// above), value = varint of the first decision number not in it, then the
+// snapshot bytes (opaque here). Writing one deletes the older ones.
+//
 // Durability: Append writes its entry through RocksDB's write-ahead log before
 // it returns, so an appended event survives the process being killed
 // (kill -9) once Append has returned. With `sync = true` the WAL is also
@@ -22,7 +28,9 @@
 //
 // Retention: when the retained entries exceed `max_bytes`, the oldest
 // entries are deleted (DeleteRange) down to 90% of the bound, with the
-// decisions journaled before the first event kept; disk space comes back as
+// decisions journaled before the first event kept, except the latest model
+// swap among them (a record starting with 'M'), which stays so a restart
+// serves the model the trimmed history ended with; disk space comes back as
 // RocksDB compacts. retained_bytes counts events and decisions.
 //
 // Thread-safety: Append and the accessors may be called concurrently;
@@ -65,6 +73,11 @@ class EventLog {
   // Appends `values` (serialized events) atomically; returns the sequence
   // number of the first one. Durable when it returns OK (see above).
   absl::StatusOr<uint64_t> Append(std::span<const std::string> values);
+  // The same for `count` events already framed as an entry's value (records
+  // of tag 0x0a, varint length, serialized event), so a caller that
+  // serializes into one buffer writes it without a copy per event.
+  // INVALID_ARGUMENT when `records` is not exactly `count` such records.
+  absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count);
 
   // Calls `fn` on every retained entry in sequence order; stops at the first
   // error `fn` returns.
@@ -91,6 +104,26 @@ class EventLog {
   };
   std::unique_ptr<DecisionCursor> ReadDecisions() const;
 
+  // Stores a snapshot taken when the log's next sequence number was
+  // `sequence` and its next decision number `decision`, and deletes older
+  // snapshots. Durable as Append is.
+  absl::Status WriteSnapshot(uint64_t sequence, uint64_t decision, std::string_view bytes);
+  struct Snapshot {
+    uint64_t sequence = 0;
+    uint64_t decision = 0;
+    std::string bytes;
+  };
+  // The latest snapshot; NOT_FOUND when there is none.
+  absl::StatusOr<Snapshot> LatestSnapshot() const;
+
+  // ForEach from sequence number `from` on (entries start at batch
+  // boundaries; a snapshot's sequence is one).
+  absl::Status ForEachFrom(
+      uint64_t from,
+      const std::function<absl::Status(uint64_t sequence, std::string_view value)>& fn) const;
+  // ReadDecisions from decision number `from` on.
+  std::unique_ptr<DecisionCursor> ReadDecisionsFrom(uint64_t from) const;
+
   uint64_t next_sequence() const;
   uint64_t first_sequence() const;  // oldest retained
   uint64_t retained_bytes() const;  // keys + values of retained entries
@@ -105,10 +138,16 @@ class EventLog {
                                                             bool read_only);
   absl::Status LoadBounds();
   absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<rocksdb::DB> db_;
   // [0] default (events), [1] decisions when present (absent in a read-only
-  // open of a log written before decisions were journaled).
+  // open of a log written before decisions were journaled), [2] snapshots
+  // when present (likewise).
+  rocksdb::ColumnFamilyHandle* snapshots() const {
+    return handles_.size() > 2 ? handles_[2] : nullptr;
+  }
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   EventLogOptions options_;
   mutable absl::Mutex mu_;

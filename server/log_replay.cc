@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kvlearn/v1/retention.pb.h"
+#include "server/model_swap_record.h"
+#include "server/pools_snapshot.h"
 
 namespace kvlearn {
 namespace {
@@ -16,13 +19,18 @@ namespace {
 struct Pending {
   uint64_t shard_events = 0;
   std::string record;
+  // Set instead of `record` for a pool's part of a journaled model swap.
+  std::shared_ptr<const LearnedModel> model;
+  std::string node;
+  v1::Tier tier = v1::TIER_POOL;
 };
 
 }  // namespace
 
 absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools,
                                            const ReplayProgressFn& progress,
-                                           double progress_interval_seconds) {
+                                           double progress_interval_seconds,
+                                           const ModelLoadFn& load_model) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_report = start;
@@ -38,33 +46,124 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
   //
   // A trimmed log starts mid-history: the counts no longer line up with the
   // retained events, so its decisions are left out.
-  std::unique_ptr<EventLog::DecisionCursor> cursor = log.ReadDecisions();
-  const bool trimmed = log.first_sequence() > 0;
+  //
+  // With a snapshot that the retained log continues, the pools start from it
+  // and only the events and decisions after it are replayed.
+  uint64_t first_event = log.first_sequence(), first_decision = 0;
+  std::optional<PoolsSnapshot> snapshot;
+  if (auto latest = log.LatestSnapshot(); latest.ok()) {
+    if (latest->sequence >= log.first_sequence()) {
+      auto decoded = DecodePoolsSnapshot(latest->bytes);
+      if (!decoded.ok()) {
+        return absl::DataLossError(absl::StrCat("event log: the snapshot at sequence ",
+                                                latest->sequence, ": ",
+                                                decoded.status().message()));
+      }
+      snapshot = *std::move(decoded);
+      first_event = latest->sequence;
+      first_decision = latest->decision;
+      stats.snapshot_sequence = latest->sequence;
+      stats.from_snapshot = true;
+    }
+  } else if (latest.status().code() != absl::StatusCode::kNotFound) {
+    return latest.status();
+  }
+  std::unique_ptr<EventLog::DecisionCursor> cursor = log.ReadDecisionsFrom(first_decision);
+  const bool trimmed = !snapshot && log.first_sequence() > 0;
   uint64_t number = 0, due_at = 0;
   std::string record;
   bool have = false;
+  std::string last_swap;  // of a trimmed log: the model it ended with
+  uint64_t last_swap_number = 0;
   if (trimmed) {
-    while (cursor->Next(&number, &due_at, &record)) ++stats.decisions_skipped;
+    while (cursor->Next(&number, &due_at, &record)) {
+      if (!record.empty() && record[0] == kModelSwapRecord) {
+        last_swap = record;
+        last_swap_number = number;
+      } else {
+        ++stats.decisions_skipped;
+      }
+    }
   } else {
     have = cursor->Next(&number, &due_at, &record);
   }
   if (!cursor->status().ok()) return cursor->status();
 
   absl::flat_hash_map<std::string, std::deque<Pending>> waiting;
-  auto redo = [&](const std::string& r) {
-    if (!pools.RedoDecision(r).ok()) ++stats.decisions_failed;
+  auto redo = [&](const Pending& p) {
+    if (p.model != nullptr) {
+      // Cannot fail: the first pool's swap succeeded with this model.
+      pools.SwapPoolModel(p.node, p.tier, p.model).IgnoreError();
+      return;
+    }
+    if (!pools.RedoDecision(p.record).ok()) ++stats.decisions_failed;
     ++stats.decisions;
   };
   // Runs a pool's waiting decisions that its `events` now allow.
   auto drain = [&](std::deque<Pending>& queue, uint64_t events) {
     while (!queue.empty() && queue.front().shard_events <= events) {
-      redo(queue.front().record);
+      redo(queue.front());
       queue.pop_front();
     }
+  };
+  // Runs `p` now if its pool has caught up and has nothing waiting, else
+  // queues it behind what waits.
+  auto run_or_wait = [&](const std::string& node, v1::Tier tier, Pending p) {
+    auto it = waiting.find(NodePools::ShardKey(node, tier));
+    if ((it == waiting.end() || it->second.empty()) &&
+        pools.EventsApplied(node, tier) >= p.shard_events) {
+      redo(p);
+    } else {
+      waiting[NodePools::ShardKey(node, tier)].push_back(std::move(p));
+    }
+  };
+  // A journaled model swap: load the file again and, if it is still the
+  // model that was swapped in, swap each pool at its recorded place.
+  auto swap_model = [&](uint64_t number, const std::string& r, bool before_events) -> absl::Status {
+    auto swap = DecodeModelSwap(r);
+    if (!swap.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("event log: decision ", number, ": ", swap.status().message()));
+    }
+    auto model = load_model(swap->path);
+    std::string refused;
+    if (!model.ok()) {
+      refused = std::string(model.status().message());
+    } else if ((*model)->version() != swap->version) {
+      refused = absl::StrCat("it is now ", (*model)->version());
+    }
+    if (!refused.empty()) {
+      ++stats.model_swaps_skipped;
+      stats.model_note =
+          absl::StrCat("the model swapped in at decision ", number, " (", swap->path, ", version ",
+                       swap->version, ") cannot be loaded again: ", refused,
+                       "; the pools keep the model they had before it");
+      return absl::OkStatus();
+    }
+    ++stats.model_swaps;
+    pools.NoteModelSwap(r);
+    stats.model_version = swap->version;
+    stats.model_path = swap->path;
+    pools.SetModelForNewPools(*model);
+    if (before_events) return absl::OkStatus();  // no pool exists yet
+    for (const auto& p : swap->pools) {
+      Pending pending;
+      pending.shard_events = p.events_applied;
+      pending.model = *model;
+      pending.node = p.node;
+      pending.tier = p.tier;
+      run_or_wait(p.node, p.tier, std::move(pending));
+    }
+    return absl::OkStatus();
   };
   // Makes every decision due at or before event `sequence` run or wait.
   auto release = [&](uint64_t sequence) -> absl::Status {
     while (have && due_at <= sequence) {
+      if (!record.empty() && record[0] == kModelSwapRecord) {
+        if (auto st = swap_model(number, record, false); !st.ok()) return st;
+        have = cursor->Next(&number, &due_at, &record);
+        continue;
+      }
       std::string node;
       v1::Tier tier = v1::TIER_UNSPECIFIED;
       uint64_t shard_events = 0;
@@ -72,49 +171,62 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
         return absl::DataLossError(
             absl::StrCat("event log: decision ", number, ": ", st.message()));
       }
-      auto it = waiting.find(NodePools::ShardKey(node, tier));
-      if ((it == waiting.end() || it->second.empty()) &&
-          pools.EventsApplied(node, tier) >= shard_events) {
-        redo(record);
-      } else {
-        waiting[NodePools::ShardKey(node, tier)].push_back({shard_events, std::move(record)});
-      }
+      Pending pending;
+      pending.shard_events = shard_events;
+      pending.record = std::move(record);
+      run_or_wait(node, tier, std::move(pending));
       have = cursor->Next(&number, &due_at, &record);
     }
     return cursor->status();
   };
 
-  const uint64_t total = log.next_sequence() - log.first_sequence();
+  if (snapshot) {
+    if (!snapshot->model_swap.empty()) {
+      if (auto st = swap_model(first_decision, snapshot->model_swap, true); !st.ok()) return st;
+    }
+    if (auto st = pools.RestoreAll(*snapshot); !st.ok()) {
+      return absl::DataLossError(absl::StrCat("event log: the snapshot at sequence ", first_event,
+                                              " does not load: ", st.message()));
+    }
+  }
+  // A trimmed log's pools start with the model its history ended with.
+  if (!last_swap.empty()) {
+    if (auto st = swap_model(last_swap_number, last_swap, true); !st.ok()) return st;
+  }
+
+  const uint64_t total = log.next_sequence() - first_event;
   v1::Event event;
-  absl::Status status = log.ForEach([&](uint64_t sequence, std::string_view value) -> absl::Status {
-    if (auto st = release(sequence); !st.ok()) return st;
-    if (!event.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      return absl::DataLossError(absl::StrCat("event log: the event at sequence ", sequence,
-                                              " is not a kvlearn.v1.Event"));
-    }
-    ++stats.events;
-    uint64_t shard_events = 0;
-    if (absl::Status s = pools.Apply(event, &shard_events); !s.ok()) {
-      if (stats.rejected++ == 0) {
-        stats.first_rejection = absl::StrCat("sequence ", sequence, ": ", s.message());
-      }
-    } else if (!waiting.empty()) {
-      auto it = waiting.find(NodePools::ShardKey(event.node_id(), event.tier()));
-      if (it != waiting.end()) {
-        drain(it->second, shard_events);
-        if (it->second.empty()) waiting.erase(it);
-      }
-    }
-    // Reading the clock per event would cost more than some events do.
-    if (progress && (stats.events & 0xfff) == 0) {
-      const auto now = Clock::now();
-      if (std::chrono::duration<double>(now - last_report).count() >= progress_interval_seconds) {
-        last_report = now;
-        progress(stats.events, total, std::chrono::duration<double>(now - start).count());
-      }
-    }
-    return absl::OkStatus();
-  });
+  absl::Status status =
+      log.ForEachFrom(first_event, [&](uint64_t sequence, std::string_view value) -> absl::Status {
+        if (auto st = release(sequence); !st.ok()) return st;
+        if (!event.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          return absl::DataLossError(absl::StrCat("event log: the event at sequence ", sequence,
+                                                  " is not a kvlearn.v1.Event"));
+        }
+        ++stats.events;
+        uint64_t shard_events = 0;
+        if (absl::Status s = pools.Apply(event, &shard_events); !s.ok()) {
+          if (stats.rejected++ == 0) {
+            stats.first_rejection = absl::StrCat("sequence ", sequence, ": ", s.message());
+          }
+        } else if (!waiting.empty()) {
+          auto it = waiting.find(NodePools::ShardKey(event.node_id(), event.tier()));
+          if (it != waiting.end()) {
+            drain(it->second, shard_events);
+            if (it->second.empty()) waiting.erase(it);
+          }
+        }
+        // Reading the clock per event would cost more than some events do.
+        if (progress && (stats.events & 0xfff) == 0) {
+          const auto now = Clock::now();
+          if (std::chrono::duration<double>(now - last_report).count() >=
+              progress_interval_seconds) {
+            last_report = now;
+            progress(stats.events, total, std::chrono::duration<double>(now - start).count());
+          }
+        }
+        return absl::OkStatus();
+      });
   if (!status.ok()) return status;
   if (auto st = release(UINT64_MAX); !st.ok()) return st;
   // Decisions that followed events applied but never logged (the process

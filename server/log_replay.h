@@ -15,10 +15,29 @@
 // being appended, a decision not yet journaled, when the process died) is
 // not replayed: the node saw those calls fail.
 //
+// Model swaps (ReloadModel, SIGHUP) are journaled too: each is redone when
+// every pool has replayed the events it had applied at the swap, after
+// loading the journaled path again. If that file is gone, does not load, or
+// holds another model than the journaled version (its bytes changed), the
+// swap is skipped: the pools keep the model they had before it (the
+// start-up --model, or an earlier swap) and ReplayStats::model_note says so
+// in one line; decisions from then on may differ from before the restart.
+// Serving resumes rather than refusing to start: a missing model should
+// not take the cache's sidecar down, and ReloadModel can fix it.
+//
+// Snapshots (server/pools_snapshot.h): when the log holds one that the
+// retained events continue (it was taken at or after the first retained
+// sequence number), the pools are loaded from it and only the events and
+// decisions after it are replayed, so recovery time is bounded by the
+// snapshot interval. A loaded pool is rebuilt with a fresh policy
+// (server/shard_image.h): its remembered blocks, resident set, pins and
+// counters are exact, lru's eviction order too; what other policies counted
+// is approximated (docs/sidecar.md lists it per policy).
+//
 // A log trimmed by --log-max-bytes starts mid-history: events that need what
 // was trimmed are refused (counted in ReplayStats::rejected), journaled
 // decisions are not redone (their places no longer line up), and the state is
-// rebuilt from the retained events only.
+// rebuilt from the retained events only, under the last journaled model.
 //
 // Memory: events and decisions are streamed from RocksDB; only decisions
 // waiting for events that were applied but not yet logged when they were made
@@ -29,10 +48,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/event_log.h"
+#include "server/model_loader.h"
 #include "server/node_pools.h"
 
 namespace kvlearn {
@@ -44,8 +65,20 @@ struct ReplayStats {
   uint64_t decisions_failed = 0;   // of those, failed again (as they did live)
   uint64_t decisions_skipped = 0;  // not redone: the log was trimmed
   double seconds = 0;
-  std::string first_rejection;  // "sequence N: message", empty if none
+  std::string first_rejection;       // "sequence N: message", empty if none
+  uint64_t model_swaps = 0;          // journaled model swaps redone
+  uint64_t model_swaps_skipped = 0;  // their file is gone or holds another model
+  std::string model_version;         // of the last swap redone; empty if none
+  std::string model_path;
+  std::string model_note;          // why the last skipped swap was skipped; empty if none
+  bool from_snapshot = false;      // the pools started from a snapshot
+  uint64_t snapshot_sequence = 0;  // ... taken at this event sequence number
 };
+
+// Loads a model file (server/model_loader.h's LoadModelForServing in the
+// server; tests may count calls).
+using ModelLoadFn =
+    std::function<absl::StatusOr<std::shared_ptr<const LearnedModel>>(const std::string& path)>;
 
 // Called every `progress_interval_seconds` of replay: events done so far, the
 // total to replay, seconds elapsed.
@@ -56,6 +89,7 @@ using ReplayProgressFn = std::function<void(uint64_t done, uint64_t total, doubl
 // RocksDB read error; a refused event is counted, not an error.
 absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools,
                                            const ReplayProgressFn& progress = nullptr,
-                                           double progress_interval_seconds = 1.0);
+                                           double progress_interval_seconds = 1.0,
+                                           const ModelLoadFn& load_model = LoadModelForServing);
 
 }  // namespace kvlearn

@@ -9,34 +9,27 @@
 #include "absl/strings/str_cat.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
+#include "server/node_shard.h"
+#include "server/pools_snapshot.h"
 #include "server/request_validation.h"
+#include "server/shard_image.h"
+#include "server/varint.h"
 
 namespace kvlearn {
-
-// One (node, tier): the blocks it has seen and the driver of its policy,
-// under its own mutex.
-struct NodePools::Shard {
-  Shard(std::string node_id, v1::Tier tier_value, uint64_t capacity)
-      : node(std::move(node_id)), tier(tier_value), driver(&catalog, capacity) {}
-
-  const std::string node;
-  const v1::Tier tier;
-  absl::Mutex mu;
-  BlockCatalog catalog ABSL_GUARDED_BY(mu);
-  PolicyDriver driver ABSL_GUARDED_BY(mu);
-  // Blocks the sidecar recommended for eviction (and evicted in its view)
-  // whose block-removed event has not arrived yet.
-  absl::flat_hash_set<BlockIndex> advised_evictions ABSL_GUARDED_BY(mu);
-  uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
-  uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
-  uint64_t requests ABSL_GUARDED_BY(mu) = 0;
-  // Events accepted so far: the position of a journaled decision among them.
-  uint64_t events_applied ABSL_GUARDED_BY(mu) = 0;
-};
 
 namespace {
 
 using v1::Event;
+
+// The environment of a (node, tier) pool's policy. A node's HBM and DRAM
+// keep what it computed without moving bytes over the pool link, so
+// admission there costs no transfer (as in the cluster simulator's tiers).
+PolicyEnv ShardEnv(const CostModel& cost, std::shared_ptr<const LearnedModel> model,
+                   v1::Tier tier) {
+  PolicyEnv env = MakePolicyEnv(cost, std::move(model));
+  env.admission_moves_bytes = tier != v1::TIER_HBM && tier != v1::TIER_DRAM;
+  return env;
+}
 
 // Capacity of a pool whose node never said (see the header).
 constexpr uint64_t kUnbounded = UINT64_MAX / 2;
@@ -49,14 +42,6 @@ std::string ShardName(const std::string& node, v1::Tier tier) {
 
 constexpr char kAdmitRecord = 'A';
 constexpr char kRankRecord = 'R';
-
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
 
 // Splits a decision record into kind, shard event count and request bytes.
 absl::Status SplitRecord(std::string_view record, char* kind, uint64_t* shard_events,
@@ -103,52 +88,73 @@ absl::Status NodePools::CheckOptions(const NodePoolsOptions& options) {
   return probe.StartPolicy(options.policy, MakePolicyEnv(*options.cost, options.model));
 }
 
-absl::StatusOr<NodePools::Shard*> NodePools::FindOrCreate(const std::string& node, v1::Tier tier,
-                                                          const std::string& field) {
+NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  auto it = shards_.find(std::make_pair(node, static_cast<int>(NormalTier(tier))));
+  return it == shards_.end() ? nullptr : it->second.get();
+}
+
+absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const std::string& field,
+                                  const std::function<absl::Status(Shard&)>& fn) {
   if (auto s = ValidateNodeId(node, field); !s.ok()) return s;
   if (!v1::Tier_IsValid(tier)) {
     return absl::InvalidArgumentError(absl::StrCat("tier: unknown value ", static_cast<int>(tier)));
   }
   tier = NormalTier(tier);
-  const auto key = std::make_pair(node, static_cast<int>(tier));
-  {
-    absl::ReaderMutexLock lock(&table_mu_);
-    auto it = shards_.find(key);
-    if (it != shards_.end()) return it->second.get();
-  }
+  auto run = [&](Shard& s) {
+    absl::MutexLock lock(&s.mu);
+    absl::Status st = fn(s);
+    CompactIfOverLocked(s);
+    return st;
+  };
+  if (Shard* s = Find(node, tier)) return run(*s);
   if (options_.strict_nodes && !options_.known_nodes.contains(node)) {
     return absl::NotFoundError(
         absl::StrCat(field, ": unknown node '", node, "' (--strict-nodes; known: --nodes)"));
   }
-  absl::WriterMutexLock lock(&table_mu_);
-  auto& slot = shards_[key];
-  if (slot == nullptr) {
-    auto shard = std::make_unique<Shard>(
-        node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
-    absl::Status started;
+  // A new pool is tried out of sight and kept only if the call is accepted:
+  // a refused call leaves no empty pool that a restart would not recreate.
+  // Creators take turns (creation is rare), so two calls for one new pool
+  // cannot both journal.
+  absl::MutexLock creating(&create_mu_);
+  if (Shard* s = Find(node, tier)) return run(*s);
+  auto shard = std::make_unique<Shard>(
+      node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
+  {
+    absl::MutexLock lock(&shard->mu);
+    std::shared_ptr<const LearnedModel> model;
     {
-      absl::MutexLock shard_lock(&shard->mu);
-      started =
-          shard->driver.StartPolicy(options_.policy, MakePolicyEnv(*options_.cost, options_.model));
+      absl::ReaderMutexLock table(&table_mu_);
+      model = options_.model;
     }
-    if (!started.ok()) {
-      shards_.erase(key);
-      return started;
+    if (auto st = shard->driver.StartPolicy(options_.policy, ShardEnv(*options_.cost, model, tier));
+        !st.ok()) {
+      return st;
     }
-    slot = std::move(shard);
-    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    shard->model = std::move(model);
+    if (auto st = fn(*shard); !st.ok()) return st;
+    CompactIfOverLocked(*shard);
   }
-  return slot.get();
+  absl::WriterMutexLock lock(&table_mu_);
+  shards_[std::make_pair(node, static_cast<int>(tier))] = std::move(shard);
+  counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 namespace {
+
+// Marks `b` as seen now, for the compaction's choice of recent ghosts.
+void Touch(NodePools::Shard& s, BlockIndex b) { s.last_seen[b] = ++s.touch_clock; }
 
 // Adds a block to the shard's catalog (or returns the known one, whose
 // parent the caller has checked).
 BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, uint64_t id,
                     BlockIndex parent, uint32_t tokens, uint64_t bytes, PoolCounters& counters) {
   BlockIndex b = s.catalog.Find(id);
-  if (b != kNoBlock) return b;
+  if (b != kNoBlock) {
+    Touch(s, b);
+    return b;
+  }
   BlockMeta meta;
   meta.hash_id = id;
   meta.parent = parent;
@@ -158,15 +164,21 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   const uint64_t begin = uint64_t{meta.depth} * block_size;
   meta.recompute_ms = cost.RecomputeMs(begin, begin + tokens);
   b = s.catalog.Add(meta);
+  s.last_seen.push_back(0);
+  Touch(s, b);
   s.driver.Grow();
   counters.blocks_tracked.fetch_add(1, std::memory_order_relaxed);
   return b;
 }
 
-void EvictInView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
-  s.driver.EvictLeaf(b);
-  counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
-  counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
+bool InView(const NodePools::Shard& s, BlockIndex b) {
+  return s.driver.pool().IsResident(b) || s.proposal_score.contains(b);
+}
+
+// Children of b the node holds: in the pool, or proposed.
+uint32_t ViewChildren(const NodePools::Shard& s, BlockIndex b) {
+  auto it = s.proposed_children.find(b);
+  return s.driver.pool().ResidentChildren(b) + (it == s.proposed_children.end() ? 0 : it->second);
 }
 
 void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
@@ -174,6 +186,69 @@ void InsertInView(NodePools::Shard& s, BlockIndex b, const AccessInfo& access,
   s.driver.Insert(b, access);
   counters.resident_blocks.fetch_add(1, std::memory_order_relaxed);
   counters.resident_bytes.fetch_add(s.catalog[b].bytes, std::memory_order_relaxed);
+}
+
+// The node no longer holds b (it was in the view).
+void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
+  ++s.removals;
+  Touch(s, b);  // a ghost now: the compaction keeps the recently removed
+  counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
+  counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
+}
+
+// Forgets proposal b (confirmed or withdrawn); the caller updates the pool.
+void DropProposal(NodePools::Shard& s, BlockIndex b) {
+  s.proposal_score.erase(b);
+  s.proposals.erase(std::find(s.proposals.begin(), s.proposals.end(), b));
+  s.proposed_bytes -= s.catalog[b].bytes;
+  const BlockIndex parent = s.catalog[b].parent;
+  if (parent != kNoBlock) {
+    auto it = s.proposed_children.find(parent);
+    if (--it->second == 0) s.proposed_children.erase(it);
+  }
+}
+
+// RankEviction's victim b leaves the policy's pool, not the view.
+// REQUIRES: pool().IsEvictable(b).
+void Propose(NodePools::Shard& s, BlockIndex b, double score) {
+  s.driver.EvictLeaf(b);
+  s.proposals.push_back(b);
+  s.proposal_score.emplace(b, score);
+  s.proposed_bytes += s.catalog[b].bytes;
+  const BlockIndex parent = s.catalog[b].parent;
+  if (parent != kNoBlock) ++s.proposed_children[parent];
+}
+
+// The node keeps proposal b after all (it used or stored it again): b and
+// its proposed ancestors go back into the policy's pool, root first, as
+// fresh inserts (the policy forgot them when they were proposed).
+void Withdraw(NodePools::Shard& s, BlockIndex b, const AccessInfo& access) {
+  absl::InlinedVector<BlockIndex, 8> back;
+  for (BlockIndex x = b; x != kNoBlock && s.proposal_score.contains(x); x = s.catalog[x].parent) {
+    back.push_back(x);
+  }
+  for (auto it = back.rbegin(); it != back.rend(); ++it) {
+    DropProposal(s, *it);
+    s.driver.Insert(*it, access);
+  }
+}
+
+// Takes the tokens and bytes the node reports for b, unless the view holds
+// b already (its pool counts the bytes it was stored with).
+void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, BlockIndex b,
+              int64_t tokens, int64_t bytes) {
+  const BlockMeta& m = s.catalog[b];
+  if (InView(s, b) || (m.tokens == tokens && m.bytes == static_cast<uint64_t>(bytes))) return;
+  const uint64_t begin = uint64_t{m.depth} * block_size;
+  s.catalog.Resize(b, static_cast<uint32_t>(tokens), static_cast<uint64_t>(bytes),
+                   cost.RecomputeMs(begin, begin + static_cast<uint64_t>(tokens)));
+}
+
+// Holds every in-flight request's chain again after the pool was restarted
+// (a new PoolState has no holds).
+void HoldInFlight(NodePools::Shard& s) {
+  for (const auto& [id, chain] : s.requests_in_flight) s.driver.Hold(chain);
+  s.driver.Hold(s.unnamed_request);
 }
 
 }  // namespace
@@ -189,14 +264,20 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
   if (auto st = ValidateEvent(e); !st.ok()) return st;
   if (e.kind_case() == Event::kTransferFinished) return absl::OkStatus();  // no pool state
-  auto shard = FindOrCreate(e.node_id(), e.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
-  absl::Status st = ApplyLocked(s, e);
-  if (st.ok()) ++s.events_applied;
-  if (shard_events != nullptr) *shard_events = s.events_applied;
-  return st;
+  if (e.kind_case() == Event::kBatchReceived) {
+    retried_batches_.Claim(e.batch_received().source(), e.batch_received().batch_id());
+    return absl::OkStatus();
+  }
+  return WithShard(e.node_id(), e.tier(), "node_id", [&](Shard& s) {
+    s.last_timestamp_us = std::max(s.last_timestamp_us, e.timestamp_us());
+    absl::Status st = ApplyLocked(s, e);
+    if (st.ok()) {
+      ++s.events_applied;
+      accepted_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (shard_events != nullptr) *shard_events = s.events_applied;
+    return st;
+  });
 }
 
 absl::Status NodePools::JournalLocked(char kind, const Shard& s,
@@ -278,6 +359,20 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                              absl::StrCat("request_arrival.block_ids[", i, "]"));
         }
       }
+      const std::string& id = r.request_id();
+      if (!id.empty()) {
+        if (s.requests_in_flight.contains(id)) {
+          return absl::AlreadyExistsError(absl::StrCat(
+              "request_arrival.request_id: request '", id, "' is already in flight on ",
+              ShardName(s.node, s.tier), " (send request_finished first)"));
+        }
+        if (s.requests_in_flight.size() >= options_.max_requests_in_flight) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
+              s.requests_in_flight.size(),
+              " requests in flight, the limit (send request_finished when a request ends)"));
+        }
+      }
       BlockIndex parent = kNoBlock;
       for (int i = 0; i < n; ++i) {
         if (chain[i] == kNoBlock) {
@@ -293,22 +388,58 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           chain[i] = AddBlock(s, cost, bs, r.block_ids(i), parent, tokens, bytes, counters_);
         }
         parent = chain[i];
+        Touch(s, chain[i]);
       }
+      const std::span<const BlockIndex> blocks(chain.data(), chain.size());
       s.current_request = s.next_request++;
       ++s.requests;
-      s.driver.BeginRequest(std::span<const BlockIndex>(chain.data(), chain.size()),
-                            Access(s, e.timestamp_us()));
+      const AccessInfo access = Access(s, e.timestamp_us());
+      // Any arrival ends the pins of a request without an id (one request
+      // at a time, as before ids existed).
+      s.driver.Release(s.unnamed_request);
+      s.held_blocks -= s.unnamed_request.size();
+      s.unnamed_request.clear();
+      if (id.empty()) {
+        s.unnamed_request.assign(blocks.begin(), blocks.end());
+      } else {
+        s.requests_in_flight.emplace(id, std::vector<BlockIndex>(blocks.begin(), blocks.end()));
+      }
+      s.driver.Hold(blocks);
+      s.held_blocks += blocks.size();
+      // A proposed victim this request needs is one the node keeps.
+      if (!s.proposals.empty()) {
+        for (const BlockIndex b : blocks) {
+          if (s.proposal_score.contains(b)) Withdraw(s, b, access);
+        }
+      }
+      s.driver.AnnounceRequest(blocks, access);
+      return absl::OkStatus();
+    }
+    case Event::kRequestFinished: {
+      const std::string& id = e.request_finished().request_id();
+      auto it = s.requests_in_flight.find(id);
+      if (it == s.requests_in_flight.end()) {
+        return absl::NotFoundError(absl::StrCat("request_finished.request_id: request '", id,
+                                                "' is not in flight on ",
+                                                ShardName(s.node, s.tier)));
+      }
+      s.driver.Release(it->second);
+      s.held_blocks -= it->second.size();
+      s.requests_in_flight.erase(it);
       return absl::OkStatus();
     }
     case Event::kBlockHit: {
       const uint64_t id = e.block_hit().block_id();
       const BlockIndex b = s.catalog.Find(id);
-      if (b == kNoBlock || !s.driver.pool().IsResident(b)) {
+      if (b == kNoBlock || !InView(s, b)) {
         return absl::FailedPreconditionError(
             absl::StrCat("block_hit.block_id: block ", id, " is not stored on ",
                          ShardName(s.node, s.tier), " (send block_stored first)"));
       }
-      s.driver.Hit(b, Access(s, e.timestamp_us()));
+      const AccessInfo access = Access(s, e.timestamp_us());
+      if (s.proposal_score.contains(b)) Withdraw(s, b, access);
+      s.driver.Hit(b, access);
+      Touch(s, b);
       return absl::OkStatus();
     }
     case Event::kBlockStored: {
@@ -322,24 +453,25 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       BlockIndex parent = kNoBlock;
       if (parent_hash) {
         parent = s.catalog.Find(*parent_hash);
-        if (parent == kNoBlock || !s.driver.pool().IsResident(parent)) {
+        if (parent == kNoBlock || !InView(s, parent)) {
           return absl::FailedPreconditionError(
               absl::StrCat("block_stored.parent_id: parent ", *parent_hash, " of block ",
                            st.block_id(), " is not stored on ", ShardName(s.node, s.tier),
                            " (a block is usable only after its whole prefix)"));
         }
       }
-      BlockIndex b = s.catalog.Find(st.block_id());
-      if (b != kNoBlock && s.catalog[b].bytes != static_cast<uint64_t>(st.bytes())) {
-        return absl::InvalidArgumentError(absl::StrCat("block_stored.bytes: block ", st.block_id(),
-                                                       " has ", st.bytes(), " bytes here but ",
-                                                       s.catalog[b].bytes, " when first seen"));
-      }
-      b = AddBlock(s, cost, bs, st.block_id(), parent, static_cast<uint32_t>(st.tokens()),
+      BlockIndex b =
+          AddBlock(s, cost, bs, st.block_id(), parent, static_cast<uint32_t>(st.tokens()),
                    static_cast<uint64_t>(st.bytes()), counters_);
-      s.advised_evictions.erase(b);
-      if (!s.driver.pool().IsResident(b))
-        InsertInView(s, b, Access(s, e.timestamp_us()), counters_);
+      TakeSize(s, cost, bs, b, st.tokens(), st.bytes());
+      const AccessInfo access = Access(s, e.timestamp_us());
+      if (s.proposal_score.contains(b)) {
+        Withdraw(s, b, access);  // stored again: the node keeps it
+      } else if (!s.driver.pool().IsResident(b)) {
+        // Its parent may be a proposal the node keeps after all.
+        if (parent != kNoBlock && s.proposal_score.contains(parent)) Withdraw(s, parent, access);
+        InsertInView(s, b, access, counters_);
+      }
       return absl::OkStatus();
     }
     case Event::kBlockRemoved: {
@@ -349,37 +481,53 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         return absl::NotFoundError(absl::StrCat("block_removed.block_id: block ", id,
                                                 " was never seen on ", ShardName(s.node, s.tier)));
       }
-      if (s.advised_evictions.erase(b) > 0 || !s.driver.pool().IsResident(b)) {
-        return absl::OkStatus();  // already applied (a recommended eviction) or already gone
+      if (!InView(s, b)) return absl::OkStatus();  // already gone
+      if (const uint32_t children = ViewChildren(s, b); children > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("block_removed.block_id: block ", id, " still has ", children,
+                         " stored children (remove leaves first)"));
       }
-      if (s.driver.pool().ResidentChildren(b) > 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "block_removed.block_id: block ", id, " still has ",
-            s.driver.pool().ResidentChildren(b), " stored children (remove leaves first)"));
+      if (s.proposal_score.contains(b)) {
+        DropProposal(s, b);  // confirmed: the policy let it go when proposing it
+      } else {
+        s.driver.EvictLeaf(b);
       }
-      EvictInView(s, b, counters_);
+      LeaveView(s, b, counters_);
       return absl::OkStatus();
     }
     case Event::kPoolConfigured: {
       const auto capacity = static_cast<uint64_t>(e.pool_configured().capacity_bytes());
       if (capacity == s.driver.pool().capacity_bytes()) return absl::OkStatus();
-      if (s.driver.pool().resident_blocks() > 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "pool_configured.capacity_bytes: ", ShardName(s.node, s.tier), " already holds ",
-            s.driver.pool().resident_blocks(), " blocks (send all_blocks_cleared first)"));
+      const uint64_t held = s.driver.pool().resident_blocks() + s.proposals.size();
+      if (held > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("pool_configured.capacity_bytes: ", ShardName(s.node, s.tier),
+                         " already holds ", held, " blocks (send all_blocks_cleared first)"));
       }
       // Nothing resident: start the pool and its policy afresh at the new size.
-      s.advised_evictions.clear();
-      if (auto st = s.driver.Restart(capacity); !st.ok()) return st;
+      if (auto st = s.driver.Restart(capacity, ShardEnv(*options_.cost, s.model, s.tier));
+          !st.ok()) {
+        return st;
+      }
+      HoldInFlight(s);
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
+      for (const BlockIndex b : s.proposals) LeaveView(s, b, counters_);
+      s.proposals.clear();
+      s.proposal_score.clear();
+      s.proposed_children.clear();
+      s.proposed_bytes = 0;
       // A child always has a larger index than its parent: evicting in
       // decreasing index order only ever evicts leaves.
       for (BlockIndex b = static_cast<BlockIndex>(s.catalog.size()); b-- > 0;) {
-        if (s.driver.pool().IsResident(b)) EvictInView(s, b, counters_);
+        if (s.driver.pool().IsResident(b)) {
+          s.driver.EvictLeaf(b);
+          LeaveView(s, b, counters_);
+        }
       }
-      s.advised_evictions.clear();
+      // Everything just became a ghost: keep at most the compaction's share.
+      CompactLocked(s);
       return absl::OkStatus();
     }
     default:
@@ -389,26 +537,27 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
 
 absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& request) {
   if (auto st = ValidateAdmitRequest(request, options_.max_candidates); !st.ok()) return st;
+  absl::StatusOr<v1::AdmitResponse> out;
+  if (auto st = WithShard(request.node_id(), request.tier(), "node_id",
+                          [&](Shard& s) { return (out = AdmitLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::AdmitResponse> NodePools::AdmitLocked(Shard& s,
+                                                         const v1::AdmitRequest& request) {
   const int n = request.candidates_size();
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
   const auto& first = request.candidates(0);
   for (int i = 0; i < n; ++i) {
     const auto& c = request.candidates(i);
     std::optional<uint64_t> parent_hash;
     if (c.has_parent_id()) parent_hash = c.parent_id();
-    const std::string field = absl::StrCat("candidates[", i, "]");
-    if (auto st = CheckParent(s.catalog, c.block_id(), parent_hash, field + ".parent_id");
+    if (auto st = CheckParent(s.catalog, c.block_id(), parent_hash,
+                              absl::StrCat("candidates[", i, "].parent_id"));
         !st.ok()) {
       return st;
-    }
-    const BlockIndex b = s.catalog.Find(c.block_id());
-    if (b != kNoBlock && s.catalog[b].bytes != static_cast<uint64_t>(c.bytes())) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bytes: block ", c.block_id(), " has ",
-                                                     c.bytes(), " bytes here but ",
-                                                     s.catalog[b].bytes, " when first seen"));
     }
   }
   BlockIndex parent = kNoBlock;
@@ -421,7 +570,7 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     }
   }
   // A candidate whose parent is not stored could only become an orphan.
-  bool admitting = parent == kNoBlock || s.driver.pool().IsResident(parent);
+  bool admitting = parent == kNoBlock || InView(s, parent);
   const AccessInfo access = Access(s, request.timestamp_us());
   v1::AdmitResponse response;
   response.set_policy(options_.policy);
@@ -430,8 +579,9 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
     const BlockIndex b =
         AddBlock(s, *options_.cost, options_.block_size, c.block_id(), parent,
                  static_cast<uint32_t>(c.tokens()), static_cast<uint64_t>(c.bytes()), counters_);
+    TakeSize(s, *options_.cost, options_.block_size, b, c.tokens(), c.bytes());
     parent = b;
-    if (admitting && !s.driver.pool().IsResident(b)) admitting = s.driver.ShouldAdmit(b, access);
+    if (admitting && !InView(s, b)) admitting = s.driver.ShouldAdmit(b, access);
     auto* d = response.add_decisions();
     d->set_block_id(c.block_id());
     d->set_keep(admitting);
@@ -445,23 +595,59 @@ absl::StatusOr<v1::AdmitResponse> NodePools::Admit(const v1::AdmitRequest& reque
 
 absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& request) {
   if (auto st = ValidateRankRequest(request, options_.max_candidates); !st.ok()) return st;
-  auto shard = FindOrCreate(request.node_id(), request.tier(), "node_id");
-  if (!shard.ok()) return shard.status();
-  Shard& s = **shard;
-  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<v1::RankResponse> out;
+  if (auto st =
+          WithShard(request.node_id(), request.tier(), "node_id",
+                    [&](Shard& s) { return (out = RankEvictionLocked(s, request)).status(); });
+      !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
+                                                               const v1::RankRequest& request) {
   const auto want = static_cast<uint64_t>(request.bytes_to_free());
   uint64_t freed = 0;
   v1::RankResponse response;
   response.set_policy(options_.policy);
-  auto take = [&](BlockIndex b) {
+  auto answer = [&](BlockIndex b, double score) {
     auto* v = response.add_victims();
     v->set_block_id(s.catalog[b].hash_id);
     v->set_bytes(static_cast<int64_t>(s.catalog[b].bytes));
-    v->set_score(s.driver.EvictionPriority(b));
+    v->set_score(score);
     freed += s.catalog[b].bytes;
-    EvictInView(s, b, counters_);
-    s.advised_evictions.insert(b);
   };
+  auto propose = [&](BlockIndex b) {
+    const double score = s.driver.EvictionPriority(b);
+    answer(b, score);
+    Propose(s, b, score);
+  };
+
+  std::vector<BlockIndex> candidates;
+  if (!request.candidate_ids().empty()) {
+    candidates.reserve(request.candidate_ids_size());
+    for (int i = 0; i < request.candidate_ids_size(); ++i) {
+      const uint64_t id = request.candidate_ids(i);
+      const BlockIndex b = s.catalog.Find(id);
+      if (b == kNoBlock) {
+        return absl::NotFoundError(absl::StrCat("candidate_ids[", i, "]: block ", id,
+                                                " was never seen on ", ShardName(s.node, s.tier)));
+      }
+      if (InView(s, b)) candidates.push_back(b);
+    }
+    std::sort(candidates.begin(), candidates.end());  // drop repeats, cheaply for small lists
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  }
+  // Victims proposed before and not confirmed yet come first: the node may
+  // not have applied (or even received) that answer.
+  for (const BlockIndex b : s.proposals) {
+    if (freed >= want) break;
+    if (!candidates.empty() && !std::binary_search(candidates.begin(), candidates.end(), b)) {
+      continue;
+    }
+    answer(b, s.proposal_score.at(b));
+  }
 
   // Asking for victims may change the policy (s3fifo's lazy promotions) even
   // when it fails: journal whatever happened once the input was accepted.
@@ -474,31 +660,22 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEviction(const v1::RankRequest& 
         break;
       }
       if (*victim == kNoBlock) break;
-      take(*victim);
+      propose(*victim);
     }
-  } else {
-    std::vector<BlockIndex> candidates;
-    candidates.reserve(request.candidate_ids_size());
-    for (int i = 0; i < request.candidate_ids_size(); ++i) {
-      const uint64_t id = request.candidate_ids(i);
-      const BlockIndex b = s.catalog.Find(id);
-      if (b == kNoBlock) {
-        return absl::NotFoundError(absl::StrCat("candidate_ids[", i, "]: block ", id,
-                                                " was never seen on ", ShardName(s.node, s.tier)));
-      }
-      if (s.driver.pool().IsResident(b)) candidates.push_back(b);
+  } else if (freed < want) {
+    std::vector<BlockIndex> resident;
+    for (const BlockIndex b : candidates) {
+      if (s.driver.pool().IsResident(b)) resident.push_back(b);
     }
-    std::sort(candidates.begin(), candidates.end());  // drop repeats, cheaply for small lists
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    std::vector<BlockIndex> order = s.driver.RankVictims(candidates);
-    // Evicting a leaf can make its parent a leaf: sweep until nothing changes.
+    std::vector<BlockIndex> order = s.driver.RankVictims(resident);
+    // Proposing a leaf can make its parent a leaf: sweep until nothing changes.
     bool progress = true;
     while (freed < want && progress) {
       progress = false;
       for (BlockIndex b : order) {
         if (freed >= want) break;
         if (s.driver.pool().IsEvictable(b)) {
-          take(b);
+          propose(b);
           progress = true;
         }
       }
@@ -525,14 +702,17 @@ void NodePools::FillStatus(v1::GetStatusResponse& response) const {
     p->set_node_id(s->node);
     p->set_tier(s->tier);
     p->set_blocks_tracked(s->catalog.size());
-    p->set_resident_blocks(s->driver.pool().resident_blocks());
-    p->set_resident_bytes(s->driver.pool().used_bytes());
+    p->set_resident_blocks(s->driver.pool().resident_blocks() + s->proposals.size());
+    p->set_resident_bytes(s->driver.pool().used_bytes() + s->proposed_bytes);
     p->set_requests(s->requests);
-    p->set_evictions(s->driver.pool().evictions());
+    p->set_evictions(s->removals);
+    p->set_requests_in_flight(s->requests_in_flight.size());
+    p->set_proposed_blocks(s->proposals.size());
   }
 }
 
-absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
+absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
+                                  std::string_view path) {
   {
     // Ask a throwaway policy first, so a policy without a model refuses even
     // before any node has shown up.
@@ -549,18 +729,143 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model) {
     }
     if (auto st = probe.policy().SwapModel(model); !st.ok()) return st;
   }
+  // Every pool changes model at one point of its history, the one the
+  // journal records: no pool is created meanwhile (create_mu_) and every
+  // pool is held (in key order, the one order anyone takes several in).
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  absl::Status status;
+  if (journal_) {
+    ModelSwapRecord swap;
+    swap.path = std::string(path);
+    swap.version = model->version();
+    for (const Shard* s : shards) swap.pools.push_back({s->node, s->tier, s->events_applied});
+    const std::string record = EncodeModelSwap(swap);
+    status = journal_(record);
+    if (status.ok()) last_model_swap_ = record;
+  }
+  for (Shard* s : shards) {
+    if (status.ok()) status = s->driver.policy().SwapModel(model);
+    if (status.ok()) s->model = model;
+  }
+  // Before the pools are released: a pool rebuilt (compaction) right after
+  // must not start from the old model.
+  if (status.ok()) SetModelForNewPools(model);
+  UnlockAllPools(shards);
+  return status;
+}
+
+void NodePools::SetModelForNewPools(std::shared_ptr<const LearnedModel> model) {
+  absl::WriterMutexLock lock(&table_mu_);
+  options_.model = std::move(model);
+}
+
+absl::Status NodePools::SwapPoolModel(const std::string& node, v1::Tier tier,
+                                      std::shared_ptr<const LearnedModel> model) {
+  Shard* s = Find(node, tier);
+  if (s == nullptr) return absl::OkStatus();  // it never got an event here
+  absl::MutexLock lock(&s->mu);
+  if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  s->model = std::move(model);
+  return absl::OkStatus();
+}
+
+std::vector<NodePools::Shard*> NodePools::LockAllPools() {
   std::vector<Shard*> shards;
   {
     absl::ReaderMutexLock lock(&table_mu_);
     for (const auto& [key, shard] : shards_) shards.push_back(shard.get());
   }
-  for (Shard* s : shards) {
-    absl::MutexLock lock(&s->mu);
-    if (auto st = s->driver.policy().SwapModel(model); !st.ok()) return st;
+  std::sort(shards.begin(), shards.end(), [](const Shard* a, const Shard* b) {
+    return std::tie(a->node, a->tier) < std::tie(b->node, b->tier);
+  });
+  for (Shard* s : shards) s->mu.Lock();
+  return shards;
+}
+
+void NodePools::UnlockAllPools(const std::vector<Shard*>& shards) {
+  for (auto it = shards.rbegin(); it != shards.rend(); ++it) (*it)->mu.Unlock();
+}
+
+void NodePools::NoteModelSwap(std::string record) {
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = std::move(record);
+}
+
+bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out) {
+  // As SwapModel: no pool created meanwhile, every pool held in key order.
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  const bool captured = ready();
+  if (captured) {
+    out->model_swap = last_model_swap_;
+    out->pools.clear();
+    for (const Shard* s : shards) {
+      out->pools.push_back({s->node, s->tier, CaptureShard(*s, SIZE_MAX)});
+    }
   }
-  absl::WriterMutexLock lock(&table_mu_);
-  options_.model = std::move(model);  // for shards created from now on
+  UnlockAllPools(shards);
+  return captured;
+}
+
+absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
+  std::shared_ptr<const LearnedModel> model;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    model = options_.model;
+  }
+  for (const auto& pool : snapshot.pools) {
+    auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (auto st = shard->driver.StartPolicy(options_.policy,
+                                              ShardEnv(*options_.cost, model, pool.tier));
+          !st.ok()) {
+        return st;
+      }
+      if (auto st = RestoreShard(*shard, pool.image, ShardEnv(*options_.cost, model, pool.tier));
+          !st.ok()) {
+        return st;
+      }
+      shard->model = model;
+      counters_.blocks_tracked.fetch_add(shard->catalog.size(), std::memory_order_relaxed);
+      counters_.resident_blocks.fetch_add(
+          shard->driver.pool().resident_blocks() + shard->proposals.size(),
+          std::memory_order_relaxed);
+      counters_.resident_bytes.fetch_add(shard->driver.pool().used_bytes() + shard->proposed_bytes,
+                                         std::memory_order_relaxed);
+    }
+    absl::WriterMutexLock lock(&table_mu_);
+    auto& slot = shards_[std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier)))];
+    if (slot != nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("pool snapshot: ", ShardName(pool.node, pool.tier), " appears twice"));
+    }
+    slot = std::move(shard);
+    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = snapshot.model_swap;
   return absl::OkStatus();
+}
+
+void NodePools::CompactIfOverLocked(Shard& s) {
+  const uint64_t ghosts = s.catalog.size() - s.driver.pool().resident_blocks();
+  // Proposals and in-flight chains stay whatever the bound (an upper bound
+  // of those not resident), so the next compaction is always ghost_blocks / 2
+  // new ghosts away.
+  if (ghosts > options_.ghost_blocks + s.proposals.size() + s.held_blocks) CompactLocked(s);
+}
+
+void NodePools::CompactLocked(Shard& s) {
+  const size_t before = s.catalog.size();
+  const ShardImage image = CaptureShard(s, options_.ghost_blocks / 2);
+  if (image.blocks.size() == before) return;
+  // The policy was built before from the same name and environment, so it
+  // builds again.
+  RestoreShard(s, image, ShardEnv(*options_.cost, s.model, s.tier)).IgnoreError();
+  counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
+  ++s.compactions;
 }
 
 }  // namespace kvlearn

@@ -3,23 +3,31 @@
 // policy, driven by the same PolicyDriver (policies/policy_driver.h) the
 // simulators use, one driver call per event:
 //
-//   request arrival  -> BeginRequest
+//   request arrival  -> AnnounceRequest; Hold the chain (pins) until
+//                       request_finished names its id, or, without an id,
+//                       until the next arrival (one request at a time)
+//   request finished -> Release the chain
 //   block hit        -> Hit                    (the node sends them deepest first)
 //   Admit            -> ShouldAdmit per candidate; the first refusal ends it
-//   RankEviction     -> NextVictim / EvictLeaf until the bytes are free (or
-//                       RankVictims over a candidate list); the sidecar applies
-//                       the evictions it recommends to its own view at once
-//   block stored     -> Insert
-//   block removed    -> EvictLeaf, or nothing when the sidecar already
-//                       applied it as a recommended eviction
-//
-// Input checks that need no pool live in server/request_validation.h.
+//   RankEviction     -> proposes: NextVictim / EvictLeaf until the bytes are
+//                       free (or RankVictims over a candidate list). The
+//                       policy and its pool let the victims go at once (so the
+//                       next victim is the one the simulator would take next),
+//                       but the view (what the node holds: hits, stores,
+//                       GetStatus) keeps them until block_removed confirms.
+//                       A victim the node uses again (block_hit, an arrival's
+//                       chain, block_stored) is withdrawn: it goes back to the
+//                       policy as a fresh insert. Unconfirmed victims are
+//                       proposed again first by the next RankEviction.
+//   block stored     -> Insert; its tokens and bytes replace the ones assumed
+//   block removed    -> EvictLeaf, or confirms a proposal
 //
 // so that one node replaying a trace through the sidecar makes the same
 // decisions as `kvlearn compare` on that trace. The node decides when it
 // needs room and asks for the bytes it is missing; the pool capacity a node
 // declares (pool_configured) only matters to policies that size queues from
-// it (s3fifo, arc).
+// it (s3fifo, arc). Input checks that need no pool live in
+// server/request_validation.h.
 //
 // Decision journal: the decision calls change pools too (Admit asks the
 // policy, which may count or draw; RankEviction asks for victims, which may
@@ -46,6 +54,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -55,8 +64,12 @@
 #include "core/cost_model.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/learned_model.h"
+#include "server/model_swap_record.h"
+#include "server/retried_batches.h"
 
 namespace kvlearn {
+
+struct PoolsSnapshot;  // server/pools_snapshot.h
 
 struct NodePoolsOptions {
   std::string policy = "lru";
@@ -70,8 +83,17 @@ struct NodePoolsOptions {
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint32_t max_candidates = 1024;  // per Admit / RankEviction call
+  // Requests with an id in flight per pool; one more arrival is
+  // RESOURCE_EXHAUSTED (a node that never sends request_finished).
+  uint32_t max_requests_in_flight = 65536;
   // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
   uint64_t default_pool_bytes = 0;
+  // Ghosts a pool remembers at most: blocks not resident (recommended
+  // evictions awaiting their block_removed included). Past it the pool is
+  // compacted down to at most ghost_blocks / 2, the most recently seen with
+  // their ancestors (server/shard_image.h), so a pool's memory is bounded by
+  // (resident + ghost_blocks) blocks.
+  uint64_t ghost_blocks = uint64_t{1} << 18;
 };
 
 // What changed in a shard, for /metrics.
@@ -107,9 +129,37 @@ class NodePools {
   // throwaway policy of the same kind is asked first, so a policy without a
   // model (lru, ...) refuses before anything changes; all shards run the same
   // policy kind, so they then all accept.
-  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model);
+  //
+  // With a journal set, the swap is journaled first (a model-swap record:
+  // `path`, the model's version and every pool's event count at that point,
+  // all pools held meanwhile), so a restart swaps at the same place of every
+  // pool's history; a journal error leaves the old model in place.
+  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model, std::string_view path = {});
+  // For the start-up replay: swaps one pool's model (no journal; nothing if
+  // the pool does not exist), and the model pools created from now on get.
+  absl::Status SwapPoolModel(const std::string& node, v1::Tier tier,
+                             std::shared_ptr<const LearnedModel> model);
+  void SetModelForNewPools(std::shared_ptr<const LearnedModel> model);
 
   const PoolCounters& counters() const { return counters_; }
+
+  // The batch ids applied so far (server/retried_batches.h); Apply of a
+  // batch_received event remembers one.
+  RetriedBatches& retried_batches() { return retried_batches_; }
+  // Events accepted by Apply since this object was built.
+  uint64_t events_accepted() const { return accepted_.load(std::memory_order_acquire); }
+  // Holds every pool and, if `ready()` (called with them held, so no event
+  // or decision is applied meanwhile) returns true, captures them all into
+  // `out` (every remembered block kept) with the last journaled model swap.
+  // Returns whether it captured.
+  bool CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out);
+  // Creates the snapshot's pools (REQUIRES: none exists yet), each rebuilt
+  // from its image with a fresh policy (server/shard_image.h) scoring with
+  // the model pools get now (SetModelForNewPools).
+  absl::Status RestoreAll(const PoolsSnapshot& snapshot);
+  // For the start-up replay: the model-swap record redone last, which the
+  // next snapshot carries.
+  void NoteModelSwap(std::string record);
 
   // Where Admit and RankEviction journal themselves (see above); a journal
   // error fails the call with that error. Set it before calls arrive and
@@ -133,8 +183,24 @@ class NodePools {
   struct Shard;
 
  private:
-  absl::StatusOr<Shard*> FindOrCreate(const std::string& node, v1::Tier tier,
-                                      const std::string& field);
+  // The (node, tier) pool, or nullptr when it does not exist.
+  Shard* Find(const std::string& node, v1::Tier tier) const;
+  // Runs `fn` on the (node, tier) pool under its lock. A pool that does not
+  // exist yet is created for the call and kept only if `fn` succeeds.
+  absl::Status WithShard(const std::string& node, v1::Tier tier, const std::string& field,
+                         const std::function<absl::Status(Shard&)>& fn);
+  // REQUIRES: s.mu held.
+  // Every pool, in key order (the one order anyone holds several in), each
+  // locked. REQUIRES: create_mu_ held, so no pool appears meanwhile.
+  std::vector<Shard*> LockAllPools();
+  static void UnlockAllPools(const std::vector<Shard*>& shards);
+  // Compacts `s` (server/shard_image.h) when its ghosts pass
+  // options_.ghost_blocks; CompactLocked does it unconditionally, keeping
+  // ghost_blocks / 2 ghosts. REQUIRES: s.mu held.
+  void CompactIfOverLocked(Shard& s);
+  void CompactLocked(Shard& s);
+  absl::StatusOr<v1::AdmitResponse> AdmitLocked(Shard& s, const v1::AdmitRequest& request);
+  absl::StatusOr<v1::RankResponse> RankEvictionLocked(Shard& s, const v1::RankRequest& request);
   // REQUIRES: s.mu held.
   absl::Status ApplyLocked(Shard& s, const v1::Event& e);
   // REQUIRES: s.mu held. Journals `request` when a journal is set.
@@ -143,6 +209,10 @@ class NodePools {
   NodePoolsOptions options_;
   DecisionJournal journal_;
   PoolCounters counters_;
+  RetriedBatches retried_batches_;
+  absl::Mutex create_mu_;  // held while a new pool is tried (WithShard)
+  std::atomic<uint64_t> accepted_{0};
+  std::string last_model_swap_ ABSL_GUARDED_BY(create_mu_);
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
       ABSL_GUARDED_BY(table_mu_);

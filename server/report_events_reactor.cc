@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/raw_message.h"
+#include "server/retried_batches.h"
 
 namespace kvlearn {
 namespace {
@@ -95,6 +96,14 @@ grpc::Status ReportEventsReactor::Ingest() {
                                      " events, over the limit of ", env_.max_events_per_batch,
                                      " (--max-events-per-batch); ", earlier));
   }
+  // A resent batch (server/retried_batches.h) is acknowledged, not applied.
+  auto fresh = env_.pools->retried_batches().Claim(batch_);
+  if (!fresh.ok()) return ToGrpc(fresh.status());
+  if (!*fresh) {
+    summary_.set_duplicate_batches(summary_.duplicate_batches() + 1);
+    summary_.set_batches(++batch_index_);
+    return grpc::Status::OK;
+  }
   size_t accepted = 0;
   for (int i = 0; i < batch_.events_size(); ++i) {
     const v1::Event& e = batch_.events(i);
@@ -117,13 +126,20 @@ grpc::Status ReportEventsReactor::Ingest() {
       r->set_message(absl::StrCat("events[", i, "].", s.message()));
     }
   }
-  if (accepted > 0) {
-    auto first = env_.log->Append(std::span<const std::string>(values_.data(), accepted));
+  size_t logged = accepted;
+  if (RetriedBatches::Marker(batch_, &marker_)) {
+    if (values_.size() <= logged) values_.emplace_back();
+    marker_.SerializeToString(&values_[logged++]);  // its id survives a restart
+  }
+  if (logged > 0) {
+    auto first = env_.log->Append(std::span<const std::string>(values_.data(), logged));
     if (!first.ok()) return ToGrpc(first.status());
-    if (!any_logged_) summary_.set_first_sequence(*first);
-    summary_.set_last_sequence(*first + accepted - 1);
-    any_logged_ = true;
-    summary_.set_accepted(summary_.accepted() + accepted);
+    if (accepted > 0) {
+      if (!any_logged_) summary_.set_first_sequence(*first);
+      summary_.set_last_sequence(*first + accepted - 1);
+      any_logged_ = true;
+      summary_.set_accepted(summary_.accepted() + accepted);
+    }
   }
   summary_.set_batches(++batch_index_);
   return grpc::Status::OK;

@@ -5,7 +5,8 @@
 //
 // Per batch: parse (bytes that are not an EventBatch end the stream with
 // INVALID_ARGUMENT naming the batch index), refuse a batch over
-// --max-events-per-batch (RESOURCE_EXHAUSTED), apply each event to the pools
+// --max-events-per-batch (RESOURCE_EXHAUSTED), acknowledge a resent batch
+// without applying it (server/retried_batches.h), apply each event to the pools
 // (a refused event is listed in the summary and the stream goes on), append
 // the accepted events to the log as one entry, then ask for the next batch.
 // The next read starts only after the append returned, so every event counted
@@ -98,6 +99,7 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   grpc::ByteBuffer* const response_;
   grpc::ByteBuffer buffer_;
   v1::EventBatch batch_;
+  v1::Event marker_;  // batch_received, logged after a batch with a batch_id
   v1::ReportSummary summary_;
   std::vector<std::string> values_;  // serialized accepted events, reused per batch
   uint32_t batch_index_ = 0;

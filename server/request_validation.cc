@@ -97,6 +97,11 @@ absl::Status ValidateEvent(const Event& e) {
           return s;
         }
       }
+      if (r.request_id().size() > kMaxRequestIdBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request_arrival.request_id: must be at most ", kMaxRequestIdBytes,
+                         " bytes, got ", r.request_id().size()));
+      }
       // A repeated id would make the chain a cycle. Short chains (most) are
       // checked pairwise, without allocating.
       absl::flat_hash_set<uint64_t> seen;
@@ -144,6 +149,25 @@ absl::Status ValidateEvent(const Event& e) {
         return s;
       }
       break;
+    case Event::kRequestFinished: {
+      const std::string& id = e.request_finished().request_id();
+      if (id.empty() || id.size() > kMaxRequestIdBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("request_finished.request_id: must be 1..",
+                                                       kMaxRequestIdBytes, " bytes, got ",
+                                                       id.size()));
+      }
+      break;
+    }
+    case Event::kBatchReceived: {
+      const auto& m = e.batch_received();
+      if (m.batch_id() == 0)
+        return absl::InvalidArgumentError("batch_received.batch_id: must be > 0");
+      if (m.source().size() > kMaxRequestIdBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch_received.source: must be at most ", kMaxRequestIdBytes, " bytes"));
+      }
+      return absl::OkStatus();  // concerns no pool: no node id needed
+    }
     case Event::kBlockRemoved:
     case Event::kBlockHit:
     case Event::kAllBlocksCleared:

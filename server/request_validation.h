@@ -27,6 +27,9 @@ inline constexpr int64_t kMaxBlockBytes = int64_t{1} << 40;
 // Largest pool capacity accepted (1 EiB), for the same reason.
 inline constexpr int64_t kMaxPoolBytes = int64_t{1} << 60;
 
+// Longest request id (RequestArrival.request_id) and batch source accepted.
+inline constexpr size_t kMaxRequestIdBytes = 128;
+
 // A node id: 1..128 characters from [A-Za-z0-9._:/-].
 absl::Status ValidateNodeId(std::string_view node_id, const std::string& field);
 

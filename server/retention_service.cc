@@ -98,6 +98,14 @@ grpc::ServerUnaryReactor* RetentionService::RankEviction(grpc::CallbackServerCon
       [this](const v1::RankRequest& r, v1::RankResponse* out) { return DoRankEviction(r, out); });
 }
 
+grpc::ServerUnaryReactor* RetentionService::Decide(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return Unary<v1::DecideRequest, v1::DecideResponse>(
+      Rpc::kDecide, context, request, response,
+      [this](const v1::DecideRequest& r, v1::DecideResponse* out) { return DoDecide(r, out); });
+}
+
 grpc::ServerUnaryReactor* RetentionService::GetStatus(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
@@ -138,6 +146,37 @@ grpc::Status RetentionService::DoRankEviction(const v1::RankRequest& request,
   if (!r.ok()) return ToGrpcStatus(r.status());
   metrics_->CountEvictionAdvice(r->victims_size());
   *response = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status RetentionService::DoDecide(const v1::DecideRequest& request,
+                                        v1::DecideResponse* response) {
+  const uint32_t limit = pools_->options().max_candidates;
+  if (static_cast<uint32_t>(request.decisions_size()) > limit) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("decisions: ", request.decisions_size(), " over the limit of ",
+                                     limit, " (--max-candidates)"));
+  }
+  for (int i = 0; i < request.decisions_size(); ++i) {
+    const v1::Decision& d = request.decisions(i);
+    v1::DecisionResult* result = response->add_results();
+    grpc::Status status;
+    switch (d.kind_case()) {
+      case v1::Decision::kAdmit:
+        status = DoAdmit(d.admit(), result->mutable_admit());
+        break;
+      case v1::Decision::kRank:
+        status = DoRankEviction(d.rank(), result->mutable_rank());
+        break;
+      default:
+        status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "kind: no decision set");
+    }
+    if (!status.ok()) {
+      result->clear_kind();
+      result->set_code(status.error_code());
+      result->set_message(absl::StrCat("decisions[", i, "].", status.error_message()));
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -53,8 +53,8 @@ struct RetentionServiceLimits {
 
 using RetentionServiceBase = v1::Retention::WithRawCallbackMethod_ReportEvents<
     v1::Retention::WithRawCallbackMethod_Admit<v1::Retention::WithRawCallbackMethod_RankEviction<
-        v1::Retention::WithRawCallbackMethod_GetStatus<
-            v1::Retention::WithRawCallbackMethod_ReloadModel<v1::Retention::Service>>>>>;
+        v1::Retention::WithRawCallbackMethod_Decide<v1::Retention::WithRawCallbackMethod_GetStatus<
+            v1::Retention::WithRawCallbackMethod_ReloadModel<v1::Retention::Service>>>>>>;
 
 class RetentionService final : public RetentionServiceBase {
  public:
@@ -72,6 +72,13 @@ class RetentionService final : public RetentionServiceBase {
   grpc::ServerUnaryReactor* RankEviction(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
+  // Many Admit / RankEviction decisions in one call: each decided (and
+  // journaled) exactly as the single call would be, in order; one failing
+  // does not stop the others. More than --max-candidates decisions is
+  // RESOURCE_EXHAUSTED.
+  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
@@ -92,6 +99,7 @@ class RetentionService final : public RetentionServiceBase {
 
   grpc::Status DoAdmit(const v1::AdmitRequest& request, v1::AdmitResponse* response);
   grpc::Status DoRankEviction(const v1::RankRequest& request, v1::RankResponse* response);
+  grpc::Status DoDecide(const v1::DecideRequest& request, v1::DecideResponse* response);
   grpc::Status DoGetStatus(v1::GetStatusResponse* response);
   grpc::Status DoReloadModel(const v1::ReloadModelRequest& request,
                              v1::ReloadModelResponse* response);

@@ -60,6 +60,8 @@ const char* RpcName(Rpc rpc) {
       return "GetStatus";
     case Rpc::kReloadModel:
       return "ReloadModel";
+    case Rpc::kDecide:
+      return "Decide";
     default:
       return "unknown";
   }
@@ -67,8 +69,9 @@ const char* RpcName(Rpc rpc) {
 
 const char* EventKindName(int kind) {
   static constexpr const char* kNames[kEventKinds] = {
-      "request_arrival",   "block_stored",       "block_removed",  "block_hit",
-      "transfer_finished", "all_blocks_cleared", "pool_configured"};
+      "request_arrival", "block_stored",      "block_removed",
+      "block_hit",       "transfer_finished", "all_blocks_cleared",
+      "pool_configured", "request_finished",  "batch_received"};
   return kind >= 0 && kind < kEventKinds ? kNames[kind] : "unknown";
 }
 

@@ -36,11 +36,11 @@ inline constexpr int kMetricsIoTimeoutSeconds = 2;  // per read / write of a req
 std::unique_ptr<httplib::Server> NewMetricsHttpServer();
 
 // The RPCs with their own latency and outcome series.
-enum class Rpc { kReportEvents, kAdmit, kRankEviction, kGetStatus, kReloadModel, kCount };
+enum class Rpc { kReportEvents, kAdmit, kRankEviction, kGetStatus, kReloadModel, kDecide, kCount };
 const char* RpcName(Rpc rpc);
 
 // Event kinds, in kvlearn.v1.Event's oneof order (1-based field offsets).
-inline constexpr int kEventKinds = 7;
+inline constexpr int kEventKinds = 9;
 const char* EventKindName(int kind);  // 0 .. kEventKinds-1
 
 // Gauges read from their owners when /metrics is scraped.

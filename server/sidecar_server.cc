@@ -17,6 +17,7 @@
 #include "server/log_replay.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
+#include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/retention_service.h"
 #include "server/serving_counters.h"
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.known_nodes = o.known_nodes;
   pools.max_candidates = o.max_candidates;
   pools.default_pool_bytes = o.default_pool_bytes;
+  pools.ghost_blocks = o.ghost_blocks;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   if (!o.model_path.empty()) {
@@ -148,10 +150,19 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   EventLog* journal = s->log_.get();
   s->pools_->SetDecisionJournal(
       [journal](std::string_view record) { return journal->AppendDecision(record); });
+  s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+  s->replayed_from_snapshot_ = replay->from_snapshot;
+  s->replay_snapshot_sequence_ = replay->snapshot_sequence;
+  s->accepted_base_ = s->pools_->events_accepted();
+  s->sequence_base_ = s->log_->next_sequence();
   s->replayed_events_ = replay->events;
   s->replayed_decisions_ = replay->decisions;
   s->replay_seconds_ = replay->seconds;
   s->counters_->SetReplay(replay->events, replay->rejected, replay->decisions, replay->seconds);
+  if (!replay->model_version.empty()) model_version = replay->model_version;
+  if (!replay->model_note.empty()) {
+    absl::StrAppend(&s->notes_, "event log replay: ", replay->model_note, "\n");
+  }
   if (replay->decisions_skipped > 0) {
     absl::StrAppend(&s->notes_, "event log replay: the log was trimmed by --log-max-bytes, so ",
                     replay->decisions_skipped,
@@ -218,6 +229,25 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   s->server_->GetHealthCheckService()->SetServingStatus(true);
   s->server_->GetHealthCheckService()->SetServingStatus("kvlearn.v1.Retention", true);
 
+  if (o.snapshot_every_events > 0) {
+    s->snapshot_thread_ = std::thread([self] {
+      uint64_t last = self->pools_->events_accepted();
+      absl::MutexLock lock(&self->snapshot_mu_);
+      while (!self->stop_snapshots_) {
+        self->snapshot_mu_.AwaitWithTimeout(absl::Condition(&self->stop_snapshots_),
+                                            absl::Milliseconds(100));
+        if (self->stop_snapshots_) break;
+        const uint64_t now = self->pools_->events_accepted();
+        if (now - last < self->options_.snapshot_every_events) continue;
+        self->snapshot_mu_.Unlock();
+        // A failure (events in flight for 200 ms, a RocksDB error) is tried
+        // again at the next tick; the log is intact either way.
+        if (self->SnapshotNow().ok()) last = now;
+        self->snapshot_mu_.Lock();
+      }
+    });
+  }
+
   if (!o.engine_events.empty()) {
     auto endpoints = ParseEngineEndpoints(o.engine_events, o.engine_replay);
     if (!endpoints.ok()) return endpoints.status();
@@ -239,9 +269,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     so.start_sequence = 0;  // ask each engine's replay socket for what it still holds
     EngineIngest* ingest = s->engine_ingest_.get();
     auto subscriber = EngineSubscriber::Start(
-        std::move(so),
-        [ingest](const std::string& node, uint64_t seq, const EngineEventBatch& batch) {
-          ingest->OnBatch(node, seq, batch);
+        std::move(so), [ingest](const std::string& node, uint64_t seq, EngineEventBatch& batch) {
+          ingest->OnBatch(node, seq, &batch);
         });
     if (!subscriber.ok()) return subscriber.status();
     s->engine_subscriber_ = *std::move(subscriber);
@@ -295,7 +324,7 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
     metrics_->CountReload(false);
     return model.status();
   }
-  if (auto st = pools_->SwapModel(*model); !st.ok()) {
+  if (auto st = pools_->SwapModel(*model, path); !st.ok()) {
     metrics_->CountReload(false);
     return absl::FailedPreconditionError(
         absl::StrCat("policy '", pools_->policy_name(), "' cannot take a model: ", st.message()));
@@ -305,6 +334,33 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
   metrics_->SetModelInfo(pools_->policy_name(), version);
   metrics_->CountReload(true);
   return version;
+}
+
+absl::Status SidecarServer::SnapshotNow() {
+  PoolsSnapshot snapshot;
+  uint64_t sequence = 0, decision = 0;
+  // Consistent when every event the pools accepted is in the log: events
+  // are applied before their batch is appended, so a batch in flight shows
+  // as more accepted than logged. The pools are held meanwhile, so nothing
+  // is applied or decided; appends in flight finish.
+  const auto ready = [&] {
+    sequence = log_->next_sequence();
+    decision = log_->next_decision();
+    return pools_->events_accepted() - accepted_base_ == sequence - sequence_base_;
+  };
+  bool captured = false;
+  for (int attempt = 0; attempt < 200 && !captured; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    captured = pools_->CaptureAll(ready, &snapshot);
+  }
+  if (!captured) {
+    return absl::UnavailableError("snapshot: events kept arriving between apply and log");
+  }
+  if (auto st = log_->WriteSnapshot(sequence, decision, EncodePoolsSnapshot(snapshot)); !st.ok()) {
+    return st;
+  }
+  snapshots_written_.fetch_add(1);
+  return absl::OkStatus();
 }
 
 uint32_t SidecarServer::open_streams() const { return counters_->open_streams(); }
@@ -319,9 +375,17 @@ uint64_t SidecarServer::engine_events_rejected() const {
 void SidecarServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (snapshot_thread_.joinable()) {
+    {
+      absl::MutexLock lock(&snapshot_mu_);
+      stop_snapshots_ = true;
+    }
+    snapshot_thread_.join();
+  }
   // The engine subscriber writes to the log: it stops first (bounded, it
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
+  if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
   if (http_) {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();

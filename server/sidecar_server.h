@@ -16,6 +16,7 @@
 // any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +25,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cost_model.h"
 
 namespace grpc {
@@ -69,9 +71,15 @@ struct SidecarOptions {
   int max_sync_threads = 64;
   // Capacity of pools whose node sends no pool_configured event (0 = unbounded).
   uint64_t default_pool_bytes = 0;
+  // Per pool, remembered blocks that are not resident (NodePoolsOptions).
+  uint64_t ghost_blocks = uint64_t{1} << 18;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint64_t log_max_bytes = 0;  // 0 = unbounded
+  // A snapshot of every pool is written to the log once this many events
+  // were accepted since the last (checked every 100 ms); 0 = never. Restart
+  // replays only what follows the latest (server/log_replay.h).
+  uint64_t snapshot_every_events = 1'000'000;
   bool log_sync = false;
   std::string tls_cert, tls_key, tls_client_ca;  // PEM file paths
   bool allow_insecure_remote = false;
@@ -105,13 +113,24 @@ class SidecarServer {
   const std::string& startup_notes() const { return notes_; }
 
   // Loads `path`, validates it and swaps it into every pool's policy; on
-  // failure the current model keeps serving. Returns the new version.
+  // failure the current model keeps serving. Returns the new version. The
+  // swap is journaled (path and version) before it takes effect, so a
+  // restart swaps at the same place (server/log_replay.h says what happens
+  // when the file is gone or changed by then).
   absl::StatusOr<std::string> ReloadModel(const std::string& path);
 
   // What the start-up replay of the event log did.
   uint64_t replayed_events() const { return replayed_events_; }
   uint64_t replayed_decisions() const { return replayed_decisions_; }
   double replay_seconds() const { return replay_seconds_; }
+  // Whether the start-up replay began from a snapshot, and its sequence.
+  bool replayed_from_snapshot() const { return replayed_from_snapshot_; }
+  uint64_t replay_snapshot_sequence() const { return replay_snapshot_sequence_; }
+  // Captures every pool and writes the snapshot to the log, if every event
+  // applied is logged at that instant (else retries for up to ~200 ms, then
+  // UNAVAILABLE). Called by the snapshot thread; tests call it directly.
+  absl::Status SnapshotNow();
+  uint64_t snapshots_written() const { return snapshots_written_.load(); }
   // ReportEvents streams open now.
   uint32_t open_streams() const;
   // kvlearn events from engine streams applied and logged, and refused.
@@ -147,6 +166,16 @@ class SidecarServer {
   uint64_t replayed_decisions_ = 0;
   double replay_seconds_ = 0;
   bool shut_down_ = false;
+  bool replayed_from_snapshot_ = false;
+  uint64_t replay_snapshot_sequence_ = 0;
+  // Events accepted by the pools and the log's next sequence when serving
+  // began: every accepted event is logged when their growths are equal.
+  uint64_t accepted_base_ = 0;
+  uint64_t sequence_base_ = 0;
+  std::atomic<uint64_t> snapshots_written_{0};
+  std::thread snapshot_thread_;
+  absl::Mutex snapshot_mu_;  // one snapshot at a time; guards stop_snapshots_
+  bool stop_snapshots_ ABSL_GUARDED_BY(snapshot_mu_) = false;
 };
 
 }  // namespace kvlearn

@@ -128,12 +128,17 @@ class Simulator final : public ClusterView, public ClusterState {
   uint32_t RdmaId(uint32_t n) const { return 2 * n; }
   uint32_t PcieId(uint32_t n) const { return 2 * n + 1; }
 
-  absl::Status StartPolicy(PolicyDriver& tier) const {
-    return tier.StartPolicy(o_.retention_policy, MakePolicyEnv(cost_, o_.model, &replay_.next_use));
+  // A node's HBM and DRAM hold what the node computed (admission moves no
+  // priced bytes); the pool is sent each block over RDMA.
+  absl::Status StartPolicy(PolicyDriver& tier, bool admission_moves_bytes) const {
+    PolicyEnv env = MakePolicyEnv(cost_, o_.model, &replay_.next_use);
+    env.admission_moves_bytes = admission_moves_bytes;
+    return tier.StartPolicy(o_.retention_policy, std::move(env));
   }
-  absl::StatusOr<std::unique_ptr<PolicyDriver>> NewTier(uint64_t bytes) const {
+  absl::StatusOr<std::unique_ptr<PolicyDriver>> NewTier(uint64_t bytes,
+                                                        bool admission_moves_bytes) const {
     auto tier = std::make_unique<PolicyDriver>(&replay_.catalog, bytes);
-    if (auto s = StartPolicy(*tier); !s.ok()) return s;
+    if (auto s = StartPolicy(*tier, admission_moves_bytes); !s.ok()) return s;
     return tier;
   }
 
@@ -634,9 +639,9 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
 
   for (uint32_t n = 0; n < o_.prefill_nodes; ++n) {
     auto node = std::make_unique<Node>(&replay_.catalog, o_.hbm_bytes_per_node);
-    if (auto s = StartPolicy(node->hbm); !s.ok()) return s;
+    if (auto s = StartPolicy(node->hbm, false); !s.ok()) return s;
     if (o_.dram_bytes_per_node > 0) {
-      auto dram = NewTier(o_.dram_bytes_per_node);
+      auto dram = NewTier(o_.dram_bytes_per_node, false);
       if (!dram.ok()) return dram.status();
       node->dram = std::move(*dram);
     }
@@ -646,7 +651,7 @@ absl::StatusOr<ClusterResult> Simulator::Run() {
   }
   link_version_.assign(links_.size(), 0);
   if (o_.pool_bytes > 0) {
-    auto pool = NewTier(o_.pool_bytes);
+    auto pool = NewTier(o_.pool_bytes, true);
     if (!pool.ok()) return pool.status();
     pool_ = std::move(*pool);
   }

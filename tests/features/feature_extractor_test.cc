@@ -107,6 +107,9 @@ TEST_F(ThreeRequestsTest, RootBlock) {
   EXPECT_FLOAT_EQ(f[kBurst10s], 0);
   EXPECT_FLOAT_EQ(f[kPoolOccupancy], 0.5);  // 2 MB of 4 MB
   EXPECT_FLOAT_EQ(f[kEvictionRate], 0);
+  // Latest request [A, C]: A is its first of two blocks.
+  EXPECT_FLOAT_EQ(f[kTailBlocksLog], std::log1p(1.0));
+  EXPECT_FLOAT_EQ(f[kRequestBlocksLog], std::log1p(2.0));
 }
 
 TEST_F(ThreeRequestsTest, ResidentLeafUsedTwice) {
@@ -120,6 +123,8 @@ TEST_F(ThreeRequestsTest, ResidentLeafUsedTwice) {
   EXPECT_FLOAT_EQ(f[kGap2Log], std::log1p(86400.0));
   EXPECT_FLOAT_EQ(f[kAccessesLog], std::log1p(2.0));
   EXPECT_FLOAT_EQ(f[kSubtreeAccessesLog], 0);  // both requests ended at B
+  EXPECT_FLOAT_EQ(f[kTailBlocksLog], 0);       // last of [A, B]
+  EXPECT_FLOAT_EQ(f[kRequestBlocksLog], std::log1p(2.0));
 }
 
 TEST_F(ThreeRequestsTest, BlockOutsideThePoolIsNoLeaf) {

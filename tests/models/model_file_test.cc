@@ -166,6 +166,26 @@ TEST(ModelFileTest, RefusesAnotherFeatureSchema) {
   fs::remove(path);
 }
 
+// Schema 1 (23 features, before the request-position features) is what every
+// model file written before eviction learning carries.
+TEST(ModelFileTest, RefusesAModelOfTheOlderSchemaAskingForARetrain) {
+  static_assert(kFeatureSchemaVersion >= 2);
+  const TrainedMlp mlp = Train(3);
+  ModelMetadata meta = Metadata(mlp);
+  meta.schema_version = 1;
+  const std::string path = TempPath("schema1.pt");
+  ASSERT_TRUE(SaveModelFile(path, mlp.layers, meta).ok());
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(m.status().message().find("feature schema 1 but this build computes schema " +
+                                      std::to_string(kFeatureSchemaVersion)),
+            std::string::npos)
+      << m.status();
+  EXPECT_NE(m.status().message().find("retrain"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
 TEST(ModelFileTest, RefusesNonFiniteWeights) {
   TrainedMlp mlp = Train(3);
   mlp.layers[1].weight(0, 0) = std::numeric_limits<float>::quiet_NaN();

@@ -15,6 +15,9 @@
 #include "engine/engine_publisher.h"
 #include "engine/kv_event_encoder.h"
 #include "engine/prefix_cache_engine.h"
+#include "server/event_log.h"
+#include "server/node_pools.h"
+#include "server/sidecar_metrics.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/default_cost.h"
 
@@ -93,6 +96,123 @@ TEST(EngineMappingTest, AnEngineThatSendsNoBlockSizeGetsTheSidecarsAndARestartCl
   EXPECT_TRUE(out[0].has_all_blocks_cleared());  // before the new stores
   EXPECT_EQ(out[1].block_stored().tokens(), 64);
   EXPECT_FALSE(out[1].block_stored().has_parent_id());
+}
+
+// The batches an engine sends for the first `n` requests of the shipped
+// trace through a 200-block cache (stores and removals).
+std::vector<EngineEventBatch> EngineBatches(size_t n) {
+  const auto trace = ReadMooncakeTrace(kShippedTrace, {});
+  std::vector<EngineEventBatch> out;
+  if (!trace.ok()) return out;
+  PrefixCacheEngine engine({.capacity_blocks = 200, .block_size = 512});
+  for (size_t i = 0; i < n; ++i) {
+    const TraceRequest& r = trace->requests[i];
+    EngineEventBatch b = engine.Serve(trace->BlocksOf(r), r.input_length, r.timestamp_ms / 1e3);
+    if (!b.events.empty()) out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Pools, a durable log and an EngineIngest over them, in a fresh directory.
+struct IngestUnderTest {
+  explicit IngestUnderTest(EngineIngestOptions options) {
+    auto opened = EventLog::Open(dir.path(), {});
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    log = *std::move(opened);
+    NodePoolsOptions o;
+    o.cost = std::make_shared<CostModel>(DefaultCost());
+    pools = std::make_unique<NodePools>(o);
+    ingest = std::make_unique<EngineIngest>(
+        pools.get(), log.get(), &metrics, EngineMapping{.block_size = 512, .cost = &DefaultCost()},
+        options);
+  }
+  std::vector<std::string> Logged() const {
+    std::vector<std::string> out;
+    EXPECT_TRUE(log->ForEach([&out](uint64_t, std::string_view v) {
+                     out.emplace_back(v);
+                     return absl::OkStatus();
+                   })
+                    .ok());
+    return out;
+  }
+
+  TempDir dir;
+  std::unique_ptr<EventLog> log;
+  std::unique_ptr<NodePools> pools;
+  SidecarMetrics metrics;
+  std::unique_ptr<EngineIngest> ingest;
+};
+
+// The apply thread groups batches into fewer log writes (and hands applied
+// batches back for reuse), but the log it leaves holds the same events in the
+// same order as applying and writing each batch on the caller's thread, and
+// the pools refuse nothing either way.
+TEST(EngineIngestPipelineTest, GroupedWritesLogWhatOneWritePerBatchLogs) {
+  const std::vector<EngineEventBatch> batches = EngineBatches(400);
+  ASSERT_GT(batches.size(), 100u);
+  IngestUnderTest inline_path({.apply_thread = false});
+  IngestUnderTest pipelined({.apply_thread = true, .max_queued_batches = 16});
+  EngineEventBatch handed_back;  // as the subscriber does: reuse what comes back
+  for (size_t i = 0; i < batches.size(); ++i) {
+    inline_path.ingest->OnBatch("engine-a", i, batches[i]);
+    handed_back = batches[i];
+    pipelined.ingest->OnBatch("engine-a", i, &handed_back);
+  }
+  pipelined.ingest->Flush();
+  EXPECT_EQ(inline_path.ingest->rejected(), 0u) << inline_path.ingest->last_rejection();
+  EXPECT_EQ(pipelined.ingest->rejected(), 0u) << pipelined.ingest->last_rejection();
+  EXPECT_EQ(inline_path.ingest->log_writes(), batches.size());
+  EXPECT_LE(pipelined.ingest->log_writes(), batches.size());
+  EXPECT_EQ(pipelined.ingest->applied(), inline_path.ingest->applied());
+  const std::vector<std::string> logged = inline_path.Logged();
+  EXPECT_EQ(logged.size(), inline_path.ingest->applied());
+  EXPECT_TRUE(pipelined.Logged() == logged);
+}
+
+// Stop applies and logs everything queued before it returns; a batch after
+// Stop is applied on the caller's thread.
+TEST(EngineIngestPipelineTest, StopDrainsTheQueue) {
+  const std::vector<EngineEventBatch> batches = EngineBatches(100);
+  ASSERT_GT(batches.size(), 10u);
+  IngestUnderTest pipelined({.apply_thread = true});
+  uint64_t kvlearn_events = 0;
+  absl::flat_hash_set<int> tiers;
+  const CostModel& cost = DefaultCost();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    std::vector<v1::Event> mapped;
+    ToKvlearnEvents("engine-a", batches[i], {.block_size = 512, .cost = &cost}, tiers, mapped);
+    kvlearn_events += mapped.size();
+    if (i + 1 < batches.size()) pipelined.ingest->OnBatch("engine-a", i, batches[i]);
+  }
+  pipelined.ingest->Stop();
+  pipelined.ingest->OnBatch("engine-a", batches.size() - 1, batches.back());
+  EXPECT_EQ(pipelined.ingest->rejected(), 0u) << pipelined.ingest->last_rejection();
+  EXPECT_EQ(pipelined.ingest->applied(), kvlearn_events);
+  EXPECT_EQ(pipelined.log->next_sequence(), kvlearn_events);
+}
+
+TEST(EngineIngestPipelineTest, FramedAppendRefusesRecordsThatAreNotTheCountGiven) {
+  TempDir dir;
+  auto log = EventLog::Open(dir.path(), {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  const std::string two = std::string(
+      "\x0a\x01"
+      "a"
+      "\x0a\x02"
+      "bc",
+      7);
+  EXPECT_EQ((*log)->AppendFramed(two, 3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*log)->AppendFramed(two.substr(0, 6), 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*log)->AppendFramed(two, 2).ok());
+  std::vector<std::string> logged;
+  ASSERT_TRUE((*log)
+                  ->ForEach([&logged](uint64_t, std::string_view v) {
+                    logged.emplace_back(v);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(logged, (std::vector<std::string>{"a", "bc"}));
 }
 
 class EngineIngestEndToEnd : public ::testing::TestWithParam<KvEventEncoding> {};

@@ -14,6 +14,7 @@
 #include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
 #include "server/event_log.h"
+#include "tests/server/restart_compare.h"
 #include "tests/server/serve_process.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/default_cost.h"
@@ -21,110 +22,13 @@
 namespace kvlearn {
 namespace {
 
-constexpr uint32_t kNodes = 2;
-
-Trace SmallChatTrace(uint32_t requests = 250) {
-  ChatWorkloadOptions o;
-  o.seed = 7;
-  o.requests = requests;
-  o.sessions_per_second = 3;
-  o.mean_think_time_s = 5;
-  return GenerateChatTrace(o);
-}
-
-// A trace, its replay form (which points at the trace) and the pool size the
-// nodes get.
-struct Fed {
-  explicit Fed(Trace t) : trace(std::move(t)), replay(BuildReplayTrace(trace, DefaultCost())) {
-    EXPECT_TRUE(replay.ok()) << replay.status();
-    if (replay.ok()) pool_bytes = replay->distinct_block_bytes / 20;  // tight: many evictions
-  }
-  Fed(const Fed&) = delete;
-  Trace trace;
-  absl::StatusOr<ReplayTrace> replay;
-  uint64_t pool_bytes = 0;
-};
-
-// Plays the trace as kNodes serving nodes against the server on `port`.
-LoadgenResult Feed(const Fed& fed, int port) {
-  LoadgenOptions lo;
-  lo.target = "127.0.0.1:" + std::to_string(port);
-  lo.pool_bytes = fed.pool_bytes;
-  lo.nodes = kNodes;
-  lo.concurrency = 1;
-  auto got = RunLoadgen(*fed.replay, DefaultCost(), lo);
-  EXPECT_TRUE(got.ok()) << got.status();
-  return got.ok() ? *got : LoadgenResult{};
-}
-
-std::string PoolsOf(v1::Retention::Stub& stub) {
-  grpc::ClientContext ctx;
-  v1::GetStatusResponse st;
-  const grpc::Status s = stub.GetStatus(&ctx, {}, &st);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  std::string out = "policy " + st.policy() + " log_next_sequence " +
-                    std::to_string(st.log_next_sequence()) + "\n";
-  for (const auto& p : st.pools()) out += p.DebugString();
-  return out;
-}
-
-std::string Rank(v1::Retention::Stub& stub, const std::string& node, int64_t bytes) {
-  grpc::ClientContext ctx;
-  v1::RankRequest r;
-  r.set_node_id(node);
-  r.set_bytes_to_free(bytes);
-  v1::RankResponse out;
-  const grpc::Status s = stub.RankEviction(&ctx, r, &out);
-  return s.ok() ? out.DebugString() : "error " + s.error_message();
-}
-
-std::string AdmitFresh(v1::Retention::Stub& stub, const std::string& node, uint64_t id) {
-  grpc::ClientContext ctx;
-  v1::AdmitRequest r;
-  r.set_node_id(node);
-  r.set_timestamp_us(1);
-  auto* c = r.add_candidates();
-  c->set_block_id(id);
-  c->set_tokens(512);
-  c->set_bytes(1 << 20);
-  v1::AdmitResponse out;
-  const grpc::Status s = stub.Admit(&ctx, r, &out);
-  return s.ok() ? out.DebugString() : "error " + s.error_message();
-}
-
-// Asks both servers the same questions, in the same order, and expects the
-// same answers: status of every pool, then per node a partial eviction, an
-// admission, and a drain that reveals the policy's whole eviction order.
-void ExpectSameAnswers(v1::Retention::Stub& never, v1::Retention::Stub& restarted,
-                       uint64_t pool_bytes) {
-  const std::string pools = PoolsOf(never);
-  EXPECT_EQ(PoolsOf(restarted), pools);
-  EXPECT_NE(pools.find("resident_blocks"), std::string::npos) << "nothing resident: a weak test";
-  for (uint32_t n = 0; n < kNodes; ++n) {
-    const std::string node = "loadgen-" + std::to_string(n);
-    const std::string first = Rank(never, node, static_cast<int64_t>(pool_bytes / 4));
-    EXPECT_EQ(Rank(restarted, node, static_cast<int64_t>(pool_bytes / 4)), first) << node;
-    EXPECT_NE(first.find("victims"), std::string::npos) << first;
-    const std::string admit = AdmitFresh(never, node, 0xfeedbeefull + n);
-    EXPECT_EQ(AdmitFresh(restarted, node, 0xfeedbeefull + n), admit) << node;
-    const std::string drain = Rank(never, node, int64_t{1} << 60);
-    EXPECT_EQ(Rank(restarted, node, int64_t{1} << 60), drain) << node;
-  }
-  EXPECT_EQ(PoolsOf(restarted), PoolsOf(never));
-}
-
 class SidecarRecoveryTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SidecarRecoveryTest, RestartRebuildsEveryPoolAsIfItNeverStopped) {
   const Fed fed(SmallChatTrace());
   ASSERT_TRUE(fed.replay.ok());
   TempDir never_dir, restarted_dir;
-  auto options = [&](const std::string& dir) {
-    SidecarOptions o = TestOptions(dir, GetParam());
-    o.metrics_listen = "";
-    o.cost = std::make_shared<CostModel>(DefaultCost());
-    return o;
-  };
+  auto options = [&](const std::string& dir) { return RestartTestOptions(dir, GetParam()); };
   auto never = StartServer(options(never_dir.path()));
   auto restarted = StartServer(options(restarted_dir.path()));
   ASSERT_NE(never, nullptr);
@@ -159,13 +63,7 @@ TEST_P(SidecarRecoveryTest, RestartRebuildsEveryPoolAsIfItNeverStopped) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, SidecarRecoveryTest,
                          ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "kvlearn-cars"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         PolicyTestName);
 
 // A log trimmed by --log-max-bytes starts mid-history: the server still
 // starts, rebuilds from the retained events, redoes no journaled decision

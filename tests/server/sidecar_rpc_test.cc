@@ -168,7 +168,7 @@ TEST_F(SidecarRpcTest, EventsAdmitRankAndStatusFollowTheSimulatorProtocol) {
     EXPECT_EQ(r.victims(0).bytes(), 100);
     EXPECT_EQ(r.bytes_freed(), 100);
   }
-  // The node follows the advice: its removal of 12 is already applied.
+  // The node follows the advice: its removal of 12 confirms the proposal.
   s = ReportOk({Removed("n1", 12), Stored("n1", 20, 11)});
   EXPECT_EQ(s.accepted(), 2u);
   st = Status();
@@ -192,6 +192,10 @@ TEST_F(SidecarRpcTest, EventsAdmitRankAndStatusFollowTheSimulatorProtocol) {
     EXPECT_EQ(r.victims(2).block_id(), 10u);
     EXPECT_EQ(r.bytes_freed(), 300);
   }
+  // Proposed, not removed: the node still holds them until it says so.
+  EXPECT_EQ(Status().pools(0).resident_blocks(), 3u);
+  EXPECT_EQ(Status().pools(0).proposed_blocks(), 3u);
+  ReportOk({Removed("n1", 20), Removed("n1", 11), Removed("n1", 10)});
   EXPECT_EQ(Status().pools(0).resident_blocks(), 0u);
 }
 

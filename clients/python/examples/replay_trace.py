@@ -11,6 +11,20 @@ them removed; then store the block and report it. A discarded block, or no room,
 ends admission for the request. When the sidecar is slow or down the client
 answers from its local LRU, so the replay goes on.
 
+With --follow-engine the engine is kvlearn-engine-publisher instead: it
+decides (an LRU prefix cache of --capacity-blocks) and reports its stores and
+removals as KV cache events, which `kvlearn serve --engine-events` follows.
+What engine events lack is reported here, through the client, as a router in
+front of the engine would: each request's arrival (request id, whole chain),
+its hits, deepest first, and its end. Before the engine serves a request this
+script asks the sidecar rank_eviction for the blocks the engine is about to
+evict, then lets the publisher go on (one line on stdout per request, read by
+its --step-stdin) and waits until the sidecar has applied the engine's batch.
+The sidecar's proposals are compared with the engine's removals (they confirm
+them): with --policy lru on the sidecar they agree every time, and the hits
+and evictions equal `kvlearn compare --policies lru` on the same trace with
+the engine's capacity in bytes (docs/engine_events.md).
+
 Run with Debian's Python (python3-grpcio, python3-protobuf) and the stubs:
   PYTHONPATH=build/clients/python:clients/python /usr/bin/python3 \\
     clients/python/examples/replay_trace.py --target 127.0.0.1:50051 \\
@@ -23,6 +37,10 @@ import sys
 import time
 from typing import Dict, List, Optional, Set
 
+import grpc
+
+from kvlearn.v1 import retention_pb2 as pb
+from kvlearn.v1 import retention_pb2_grpc as pb_grpc
 from kvlearn_client import Block, RetentionClient
 
 
@@ -89,8 +107,9 @@ class EngineNode:
         if not self.configured:
             self.client.report_pool_configured(self.capacity_bytes)
             self.configured = True
+        request_id = f"r{self.requests}"
         self.client.report_arrival(chain, input_length, request.get("output_length", 0),
-                                   tokens, nbytes)
+                                   tokens, nbytes, request_id=request_id)
         self.pinned.clear()
         hits = 0
         while hits < len(chain) and chain[hits] in self.parent:
@@ -124,7 +143,125 @@ class EngineNode:
             self.pinned.add(block.block_id)
             self.stored_blocks += 1
             self.client.report_stored(block)
+        self.client.report_finished(request_id)
         self._timed("flush", self.client.flush)
+
+
+class EngineMirror:
+    """The publisher's prefix cache (engine/prefix_cache_engine.h) replayed
+    here, so the script knows each request's hits and the blocks the engine
+    will evict, in its order, before the engine says so."""
+
+    def __init__(self, capacity_blocks: int):
+        self.capacity = capacity_blocks
+        self.parent: Dict[int, Optional[int]] = {}
+        self.children: Dict[int, int] = {}
+        self.lru: Dict[int, None] = {}  # least recently used first
+        self.evicted_total = 0
+
+    def serve(self, chain: List[int]):
+        """Returns (hits, evicted ids in order) for one request."""
+        hits = 0
+        while (hits < len(chain) and chain[hits] in self.parent
+               and self.parent[chain[hits]] == (chain[hits - 1] if hits else None)):
+            hits += 1
+        pinned = set(chain[:hits])
+        evicted: List[int] = []
+        end = hits
+        for j in range(hits, len(chain)):
+            if chain[j] in self.parent:
+                break  # cached under another parent: the engine stops too
+            if len(self.parent) >= self.capacity:
+                victim = next((b for b in self.lru
+                               if self.children.get(b, 0) == 0 and b not in pinned), None)
+                if victim is None:
+                    break
+                del self.lru[victim]
+                parent = self.parent.pop(victim)
+                self.children.pop(victim, None)
+                if parent is not None:
+                    self.children[parent] -= 1
+                evicted.append(victim)
+            parent = chain[j - 1] if j else None
+            self.parent[chain[j]] = parent
+            if parent is not None:
+                self.children[parent] = self.children.get(parent, 0) + 1
+            self.lru[chain[j]] = None
+            pinned.add(chain[j])
+            end = j + 1
+        for j in range(end):  # leaf first, root ends most recent
+            self.lru.pop(chain[j], None)
+        for j in reversed(range(end)):
+            self.lru[chain[j]] = None
+        self.evicted_total += len(evicted)
+        return hits, evicted
+
+
+class FollowedEngine:
+    """Reports what engine events lack (arrivals, hits, ends) and asks the
+    sidecar for the victims of each request before the engine evicts them."""
+
+    def __init__(self, client: RetentionClient, status_stub, node_id: str, tier: int,
+                 capacity_blocks: int, block_bytes: int, step_out):
+        self.client = client
+        self.status_stub = status_stub
+        self.node_id = node_id
+        self.tier = tier
+        self.mirror = EngineMirror(capacity_blocks)
+        self.block_bytes = block_bytes
+        self.step_out = step_out
+        self.requests = 0
+        self.hit_blocks = 0
+        self.proposals_agreed = 0
+        self.proposals_differed = 0
+
+    def _pool(self):
+        status = self.status_stub.GetStatus(pb.GetStatusRequest(), timeout=10)
+        for p in status.pools:
+            if p.node_id == self.node_id and p.tier == self.tier:
+                return p
+        return None
+
+    def wait_for_engine(self, timeout_s: float = 60.0) -> None:
+        """Until the sidecar holds what the engine holds after the requests so
+        far (its removals counted, its stores applied)."""
+        want_resident = len(self.mirror.parent)
+        give_up = time.monotonic() + timeout_s
+        while True:
+            p = self._pool()
+            if (want_resident == 0 and p is None) or (
+                    p is not None and p.resident_blocks == want_resident
+                    and p.evictions == self.mirror.evicted_total):
+                return
+            if time.monotonic() > give_up:
+                raise RuntimeError(
+                    f"the sidecar did not follow the engine: it holds "
+                    f"{p.resident_blocks if p else 0} blocks and saw "
+                    f"{p.evictions if p else 0} removals, the engine "
+                    f"{want_resident} and {self.mirror.evicted_total}")
+            time.sleep(0.001)
+
+    def serve(self, request: dict) -> None:
+        chain: List[int] = request["hash_ids"]
+        request_id = f"r{self.requests}"
+        self.requests += 1
+        hits, evicted = self.mirror.serve(chain)
+        self.hit_blocks += hits
+        self.client.report_arrival(chain, request.get("input_length", 0),
+                                   request.get("output_length", 0), request_id=request_id)
+        self.client.report_hits(list(reversed(chain[:hits])))
+        if evicted:
+            ranked = self.client.rank_eviction(len(evicted) * self.block_bytes)
+            if [v.block_id for v in ranked.victims] == evicted and not ranked.from_fallback:
+                self.proposals_agreed += 1
+            else:
+                self.proposals_differed += 1
+        if not self.client.flush():
+            raise RuntimeError("could not report the request to the sidecar")
+        self.step_out.write(f"{request_id}\n")  # the publisher serves it now
+        self.step_out.flush()
+        self.wait_for_engine()
+        self.client.report_finished(request_id)
 
 
 def read_trace(path: str, limit: int) -> List[dict]:
@@ -154,9 +291,17 @@ def main(argv=None) -> int:
                         help="deadline of each admit / rank_eviction (default 5)")
     parser.add_argument("--flush-deadline-ms", type=float, default=100.0,
                         help="deadline of each flush, which may resend the pool (default 100)")
+    parser.add_argument("--follow-engine", action="store_true",
+                        help="the engine is kvlearn-engine-publisher --step-stdin reading "
+                             "this script's stdout (see above)")
+    parser.add_argument("--engine-capacity-blocks", type=int, default=4096,
+                        help="with --follow-engine: the publisher's --capacity-blocks")
+    parser.add_argument("--summary-json", help="also write the summary counters here")
     args = parser.parse_args(argv)
 
     requests = read_trace(args.trace, args.requests)
+    if args.follow_engine:
+        return follow_engine(args, requests)
     client = RetentionClient(args.target, args.node_id, call_deadline_s=args.deadline_ms / 1000,
                              flush_deadline_s=args.flush_deadline_ms / 1000)
     node = EngineNode(client, args.pool_blocks * args.block_tokens * args.bytes_per_token,
@@ -176,6 +321,39 @@ def main(argv=None) -> int:
           f"events sent {s.events_sent_total} rejected {s.events_rejected_total} "
           f"dropped {s.events_dropped_total}, resyncs {s.resyncs_total}")
     return 0
+
+
+def follow_engine(args, requests: List[dict]) -> int:
+    # Engine events land in the node's HBM tier (the publisher's GPU medium).
+    client = RetentionClient(args.target, args.node_id, tier=pb.TIER_HBM,
+                             call_deadline_s=args.deadline_ms / 1000,
+                             flush_deadline_s=args.flush_deadline_ms / 1000)
+    channel = grpc.insecure_channel(args.target)
+    engine = FollowedEngine(client, pb_grpc.RetentionStub(channel), args.node_id,
+                            pb.TIER_HBM, args.engine_capacity_blocks,
+                            args.block_tokens * args.bytes_per_token, sys.stdout)
+    start = time.monotonic()
+    for request in requests:
+        if request["hash_ids"]:
+            engine.serve(request)
+    client.flush()
+    wall = time.monotonic() - start
+    summary = {"requests": engine.requests, "hit_blocks": engine.hit_blocks,
+               "evicted_blocks": engine.mirror.evicted_total,
+               "resident_blocks": len(engine.mirror.parent),
+               "proposals_agreed": engine.proposals_agreed,
+               "proposals_differed": engine.proposals_differed}
+    client.close()
+    channel.close()
+    print(f"replay_trace --follow-engine: {engine.requests} requests, {engine.hit_blocks} "
+          f"block hits, {engine.mirror.evicted_total} evicted, "
+          f"{len(engine.mirror.parent)} resident; proposals agreed with the engine "
+          f"{engine.proposals_agreed}, differed {engine.proposals_differed}; "
+          f"wall {wall:.2f} s", file=sys.stderr)
+    if args.summary_json:
+        with open(args.summary_json, "w") as f:
+            json.dump(summary, f)
+    return 0 if engine.proposals_differed == 0 else 1
 
 
 if __name__ == "__main__":

@@ -4,9 +4,12 @@ sidecar what to keep, without ever waiting on it longer than a deadline.
 The behaviour is the C++ client's (clients/retention_client.h, docs/clients.md):
 
 * One client speaks for one (node, tier) pool and follows the sidecar's call
-  protocol: report_arrival with the prompt's chain, report_hits (deepest first),
-  then per new block admit, rank_eviction when short of room, report_removed
-  for the victims and report_stored.
+  protocol: report_arrival with the prompt's chain (and a request id),
+  report_hits (deepest first), then per new block admit, rank_eviction when
+  short of room (it only proposes: the sidecar's view changes when
+  report_removed confirms a victim), report_removed for the victims the
+  engine drops and report_stored; report_finished when the request ends (its
+  blocks are pinned, never proposed, until then).
 * report_* only buffer events (no I/O; dropped and counted when the buffer is
   full). flush() sends them as one ReportEvents batch; admit and rank_eviction
   flush first, so the sidecar sees the events in protocol order.
@@ -189,9 +192,11 @@ class RetentionClient:
 
     def report_arrival(self, block_ids: Sequence[int], input_length: int = 0,
                        output_length: int = 0, block_tokens: Sequence[int] = (),
-                       block_bytes: Sequence[int] = ()) -> None:
+                       block_bytes: Sequence[int] = (), request_id: str = "") -> None:
         """A request arrived needing `block_ids` (root first). Send block_tokens
-        and block_bytes when the sidecar's model profile does not give them."""
+        and block_bytes when the sidecar's model profile does not give them.
+        With a request_id its blocks stay pinned until report_finished(id);
+        without one, until the next arrival."""
         with self._lock:
             self._fallback.begin_request()
             event = self._new_event()
@@ -202,6 +207,14 @@ class RetentionClient:
                 a.output_length = output_length
                 a.block_tokens.extend(block_tokens)
                 a.block_bytes.extend(block_bytes)
+                a.request_id = request_id
+
+    def report_finished(self, request_id: str) -> None:
+        """The request reported with this id ended: its blocks may be proposed."""
+        with self._lock:
+            event = self._new_event()
+            if event is not None:
+                event.request_finished.request_id = request_id
 
     def report_hits(self, block_ids_deepest_first: Sequence[int]) -> None:
         with self._lock:

@@ -1,0 +1,311 @@
+// Memory of the sidecar's pools under an unbounded stream of new block ids
+// (issue 13: the catalog used to grow with every id ever seen).
+//
+//   build/bench/serve_memory --kvlearn build/cli/kvlearn [--ids 50000000]
+//
+// Part 1, bytes per tracked block: NodePools in this process, one pool, a
+// million distinct ids (chains of 16, the first block of each stored), a
+// ghost bound above that so nothing is forgotten; the growth of the heap in
+// use (mallinfo2: arena chunks plus mmapped blocks) divided by the blocks
+// tracked, per policy (learned with the tests' small model). Part 1b: the
+// heap in use of one such lru pool with the default ghost bound over
+// --heap-ids (20,000,000) ids, every 2,000,000.
+//
+// Part 2, RSS over time: a real `kvlearn serve` (spawned, lru, default
+// --ghost-blocks unless given) fed --ids distinct ids over one ReportEvents
+// stream: per 16 new ids one request_arrival chain, a block_stored of its
+// first block and, once --resident blocks are stored, a block_removed of the
+// oldest; the event log is bounded by --log-max-bytes. Every --sample-every
+// ids it prints the ids sent, the server's VmRSS (/proc/PID/status) and the
+// blocks tracked (GetStatus). Ends with the smallest and largest RSS after
+// the first sample (the warm-up: pools and RocksDB memtables filling).
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvlearn/v1/retention.grpc.pb.h"
+#include "server/node_pools.h"
+#include "tests/support/test_model.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr uint64_t kChain = 16;
+constexpr int64_t kBlockBytes = 512 * 131072;  // llama3-8b, 512 tokens
+
+struct Flags {
+  std::string kvlearn;
+  uint64_t ids = 50'000'000;
+  uint64_t resident = 16'384;
+  uint64_t sample_every = 2'000'000;
+  uint64_t ghost_blocks = 0;  // 0: the server's default
+  uint64_t log_max_bytes = 256ull << 20;
+  uint64_t heap_ids = 20'000'000;  // part 1b
+};
+
+// Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`.
+void AddChain(v1::EventBatch& batch, uint64_t c, uint64_t resident) {
+  const uint64_t first = c * kChain + 1;
+  v1::Event* a = batch.add_events();
+  a->set_node_id("mem");
+  a->set_timestamp_us(static_cast<int64_t>(c) * 1000);
+  for (uint64_t i = 0; i < kChain; ++i) a->mutable_request_arrival()->add_block_ids(first + i);
+  v1::Event* s = batch.add_events();
+  s->set_node_id("mem");
+  s->set_timestamp_us(static_cast<int64_t>(c) * 1000);
+  auto* st = s->mutable_block_stored();
+  st->set_block_id(first);
+  st->set_tokens(512);
+  st->set_bytes(kBlockBytes);
+  if (c >= resident) {
+    v1::Event* r = batch.add_events();
+    r->set_node_id("mem");
+    r->set_timestamp_us(static_cast<int64_t>(c) * 1000);
+    r->mutable_block_removed()->set_block_id((c - resident) * kChain + 1);
+  }
+}
+
+// Bytes malloc has handed out: arena chunks in use plus mmapped blocks (big
+// vectors and hash tables are mmapped, which uordblks alone misses).
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+void BytesPerBlock() {
+  std::printf("part 1: heap bytes per tracked block (1,000,000 ids, nothing forgotten)\n");
+  std::printf("%-10s %14s %16s\n", "policy", "blocks_tracked", "bytes_per_block");
+  for (const char* policy :
+       {"lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars", "learned"}) {
+    const size_t before = HeapInUse();
+    {
+      NodePoolsOptions o;
+      o.policy = policy;
+      o.cost =
+          std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+      o.ghost_blocks = uint64_t{1} << 30;
+      if (std::string(policy) == "learned") o.model = MakeTestModel();
+      NodePools pools(o);
+      const uint64_t chains = 1'000'000 / kChain;
+      for (uint64_t c = 0; c < chains; ++c) {
+        v1::EventBatch batch;
+        AddChain(batch, c, 16'384);
+        for (const auto& e : batch.events()) {
+          if (auto st = pools.Apply(e); !st.ok()) {
+            std::fprintf(stderr, "serve_memory: %s\n", std::string(st.message()).c_str());
+            std::exit(1);
+          }
+        }
+      }
+      const uint64_t tracked = pools.counters().blocks_tracked.load();
+      const size_t after = HeapInUse();
+      std::printf("%-10s %14llu %16.1f\n", policy, static_cast<unsigned long long>(tracked),
+                  static_cast<double>(after - before) / static_cast<double>(tracked));
+    }
+  }
+}
+
+// Part 1b: the heap in use of one in-process lru pool with the default
+// --ghost-blocks over `ids` distinct ids (same events as part 2), every
+// 2,000,000 ids: flat if compactions free what they forget.
+void HeapOverTime(uint64_t ids) {
+  std::printf("part 1b: heap in use of one lru pool (default ghost bound) over %llu ids\n",
+              static_cast<unsigned long long>(ids));
+  std::printf("%14s %10s %14s\n", "ids_sent", "heap_mib", "blocks_tracked");
+  NodePoolsOptions o;
+  o.cost =
+      std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+  const size_t before = HeapInUse();
+  NodePools pools(o);
+  for (uint64_t c = 0; c < ids / kChain; ++c) {
+    v1::EventBatch batch;
+    AddChain(batch, c, 16'384);
+    for (const auto& e : batch.events()) pools.Apply(e).IgnoreError();
+    if ((c + 1) % (2'000'000 / kChain) == 0) {
+      std::printf("%14llu %10.1f %14llu\n", static_cast<unsigned long long>((c + 1) * kChain),
+                  static_cast<double>(HeapInUse() - before) / (1 << 20),
+                  static_cast<unsigned long long>(pools.counters().blocks_tracked.load()));
+    }
+  }
+}
+
+uint64_t RssKib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      uint64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+int RssOverTime(const Flags& f) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("kvlearn_serve_memory_" + std::to_string(getpid())))
+                              .string();
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> args = {
+      f.kvlearn, "serve",      "--listen", "127.0.0.1:0",     "--metrics-listen",
+      "",        "--data-dir", dir,        "--log-max-bytes", std::to_string(f.log_max_bytes)};
+  if (f.ghost_blocks > 0) {
+    args.push_back("--ghost-blocks");
+    args.push_back(std::to_string(f.ghost_blocks));
+  }
+  int out[2];
+  if (pipe(out) != 0) return 1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(f.kvlearn.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string line;
+  char ch;
+  pollfd p{out[0], POLLIN, 0};
+  while (line.find('\n') == std::string::npos && poll(&p, 1, 60'000) > 0 &&
+         read(out[0], &ch, 1) == 1) {
+    line += ch;
+  }
+  int port = 0;
+  if (std::sscanf(line.c_str(), "port %d", &port) != 1) {
+    std::fprintf(stderr, "serve_memory: %s serve did not start\n", f.kvlearn.c_str());
+    return 1;
+  }
+  auto stub = v1::Retention::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto tracked = [&stub] {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse st;
+    stub->GetStatus(&ctx, {}, &st);
+    uint64_t n = 0;
+    for (const auto& pool : st.pools()) n += pool.blocks_tracked();
+    return n;
+  };
+  std::printf("part 2: kvlearn serve (lru), %llu distinct ids, %llu blocks resident\n",
+              static_cast<unsigned long long>(f.ids), static_cast<unsigned long long>(f.resident));
+  std::printf("%14s %10s %14s\n", "ids_sent", "rss_mib", "blocks_tracked");
+  std::printf("%14d %10.1f %14d\n", 0, RssKib(pid) / 1024.0, 0);
+  grpc::ClientContext ctx;
+  v1::ReportSummary summary;
+  auto writer = stub->ReportEvents(&ctx, &summary);
+  const uint64_t chains = f.ids / kChain;
+  const uint64_t chains_per_sample = std::max<uint64_t>(1, f.sample_every / kChain);
+  std::vector<double> samples;
+  v1::EventBatch batch;
+  for (uint64_t c = 0; c < chains; ++c) {
+    AddChain(batch, c, f.resident);
+    if (batch.events_size() >= 3000 || c + 1 == chains || (c + 1) % chains_per_sample == 0) {
+      if (!writer->Write(batch)) break;
+      batch.Clear();
+    }
+    if ((c + 1) % chains_per_sample == 0 || c + 1 == chains) {
+      // Writes are acknowledged per message, not applied: wait for the pool
+      // to catch up (GetStatus counts requests) before sampling.
+      const uint64_t want = c + 1;
+      for (int i = 0; i < 10'000; ++i) {
+        grpc::ClientContext sctx;
+        v1::GetStatusResponse st;
+        stub->GetStatus(&sctx, {}, &st);
+        if (st.pools_size() > 0 && st.pools(0).requests() >= want) break;
+        usleep(1000);
+      }
+      const double rss = RssKib(pid) / 1024.0;
+      samples.push_back(rss);
+      std::printf("%14llu %10.1f %14llu\n", static_cast<unsigned long long>((c + 1) * kChain), rss,
+                  static_cast<unsigned long long>(tracked()));
+      std::fflush(stdout);
+    }
+  }
+  writer->WritesDone();
+  const grpc::Status done = writer->Finish();
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::filesystem::remove_all(dir);
+  if (!done.ok()) {
+    std::fprintf(stderr, "serve_memory: ReportEvents: %s\n", done.error_message().c_str());
+    return 1;
+  }
+  if (samples.size() >= 2) {
+    const auto [low, high] = std::minmax_element(samples.begin() + 1, samples.end());
+    std::printf(
+        "rss after the warm-up sample: %.1f to %.1f MiB (last %.1f); %llu events "
+        "accepted, %llu refused\n",
+        *low, *high, samples.back(), static_cast<unsigned long long>(summary.accepted()),
+        static_cast<unsigned long long>(summary.rejected()));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvlearn
+
+int main(int argc, char** argv) {
+  kvlearn::Flags f;
+  bool only_part1 = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](uint64_t& v) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "serve_memory: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      v = std::stoull(argv[++i]);
+    };
+    if (a == "--kvlearn" && i + 1 < argc) {
+      f.kvlearn = argv[++i];
+    } else if (a == "--ids") {
+      value(f.ids);
+    } else if (a == "--resident") {
+      value(f.resident);
+    } else if (a == "--sample-every") {
+      value(f.sample_every);
+    } else if (a == "--ghost-blocks") {
+      value(f.ghost_blocks);
+    } else if (a == "--log-max-bytes") {
+      value(f.log_max_bytes);
+    } else if (a == "--heap-ids") {
+      value(f.heap_ids);
+    } else if (a == "--part1-only") {
+      only_part1 = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: serve_memory --kvlearn PATH [--ids N] [--resident N] "
+                   "[--sample-every N] [--ghost-blocks N] [--log-max-bytes N] [--heap-ids N] "
+                   "[--part1-only]\n");
+      return 2;
+    }
+  }
+  kvlearn::BytesPerBlock();
+  kvlearn::HeapOverTime(f.heap_ids);
+  if (only_part1) return 0;
+  if (f.kvlearn.empty()) {
+    std::fprintf(stderr, "serve_memory: --kvlearn PATH (the kvlearn binary) is required\n");
+    return 2;
+  }
+  return kvlearn::RssOverTime(f);
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Judges a learned policy on traffic it was not trained on (docs/generalisation.md).
+
+For each trace: trains a model on its first 60% (validation to 80%) with `kvlearn train`,
+then replays its last 20% with `kvlearn compare --eval-from 0.8` at each pool fraction
+against every online baseline and Belady, and (with --cluster) through the cluster
+simulator with the cache-aware router. Prints one row per cell:
+
+  cell        trace kind/seed and pool fraction
+  tested      cost_seconds of the policy under test (prefill GPU-s + transfer s)
+  best other  the cheapest other online policy and its cost_seconds
+  margin %    (best other - tested) / best other, percent; > 0 means the tested policy is cheaper
+  xfer/lru    the tested policy's transfer_bytes / LRU's
+  gap %       the tested policy's cost_gap_closed (share of LRU -> Belady cost gap), percent
+  pass        yes when tested is the cheapest online policy and xfer/lru <= 1
+
+and, with --cluster, one row per trace: TTFT mean and p95 (seconds) of the tested policy and
+the lowest of the other online policies. The last lines give the cells passed and the mean
+gap. Tuning seeds run by default; --held-out runs only the held-out seeds, which nothing
+may be tuned on. Generated traces and models are cached under --work; --retrain retrains.
+
+Usage: scripts/eval_learned.py [--held-out] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
+       [--policy learned] [--cluster] [--kvlearn build/cli/kvlearn] [--work build/eval]
+       [--retrain] [--train-arg=--epochs=20 ...]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ONLINE = ["lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars"]
+TUNING_SEEDS = {"mixed": [101, 102], "chat": [201, 202]}
+HELD_OUT_SEEDS = {"mixed": [9101, 9102], "chat": [9201, 9202]}
+SAMPLE = "datasets/mooncake_conversation_trace.jsonl"
+
+
+def run(cmd, quiet=True):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"eval_learned: {' '.join(cmd)} failed:\n{result.stderr[-2000:]}")
+    return result.stdout
+
+
+def traces(args):
+    seeds = HELD_OUT_SEEDS if args.held_out else TUNING_SEEDS
+    for kind in args.kinds:
+        if kind == "sample":
+            yield "sample", SAMPLE
+            continue
+        for seed in seeds[kind]:
+            path = os.path.join(args.work, f"{kind}-{seed}.jsonl")
+            if not os.path.exists(path):
+                run([args.kvlearn, "gen", "--kind", kind, "--requests", "20000", "--seed",
+                     str(seed), "--out", path])
+            yield f"{kind}-{seed}", path
+
+
+def model_for(args, name, path):
+    model = os.path.join(args.work, f"{name}.pt")
+    if args.retrain or not os.path.exists(model):
+        run([args.kvlearn, "train", "--trace", path, "--train-until", "0.6", "--valid-until",
+             "0.8", "--out", model] + args.train_arg)
+    return model
+
+
+def compare(args, path, model, extra):
+    policies = ",".join(ONLINE + [args.policy, "belady"])
+    out = run([args.kvlearn, "compare", "--trace", path, "--model", model, "--eval-from", "0.8",
+               "--policies", policies, "--format", "json"] + extra)
+    return json.loads(out)["results"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--held-out", action="store_true", help="run the held-out seeds only")
+    parser.add_argument("--kinds", default="mixed,chat,sample", type=lambda s: s.split(","))
+    parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
+    parser.add_argument("--policy", default="learned", help="policy under test")
+    parser.add_argument("--cluster", action="store_true", help="also compare cluster TTFT")
+    parser.add_argument("--kvlearn", default="build/cli/kvlearn")
+    parser.add_argument("--work", default="build/eval")
+    parser.add_argument("--retrain", action="store_true")
+    parser.add_argument("--train-arg", action="append", default=[],
+                        help="extra argument for kvlearn train (repeatable)")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+
+    print(f"{'cell':<18} {'tested':>8} {'best other':>20} {'margin %':>9} {'xfer/lru':>9} "
+          f"{'gap %':>7} pass")
+    cells = passed = 0
+    gaps = []
+    cluster_rows = []
+    for name, path in traces(args):
+        model = model_for(args, name, path)
+        for pool in args.pools:
+            rows = {r["policy"]: r for r in compare(args, path, model, ["--pool-fraction", pool])}
+            tested = rows[args.policy]
+            others = [rows[p] for p in ONLINE if p != args.policy]
+            best = min(others, key=lambda r: r["cost_seconds"])
+            xfer = tested["transfer_bytes"] / max(rows["lru"]["transfer_bytes"], 1)
+            ok = tested["cost_seconds"] < best["cost_seconds"] and xfer <= 1.0
+            gap = tested["cost_gap_closed"]
+            cells += 1
+            passed += ok
+            if gap is not None:
+                gaps.append(gap)
+            margin = 100 * (best["cost_seconds"] - tested["cost_seconds"]) / best["cost_seconds"]
+            gap_text = "-" if gap is None else f"{100 * gap:.1f}"
+            print(f"{name + ' ' + pool:<18} {tested['cost_seconds']:8.1f} "
+                  f"{best['policy'] + ' ' + format(best['cost_seconds'], '.1f'):>20} "
+                  f"{margin:9.2f} {xfer:9.3f} {gap_text:>7} {'yes' if ok else 'NO'}", flush=True)
+        if args.cluster:
+            rows = compare(args, path, model, ["--cluster", "--router", "cache-aware"])
+            rows = {r["policy"]: r for r in rows}
+            tested = rows[args.policy]
+            others = [rows[p] for p in ONLINE if p != args.policy and p in rows]
+            cluster_rows.append((name, tested, min(others, key=lambda r: r["ttft_mean_ms"]),
+                                 min(others, key=lambda r: r["ttft_p95_ms"])))
+    print(f"cells passed: {passed}/{cells}; mean cost gap closed: "
+          f"{100 * sum(gaps) / max(len(gaps), 1):.1f}%")
+    if cluster_rows:
+        print(f"\n{'trace':<12} {'TTFT mean s':>12} {'best other':>20} {'TTFT p95 s':>11} "
+              f"{'best other':>20}")
+        for name, tested, best_mean, best_p95 in cluster_rows:
+            print(f"{name:<12} {tested['ttft_mean_ms'] / 1000:12.2f} "
+                  f"{best_mean['policy'] + ' ' + format(best_mean['ttft_mean_ms'] / 1000, '.2f'):>20} "
+                  f"{tested['ttft_p95_ms'] / 1000:11.2f} "
+                  f"{best_p95['policy'] + ' ' + format(best_p95['ttft_p95_ms'] / 1000, '.2f'):>20}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+// One (node, tier) pool of the sidecar (server/node_pools.h): the blocks it
+// remembers, the driver of its policy and the counters a restart must bring
+// back, under its own mutex. Its own header because the shard compaction and
+// the snapshots (server/shard_image.h) read and rebuild it as a whole.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "core/block_catalog.h"
+#include "policies/policy_driver.h"
+#include "server/node_pools.h"
+
+namespace kvlearn {
+
+struct NodePools::Shard {
+  Shard(std::string node_id, v1::Tier tier_value, uint64_t capacity)
+      : node(std::move(node_id)), tier(tier_value), driver(&catalog, capacity) {}
+
+  const std::string node;
+  const v1::Tier tier;
+  absl::Mutex mu;
+  BlockCatalog catalog ABSL_GUARDED_BY(mu);
+  PolicyDriver driver ABSL_GUARDED_BY(mu);
+  // RankEviction victims not yet confirmed by block_removed nor withdrawn:
+  // gone from the policy and its pool, still held by the node (the view).
+  // In the order proposed, with the score each was proposed with.
+  std::vector<BlockIndex> proposals ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<BlockIndex, double> proposal_score ABSL_GUARDED_BY(mu);
+  // Per block, how many of its children are proposals (children the view
+  // still holds though the pool does not).
+  absl::flat_hash_map<BlockIndex, uint32_t> proposed_children ABSL_GUARDED_BY(mu);
+  uint64_t proposed_bytes ABSL_GUARDED_BY(mu) = 0;
+  // Chains of the requests in flight, held in the pool: by request id, and
+  // the last request without one (held until the next arrival).
+  absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
+  std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
+  uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
+  uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
+  uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
+  uint64_t requests ABSL_GUARDED_BY(mu) = 0;
+  // Events accepted so far: the position of a journaled decision among them.
+  uint64_t events_applied ABSL_GUARDED_BY(mu) = 0;
+  // When each catalog block was last seen (a logical clock over touches, so
+  // that a log replay reproduces it): the compaction keeps the most recent
+  // non-resident blocks.
+  std::vector<uint64_t> last_seen ABSL_GUARDED_BY(mu);
+  uint64_t touch_clock ABSL_GUARDED_BY(mu) = 0;
+  // Latest event timestamp, for the policy calls that rebuild a pool.
+  int64_t last_timestamp_us ABSL_GUARDED_BY(mu) = 0;
+  uint64_t compactions ABSL_GUARDED_BY(mu) = 0;
+  // Blocks in the chains of requests_in_flight and unnamed_request (with
+  // repeats): a compaction cannot forget them, so they do not count against
+  // --ghost-blocks.
+  uint64_t held_blocks ABSL_GUARDED_BY(mu) = 0;
+  // The model this pool's policy scores with (a swap reaches pools one by
+  // one), for the policy a rebuild starts.
+  std::shared_ptr<const LearnedModel> model ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace kvlearn

@@ -1,0 +1,139 @@
+#include "server/shard_image.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kvlearn {
+
+ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
+  const BlockCatalog& catalog = s.catalog;
+  const PoolState& pool = s.driver.pool();
+  const auto n = static_cast<BlockIndex>(catalog.size());
+  std::vector<uint8_t> keep(n, 0);
+  std::vector<BlockIndex> residents, ghosts;
+  residents.reserve(pool.resident_blocks());
+  // What the node holds or uses is always kept: resident blocks (prefix-
+  // closed), proposals (each under a resident block or another proposal) and
+  // in-flight chains (prefix-closed by construction).
+  for (BlockIndex b : s.proposals) keep[b] = 1;
+  for (const auto& [id, chain] : s.requests_in_flight) {
+    for (BlockIndex b : chain) keep[b] = 1;
+  }
+  for (BlockIndex b : s.unnamed_request) keep[b] = 1;
+  for (BlockIndex b = 0; b < n; ++b) {
+    if (pool.IsResident(b)) {
+      keep[b] = 1;
+      residents.push_back(b);
+    } else if (!keep[b]) {
+      ghosts.push_back(b);
+    }
+  }
+  if (ghosts.size() <= keep_ghosts) {
+    for (BlockIndex g : ghosts) keep[g] = 1;
+  } else {
+    // Most recent first (last_seen values are distinct: one clock tick per
+    // touch), each with the ancestors it needs, while they fit: the ghosts
+    // kept never exceed keep_ghosts, so the next compaction is as far away.
+    std::sort(ghosts.begin(), ghosts.end(),
+              [&s](BlockIndex a, BlockIndex b) { return s.last_seen[a] > s.last_seen[b]; });
+    size_t kept = 0;
+    std::vector<BlockIndex> chain;
+    for (BlockIndex g : ghosts) {
+      if (kept == keep_ghosts) break;
+      chain.clear();
+      for (BlockIndex b = g; b != kNoBlock && !keep[b]; b = catalog[b].parent) chain.push_back(b);
+      if (kept + chain.size() > keep_ghosts) continue;
+      for (BlockIndex b : chain) keep[b] = 1;
+      kept += chain.size();
+    }
+  }
+
+  ShardImage image;
+  std::vector<BlockIndex> renumber(n, kNoBlock);
+  for (BlockIndex b = 0; b < n; ++b) {
+    if (!keep[b]) continue;
+    renumber[b] = static_cast<BlockIndex>(image.blocks.size());
+    BlockMeta meta = catalog[b];
+    if (meta.parent != kNoBlock) meta.parent = renumber[meta.parent];
+    image.blocks.push_back(meta);
+    image.last_seen.push_back(s.last_seen[b]);
+  }
+  const auto renumbered = [&renumber](const std::vector<BlockIndex>& list) {
+    std::vector<BlockIndex> out;
+    out.reserve(list.size());
+    for (BlockIndex b : list) out.push_back(renumber[b]);
+    return out;
+  };
+  image.eviction_order = renumbered(s.driver.RankVictims(residents));
+  image.proposals = renumbered(s.proposals);
+  for (BlockIndex b : s.proposals) image.proposal_scores.push_back(s.proposal_score.at(b));
+  for (const auto& [id, chain] : s.requests_in_flight) {
+    image.requests_in_flight.emplace_back(id, renumbered(chain));
+  }
+  std::sort(image.requests_in_flight.begin(), image.requests_in_flight.end());
+  image.unnamed_request = renumbered(s.unnamed_request);
+  image.capacity_bytes = pool.capacity_bytes();
+  image.next_request = s.next_request;
+  image.current_request = s.current_request;
+  image.requests = s.requests;
+  image.events_applied = s.events_applied;
+  image.touch_clock = s.touch_clock;
+  image.removals = s.removals;
+  image.last_timestamp_us = s.last_timestamp_us;
+  return image;
+}
+
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env) {
+  BlockCatalog catalog;
+  catalog.Reserve(image.blocks.size());
+  for (const BlockMeta& meta : image.blocks) catalog.Add(meta);
+  s.catalog = std::move(catalog);  // the driver's pool points at s.catalog
+  if (auto st = s.driver.Restart(image.capacity_bytes, std::move(env)); !st.ok()) return st;
+  s.last_seen = image.last_seen;
+  s.touch_clock = image.touch_clock;
+  s.next_request = image.next_request;
+  s.current_request = image.current_request;
+  s.requests = image.requests;
+  s.events_applied = image.events_applied;
+  s.removals = image.removals;
+  s.last_timestamp_us = image.last_timestamp_us;
+
+  AccessInfo access;
+  access.time_ms = image.last_timestamp_us / 1000;
+  access.request = image.current_request;
+  // Root first (catalog order puts parents first), then one hit per block in
+  // the old eviction order: the last hit is the last victim.
+  std::vector<BlockIndex> residents(image.eviction_order);
+  std::sort(residents.begin(), residents.end());
+  for (BlockIndex b : residents) s.driver.Insert(b, access);
+  for (BlockIndex b : image.eviction_order) s.driver.Hit(b, access);
+  s.driver.UnpinAll();
+
+  // Proposals stay out of the policy's pool, in the view.
+  s.proposals = image.proposals;
+  s.proposal_score.clear();
+  s.proposed_children.clear();
+  s.proposed_bytes = 0;
+  for (size_t i = 0; i < image.proposals.size(); ++i) {
+    const BlockIndex b = image.proposals[i];
+    s.proposal_score.emplace(b, image.proposal_scores[i]);
+    s.proposed_bytes += s.catalog[b].bytes;
+    if (const BlockIndex parent = s.catalog[b].parent; parent != kNoBlock) {
+      ++s.proposed_children[parent];
+    }
+  }
+  // In-flight requests hold their chains again.
+  s.requests_in_flight.clear();
+  s.held_blocks = 0;
+  for (const auto& [id, chain] : image.requests_in_flight) {
+    s.requests_in_flight.emplace(id, chain);
+    s.driver.Hold(chain);
+    s.held_blocks += chain.size();
+  }
+  s.unnamed_request = image.unnamed_request;
+  s.driver.Hold(s.unnamed_request);
+  s.held_blocks += s.unnamed_request.size();
+  return absl::OkStatus();
+}
+
+}  // namespace kvlearn

@@ -1,0 +1,68 @@
+// A (node, tier) pool's state as a plain value (ShardImage), taken from a
+// shard and put back into one. Two users:
+//  - compaction (bounded memory): a shard whose remembered-but-not-resident
+//    ("ghost") blocks pass --ghost-blocks is rebuilt from an image that keeps
+//    every resident block and only the most recently seen ghosts;
+//  - snapshots (server/shard_snapshot.h): the image is written to the event
+//    log and loaded at start-up instead of replaying all history.
+//
+// What a rebuild keeps exactly: the remembered blocks and their metadata, the
+// resident set, the proposals awaiting their block_removed (with their
+// scores), the chains of the requests in flight (held again), the counters,
+// and the policy's eviction order
+// (a fresh policy gets every resident block inserted root first, then one hit
+// per block in the old eviction order, first victim first). For lru that
+// order is the whole policy state, so its victims stay the same; its
+// priority scores are renumbered. Other policies get their resident set and
+// an order seeded from the old one, but lose what they counted (lfu
+// frequencies, s3fifo/arc queue membership and ghosts, gdsf's inflation
+// clock, kvlearn-cars' windows, the learned policy's per-block access
+// history): docs/guarantees.md lists this per policy.
+//
+// Thread-safety: the caller holds the shard's mutex.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/block_catalog.h"
+#include "policies/policy_env.h"
+#include "server/node_shard.h"
+
+namespace kvlearn {
+
+struct ShardImage {
+  uint64_t capacity_bytes = 0;
+  std::vector<BlockMeta> blocks;           // catalog order: a parent comes before its children
+  std::vector<uint64_t> last_seen;         // per block
+  std::vector<BlockIndex> eviction_order;  // resident blocks, first victim first
+  std::vector<BlockIndex> proposals;       // proposed, not yet reported removed, in order
+  std::vector<double> proposal_scores;     // parallel to proposals
+  // Requests in flight, by id (sorted), and the last one without an id.
+  std::vector<std::pair<std::string, std::vector<BlockIndex>>> requests_in_flight;
+  std::vector<BlockIndex> unnamed_request;
+  uint32_t next_request = 0;
+  uint32_t current_request = 0;
+  uint64_t requests = 0;
+  uint64_t events_applied = 0;
+  uint64_t touch_clock = 0;
+  uint64_t removals = 0;
+  int64_t last_timestamp_us = 0;
+};
+
+// Every block the node holds or uses now (resident, proposed, in an in-flight
+// request's chain), plus at most `keep_ghosts` others: the most recently
+// seen, each with its ancestors (a remembered block's parent is remembered),
+// skipping one whose chain no longer fits. SIZE_MAX keeps every block.
+// REQUIRES: s.mu held.
+ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
+
+// Replaces the catalog, pool and policy of `s` by `image`, the policy
+// started afresh from `env` (see the file comment). Fails as the policy's
+// factory does. REQUIRES: s.mu held.
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env);
+
+}  // namespace kvlearn
