@@ -48,10 +48,11 @@ void __wrap__ZN4absl7debian35Mutex12ReaderUnlockEv(void* mu) {
   __tsan_mutex_post_unlock(mu, __tsan_mutex_read_lock);
 }
 
-// absl::Mutex::~Mutex
-void __wrap__ZN4absl7debian35MutexD1Ev(void* mu) {
-  __tsan_mutex_destroy(mu, 0);
-  __real__ZN4absl7debian35MutexD1Ev(mu);
-}
+// absl::Mutex::~Mutex. No __tsan_mutex_destroy: the constructor is inline
+// (constexpr), so it cannot announce a new mutex, and a mutex built where a
+// destroyed one lived was then reported as a "double lock of a destroyed
+// mutex" at its first Lock. Freeing the memory drops ThreadSanitizer's state
+// of the mutex anyway, and a lock after free is AddressSanitizer's to find.
+void __wrap__ZN4absl7debian35MutexD1Ev(void* mu) { __real__ZN4absl7debian35MutexD1Ev(mu); }
 
 }  // extern "C"
