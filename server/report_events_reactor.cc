@@ -31,16 +31,25 @@ ReportEventsReactor::ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer*
   ReadNext();
 }
 
+// Each entry point below starts with TsanTakeOver(this), and the calls that
+// hand the reactor to gRPC (StartRead, Finish, an alarm's Set) are preceded,
+// and followed where they lock the reactor, by TsanHandOff(this). gRPC runs
+// no OnDone while a reaction runs and the alarm holds a reference, so the
+// reactor is alive after each of these calls.
+
 void ReportEventsReactor::ReadNext() {
   read_started_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   state_.store(State::kStartingRead, std::memory_order_release);
+  TsanHandOff(this);
   StartRead(&buffer_);
+  TsanHandOff(this);  // StartRead locked the reactor's stream mutex
   // Fails when the read already completed (its OnReadDone moved the state on).
   State expected = State::kStartingRead;
   state_.compare_exchange_strong(expected, State::kReading, std::memory_order_acq_rel);
 }
 
 void ReportEventsReactor::OnReadDone(bool ok) {
+  TsanTakeOver(this);
   State state = state_.load(std::memory_order_acquire);
   do {
     // The idle alarm ended the call: a batch that arrived meanwhile is
@@ -146,7 +155,9 @@ void ReportEventsReactor::End(grpc::Status status) {
   state_.store(State::kFinished, std::memory_order_release);
   env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
+  TsanHandOff(this);
   Finish(std::move(status));
+  TsanHandOff(this);  // as after StartRead
 }
 
 void ReportEventsReactor::ArmIdleAlarm(Clock::duration delay) {
@@ -154,10 +165,12 @@ void ReportEventsReactor::ArmIdleAlarm(Clock::duration delay) {
   // A fresh alarm each time: replacing the one whose callback is running
   // leaves that callback intact (grpc::Alarm keeps it alive until it returns).
   alarm_ = std::make_unique<grpc::Alarm>();
+  TsanHandOff(this);
   alarm_->Set(std::chrono::system_clock::now() + delay, [this](bool fired) { OnIdleAlarm(fired); });
 }
 
 void ReportEventsReactor::OnIdleAlarm(bool fired) {
+  TsanTakeOver(this);
   if (fired) {
     const Clock::duration waited =
         Clock::now() -
@@ -189,6 +202,7 @@ void ReportEventsReactor::OnIdleAlarm(bool fired) {
 }
 
 void ReportEventsReactor::OnDone() {
+  TsanTakeOver(this);
   std::unique_ptr<grpc::Alarm> alarm;
   {
     absl::MutexLock lock(&alarm_mu_);
@@ -203,7 +217,11 @@ void ReportEventsReactor::OnDone() {
 }
 
 void ReportEventsReactor::Unref() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  TsanHandOff(this);  // whichever drops the last reference deletes
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    TsanTakeOver(this);
+    delete this;
+  }
 }
 
 }  // namespace kvlearn

@@ -31,7 +31,8 @@
 // executor threads: it ends the stream only by winning the compare-and-swap
 // of state_ from kReading to kFinished, which OnReadDone also races for, so
 // exactly one of them finishes the call; the alarm's re-arming and OnDone's
-// cancelling are ordered by alarm_mu_.
+// cancelling are ordered by alarm_mu_. gRPC's own ordering of these calls is
+// marked for ThreadSanitizer (server/tsan_hand_off.h).
 #pragma once
 
 #include <grpcpp/alarm.h>
@@ -50,6 +51,7 @@
 #include "server/node_pools.h"
 #include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
+#include "server/tsan_hand_off.h"
 
 namespace kvlearn {
 
@@ -71,7 +73,10 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer* response);
 
   void OnReadDone(bool ok) override;
-  void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
+  void OnCancel() override {
+    TsanTakeOver(this);
+    cancelled_.store(true, std::memory_order_release);
+  }
   void OnDone() override;
 
  private:
@@ -115,8 +120,14 @@ class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 // `status` and deletes itself when gRPC is done with it.
 class RefusedStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  explicit RefusedStreamReactor(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
+  explicit RefusedStreamReactor(grpc::Status status) {
+    Finish(std::move(status));
+    TsanHandOff(this);
+  }
+  void OnDone() override {
+    TsanTakeOver(this);
+    delete this;
+  }
 };
 
 }  // namespace kvlearn

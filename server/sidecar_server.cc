@@ -232,18 +232,18 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   if (o.snapshot_every_events > 0) {
     s->snapshot_thread_ = std::thread([self] {
       uint64_t last = self->pools_->events_accepted();
-      absl::MutexLock lock(&self->snapshot_mu_);
+      std::unique_lock<std::mutex> lock(self->snapshot_mu_);
       while (!self->stop_snapshots_) {
-        self->snapshot_mu_.AwaitWithTimeout(absl::Condition(&self->stop_snapshots_),
-                                            absl::Milliseconds(100));
+        self->snapshot_wake_.wait_for(lock, std::chrono::milliseconds(100),
+                                      [self] { return self->stop_snapshots_; });
         if (self->stop_snapshots_) break;
         const uint64_t now = self->pools_->events_accepted();
         if (now - last < self->options_.snapshot_every_events) continue;
-        self->snapshot_mu_.Unlock();
+        lock.unlock();
         // A failure (events in flight for 200 ms, a RocksDB error) is tried
         // again at the next tick; the log is intact either way.
         if (self->SnapshotNow().ok()) last = now;
-        self->snapshot_mu_.Lock();
+        lock.lock();
       }
     });
   }
@@ -377,9 +377,10 @@ void SidecarServer::Shutdown() {
   shut_down_ = true;
   if (snapshot_thread_.joinable()) {
     {
-      absl::MutexLock lock(&snapshot_mu_);
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
       stop_snapshots_ = true;
     }
+    snapshot_wake_.notify_all();
     snapshot_thread_.join();
   }
   // The engine subscriber writes to the log: it stops first (bounded, it

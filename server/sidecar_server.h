@@ -17,9 +17,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -174,8 +176,12 @@ class SidecarServer {
   uint64_t sequence_base_ = 0;
   std::atomic<uint64_t> snapshots_written_{0};
   std::thread snapshot_thread_;
-  absl::Mutex snapshot_mu_;  // one snapshot at a time; guards stop_snapshots_
-  bool stop_snapshots_ ABSL_GUARDED_BY(snapshot_mu_) = false;
+  // Wakes the snapshot thread to stop. A std::mutex, not absl::Mutex: a timed
+  // wait inside Debian's uninstrumented Abseil unlocks where ThreadSanitizer
+  // cannot see it (the CI tsan stage); std::condition_variable it intercepts.
+  std::mutex snapshot_mu_;
+  std::condition_variable snapshot_wake_;
+  bool stop_snapshots_ = false;  // guarded by snapshot_mu_
 };
 
 }  // namespace kvlearn
