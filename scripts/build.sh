@@ -3,6 +3,9 @@
 # Extra arguments go to CMake, e.g. ./scripts/build.sh -DKVLEARN_SANITIZE=address,undefined
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache keys on paths relative to the checkout's parent, so a fresh clone
+# beside an earlier one (CI's) reuses its objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$(pwd)")}
 build_dir=${KVLEARN_BUILD_DIR:-build}
 jobs=${KVLEARN_JOBS:-2}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"

@@ -25,6 +25,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# ccache keys on paths relative to the checkout's parent, so a fresh clone
+# beside an earlier one (CI's) reuses its objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$(pwd)")}
 
 prefix=${KVLEARN_CI_BUILD_PREFIX:-build}
 case $prefix in
