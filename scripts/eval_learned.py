@@ -16,8 +16,8 @@ simulator with the cache-aware router. Prints one row per cell:
 
 and, with --cluster, one row per trace: TTFT mean and p95 (seconds) of the tested policy and
 the lowest of the other online policies. The last lines give the cells passed and the mean
-gap. Tuning seeds run by default; --held-out runs only the held-out seeds, which nothing
-may be tuned on. Generated traces and models are cached under --work; --retrain retrains.
+gap. Tuning seeds run by default; --held-out runs the held-out seeds instead, which nothing
+may be tuned on (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
 Usage: scripts/eval_learned.py [--held-out] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
        [--policy learned] [--cluster] [--kvlearn build/cli/kvlearn] [--work build/eval]
