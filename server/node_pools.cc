@@ -212,11 +212,7 @@ void DropProposal(NodePools::Shard& s, BlockIndex b) {
 // REQUIRES: pool().IsEvictable(b).
 void Propose(NodePools::Shard& s, BlockIndex b, double score) {
   s.driver.EvictLeaf(b);
-  s.proposals.push_back(b);
-  s.proposal_score.emplace(b, score);
-  s.proposed_bytes += s.catalog[b].bytes;
-  const BlockIndex parent = s.catalog[b].parent;
-  if (parent != kNoBlock) ++s.proposed_children[parent];
+  s.AddProposal(b, score);
 }
 
 // The node keeps proposal b after all (it used or stored it again): b and
@@ -242,13 +238,6 @@ void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, B
   const uint64_t begin = uint64_t{m.depth} * block_size;
   s.catalog.Resize(b, static_cast<uint32_t>(tokens), static_cast<uint64_t>(bytes),
                    cost.RecomputeMs(begin, begin + static_cast<uint64_t>(tokens)));
-}
-
-// Holds every in-flight request's chain again after the pool was restarted
-// (a new PoolState has no holds).
-void HoldInFlight(NodePools::Shard& s) {
-  for (const auto& [id, chain] : s.requests_in_flight) s.driver.Hold(chain);
-  s.driver.Hold(s.unnamed_request);
 }
 
 }  // namespace
@@ -509,7 +498,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           !st.ok()) {
         return st;
       }
-      HoldInFlight(s);
+      s.HoldInFlight();
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {

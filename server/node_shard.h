@@ -41,6 +41,22 @@ struct NodePools::Shard {
   absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
   std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
   uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
+
+  // Records b as proposed with `score` (the policy has let it go already).
+  void AddProposal(BlockIndex b, double score) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    proposals.push_back(b);
+    proposal_score.emplace(b, score);
+    proposed_bytes += catalog[b].bytes;
+    if (const BlockIndex parent = catalog[b].parent; parent != kNoBlock) {
+      ++proposed_children[parent];
+    }
+  }
+  // Holds every in-flight request's chain in the pool again, after the pool
+  // was restarted or rebuilt (a new PoolState has no holds).
+  void HoldInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (const auto& [id, chain] : requests_in_flight) driver.Hold(chain);
+    driver.Hold(unnamed_request);
+  }
   uint32_t next_request ABSL_GUARDED_BY(mu) = 0;
   uint32_t current_request ABSL_GUARDED_BY(mu) = 0;
   uint64_t requests ABSL_GUARDED_BY(mu) = 0;

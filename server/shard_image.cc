@@ -110,29 +110,22 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEn
   s.driver.UnpinAll();
 
   // Proposals stay out of the policy's pool, in the view.
-  s.proposals = image.proposals;
+  s.proposals.clear();
   s.proposal_score.clear();
   s.proposed_children.clear();
   s.proposed_bytes = 0;
   for (size_t i = 0; i < image.proposals.size(); ++i) {
-    const BlockIndex b = image.proposals[i];
-    s.proposal_score.emplace(b, image.proposal_scores[i]);
-    s.proposed_bytes += s.catalog[b].bytes;
-    if (const BlockIndex parent = s.catalog[b].parent; parent != kNoBlock) {
-      ++s.proposed_children[parent];
-    }
+    s.AddProposal(image.proposals[i], image.proposal_scores[i]);
   }
   // In-flight requests hold their chains again.
   s.requests_in_flight.clear();
-  s.held_blocks = 0;
+  s.held_blocks = image.unnamed_request.size();
   for (const auto& [id, chain] : image.requests_in_flight) {
     s.requests_in_flight.emplace(id, chain);
-    s.driver.Hold(chain);
     s.held_blocks += chain.size();
   }
   s.unnamed_request = image.unnamed_request;
-  s.driver.Hold(s.unnamed_request);
-  s.held_blocks += s.unnamed_request.size();
+  s.HoldInFlight();
   return absl::OkStatus();
 }
 
