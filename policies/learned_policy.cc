@@ -31,12 +31,15 @@
 // block's score is cached for the request time it was computed at and
 // recomputed when the clock has moved.
 //
-// Guard (learned_deviation_guard.h). Each time the model's victim differs
-// from recency's, Belady's pairwise test settles later which was right; while
-// the model's record is net wrong, the least recent leaf goes instead (the
-// model still chooses one eviction in 16, to keep the evidence coming). On the
-// tuning traces unguarded curve eviction lost cost wherever LRU already has
-// about Belady's hits (docs/learned_policy.md, "Learning eviction").
+// Guard (learned_deviation_guard.h). At every eviction the model and recency
+// both choose; when they differ, the one whose choice was evicted owes the
+// evicted block's R - T if it returns while the other would still have held
+// it (online regret, LeCaR-style, priced in cost). While the model's regret
+// exceeds recency's, the least recent leaf goes. Regret accrues to recency
+// too while it evicts, so a distrusted model wins trust back without
+// evicting. On the tuning traces unguarded curve eviction lost cost wherever
+// LRU already has about Belady's hits (docs/learned_policy.md, "Learning
+// eviction").
 // EvictionPriority is V while the guard trusts the model and the last-use
 // time (ms) otherwise; RankVictims orders by the same key, ties by recency.
 //
@@ -82,7 +85,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
-    guard_.OnAccess(chain);
+    guard_.OnAccess(chain, access.time_ms);
     now_ms_ = access.time_ms;
     Grow();
     for (const BlockIndex b : chain) Score(b, access.request, true);
@@ -116,7 +119,6 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   BlockIndex SelectVictim() override {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
-    if (!guard_.ModelChooses()) return recency_choice_;
     const LeafHeap& h = heap();
     BlockIndex best = kNoBlock;
     for (size_t i = 0, n = std::min(h.size(), kWindow); i < n; ++i) {
@@ -127,12 +129,19 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // Pinned leaves filled the window (a request deeper than it): recency's
     // choice, which looks past them.
     if (best != kNoBlock) model_choice_ = best;
-    return model_choice_;
+    return guard_.Trusted() ? model_choice_ : recency_choice_;
   }
 
   void OnEvict(BlockIndex b) override {
-    const BlockIndex recency = b == model_choice_ ? recency_choice_ : b;
-    guard_.OnEvict(b, recency);
+    // Both experts chose for this eviction; the guard judges the one whose
+    // choice went.
+    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
+      const BlockHistory& m = history_.Of(model_choice_);
+      const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.times_ms[0]) / 1000.0 : 0;
+      guard_.OnEviction(model_choice_, recency_choice_, b, Saving(b), now_ms_,
+                        static_cast<int64_t>((Horizon() - idle_s) * 1000));
+    }
+    model_choice_ = recency_choice_ = kNoBlock;
     const BlockHistory& h = history_.Of(b);
     if (h.kept > 0) {
       const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
@@ -218,6 +227,13 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         static_cast<float>(p * saving / static_cast<double>(std::max<uint64_t>(m.bytes, 1)));
     value_ms_[b] = now_ms_;
     return value_[b];
+  }
+
+  // What a hit on b saves: R - T, at least 0.
+  double Saving(BlockIndex b) const {
+    if (b == kNoBlock) return 0;
+    const BlockMeta& m = catalog_[b];
+    return std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
   }
 
   bool ModelRanks() const { return guard_.Trusted(); }

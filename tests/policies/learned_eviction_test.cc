@@ -75,60 +75,48 @@ TEST(LearnedReuseCurveTest, ConditionsOnTheIdleTime) {
 }
 
 // Block ids are plain numbers here; the guard only compares them.
-void Use(LearnedDeviationGuard& guard, std::vector<BlockIndex> chain) { guard.OnAccess(chain); }
 
-TEST(LearnedDeviationGuardTest, SettlesEachDeviationByWhichBlockReturnsFirst) {
+// Regret goes to the expert whose choice was evicted, priced by the block's
+// saving: the model evicts 1 (saving 10), which returns within the swap
+// window: the model owes 10 and loses trust. Recency evicts 4 (saving 30),
+// which returns in time: recency owes 30, the model's 10 decays once to 9.9,
+// and the model is trusted again.
+TEST(LearnedDeviationGuardTest, RegretGoesToTheExpertWhoseChoiceWasEvicted) {
   LearnedDeviationGuard guard;
-  EXPECT_TRUE(guard.Trusted());  // no evidence yet: 0 right >= 0 wrong
-  guard.OnEvict(5, 5);           // recency agreed: no deviation
-  guard.OnEvict(1, 2);           // model evicted 1 where recency would evict 2
-  Use(guard, {1});               // 1 came back first: recency was right
-  EXPECT_DOUBLE_EQ(guard.wrong(), 1);
-  EXPECT_DOUBLE_EQ(guard.right(), 0);
+  EXPECT_TRUE(guard.Trusted());  // no evidence yet: 0 >= 0
+  guard.OnEviction(/*model=*/1, /*recency=*/2, /*victim=*/1, 10, /*now=*/0, /*swap=*/100);
+  guard.OnAccess(std::vector<BlockIndex>{1}, 50);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 10);
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 0);
   EXPECT_FALSE(guard.Trusted());
-  Use(guard, {2});  // the pair is settled: 2 counts nothing now
-  EXPECT_DOUBLE_EQ(guard.right(), 0);
-  guard.OnEvict(3, 4);
-  Use(guard, {4, 3});                     // 4 first in the chain: kept 4 was right
-  EXPECT_DOUBLE_EQ(guard.wrong(), 0.99);  // decayed once
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
+  guard.OnEviction(3, 4, /*victim=*/4, 30, 60, 100);
+  guard.OnAccess(std::vector<BlockIndex>{4}, 160);  // exactly at the window's end
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 30);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 9.9);
   EXPECT_TRUE(guard.Trusted());
 }
 
-// Pairs that must not count as wins. (a) 2 is kept again in a second
-// deviation: the first pair, (1, 2), is dropped, and 1's return counts
-// nothing. (b) 12 is kept in place of 11, then evicted (recency's own choice,
-// no new pair) before either returns: keeping it bought nothing, so its return
-// settles nothing, and 11's return still counts against the model.
-TEST(LearnedDeviationGuardTest, PairsThatCannotBeSettledAsWins) {
+// What settles nothing: an eviction both experts agreed on, a return after
+// the swap window, a model choice older than E (no window), a victim neither
+// expert chose, and a verdict already settled.
+TEST(LearnedDeviationGuardTest, WhatSettlesNothing) {
   LearnedDeviationGuard guard;
-  guard.OnEvict(1, 2);
-  guard.OnEvict(3, 2);
-  Use(guard, {1});
-  EXPECT_DOUBLE_EQ(guard.wrong(), 0);
-  Use(guard, {2});  // settles (3, 2)
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
+  guard.OnEviction(5, 5, 5, 10, 0, 100);
+  guard.OnAccess(std::vector<BlockIndex>{5}, 1);
+  guard.OnEviction(1, 2, 1, 10, 0, 100);
+  guard.OnAccess(std::vector<BlockIndex>{1}, 101);
+  guard.OnEviction(6, 7, 6, 10, 200, 0);
+  guard.OnAccess(std::vector<BlockIndex>{6}, 200);
+  guard.OnEviction(8, 9, 3, 10, 300, 100);
+  guard.OnAccess(std::vector<BlockIndex>{3}, 301);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 0);
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 0);
 
-  guard.OnEvict(11, 12);
-  guard.OnEvict(12, 12);
-  Use(guard, {12});
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
-  Use(guard, {11});
-  EXPECT_DOUBLE_EQ(guard.wrong(), 1);
-}
-
-// Distrusted, the model still chooses every kProbeEvery-th eviction.
-TEST(LearnedDeviationGuardTest, ProbesWhileDistrusted) {
-  LearnedDeviationGuard guard;
-  guard.OnEvict(1, 2);
-  Use(guard, {1});
-  ASSERT_FALSE(guard.Trusted());
-  int chosen = 0;
-  for (uint64_t e = 1; e < 2 * LearnedDeviationGuard::kProbeEvery; ++e) {
-    guard.OnEvict(100 + e, 100 + e);  // evictions 2, 3, ...: recency agreed
-    chosen += guard.ModelChooses();
-  }
-  EXPECT_EQ(chosen, 2);  // after evictions 16 and 32
+  guard.OnEviction(11, 12, 12, 10, 400, 100);
+  guard.OnAccess(std::vector<BlockIndex>{12}, 410);
+  guard.OnAccess(std::vector<BlockIndex>{12}, 420);  // settled once only
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 10);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 0);
 }
 
 PoolReplayOptions StandInOptions(uint64_t pool_blocks,
