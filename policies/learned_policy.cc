@@ -10,17 +10,21 @@
 // long evicted blocks had gone unused, moving average; the longest horizon
 // before the first eviction).
 //
-// Admission. Block i of a request is worth g_i = P_i(E) * (R_i - T_i) - T_i:
+// Admission. Block i of a request is worth
+//   g_i = P_i(E) * (R_i - T_i) - T_i - d * bytes_i:
 // the expected saving (recompute R avoided, load T paid on the hit) minus
-// the transfer that admitting costs now. Refusing a block ends admission for
-// the request, so a block also enables its descendants: it is admitted when
+// the transfer that admitting costs now and minus the pool space it takes
+// from the others, d per byte (CountGhosts: the savings of misses on blocks
+// evicted less than E ago, per byte admitted, both measured by the policy;
+// 0 until the pool first evicts). Refusing a block ends admission for the
+// request, so a block also enables its descendants: it is admitted when
 // the best run of the chain starting at it is worth something,
 //   G_i = g_i + max(0, G_{i+1}) > 0
 // (a cheap shallow block goes in when the deeper ones it carries pay for it).
 // When the pool is full the displaced leaf must also have been used strictly
 // earlier (never churn blocks of the same instant). AdmissionScore is G_i.
-// Both thresholds are the cost model's break-even, not constants fitted to a
-// trace.
+// The thresholds are the cost model's break-even and a price the pool
+// measures, not constants fitted to a trace.
 //
 // Eviction (HALP-style: a learned preference over a heuristic's candidates).
 // Leaves sit in a recency heap; at each eviction the first kWindow slots of
@@ -86,8 +90,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
-    now_ms_ = access.time_ms;
     Grow();
+    CountGhosts(chain, access.time_ms);
+    now_ms_ = access.time_ms;
     for (const BlockIndex b : chain) Score(b, access.request, true);
     // G_i from the leaf up: what admitting block i and the run it enables is worth.
     double best_below = 0;
@@ -114,7 +119,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double AdmissionScore(BlockIndex b, bool) const override {
     return b < gain_.size() ? gain_[b] : 0.0;
   }
-  void OnInsert(BlockIndex b, const AccessInfo&) override { Track(b, KeyFor(b)); }
+  void OnInsert(BlockIndex b, const AccessInfo&) override {
+    admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
+    Track(b, KeyFor(b));
+  }
 
   BlockIndex SelectVictim() override {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
@@ -147,6 +155,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
       eviction_age_s_ = eviction_age_s_ < 0 ? idle_s : 0.99 * eviction_age_s_ + 0.01 * idle_s;
     }
+    evicted_ms_[b] = now_ms_;
     LeafOrderedPolicy::OnEvict(b);
   }
 
@@ -180,6 +189,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     gain_.resize(n, 0);
     value_.resize(n, 0);
     value_ms_.resize(n, kStale);
+    evicted_ms_.resize(n, kStale);
     curves_.resize(n * model_->num_outputs(), 0.0f);
   }
 
@@ -197,7 +207,27 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
     const BlockMeta& m = catalog_[b];
     const double t_ms = extractor_.TransferMs(m);
-    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms);
+    const double space = admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
+    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms -
+                                  space * static_cast<double>(m.bytes));
+  }
+
+  // The value of pool space, measured: a request that misses a block
+  // evicted less than E ago would have hit in a pool twice the size (under
+  // recency, twice the space keeps blocks about twice as long). Their
+  // savings, per byte admitted over the same time, are what one more
+  // admitted byte costs the others (the average slope of the hit curve from
+  // this pool's size to twice it). Both sums decay with time constant E.
+  void CountGhosts(std::span<const BlockIndex> chain, int64_t time_ms) {
+    const double e_ms = Horizon() * 1000;
+    const double decay = std::exp(-static_cast<double>(time_ms - now_ms_) / e_ms);
+    ghost_value_ *= decay;
+    admitted_bytes_ *= decay;
+    for (const BlockIndex b : chain) {
+      if (pool_.IsResident(b) || evicted_ms_[b] == kStale) continue;
+      if (static_cast<double>(time_ms - evicted_ms_[b]) <= e_ms) ghost_value_ += Saving(b);
+      evicted_ms_[b] = kStale;
+    }
   }
 
   std::span<float> Curve(BlockIndex b) {
@@ -268,7 +298,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   LearnedDeviationGuard guard_;
   BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
-  double eviction_age_s_ = -1;  // < 0 until the first eviction
+  double eviction_age_s_ = -1;       // < 0 until the first eviction
+  std::vector<int64_t> evicted_ms_;  // per block: when it was evicted (kStale: resident, counted)
+  double ghost_value_ = 0;           // decayed savings of misses on blocks evicted < E ago
+  double admitted_bytes_ = 0;        // decayed bytes admitted
   int64_t now_ms_ = 0;
 };
 
