@@ -160,6 +160,37 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   EXPECT_EQ(lru[4], "bcd");
 }
 
+// Admission pays for pool space (d per byte: savings of misses on blocks
+// evicted less than E ago, per byte admitted, both decayed with time
+// constant E). Pool of 2 blocks; R0 a, R1 b, R2 c, R3 a (request i at i s).
+//   R0, R1: admitted (no eviction yet, d = 0, E = 100 s).
+//   R2 c: admitted; a (idle 2 s) and b (idle 1 s) both read V = 0.2 S: the
+//     tie goes to the least recent, a, which recency also picks. E = 2 s.
+//   R3 a (t = 3 s): a missed 1 s after its eviction, within E: a ghost worth
+//     S = R - T. Blocks admitted, decayed by e^(-1 s / E) at each request
+//     (E = 100 s at R1 and R2, 2 s at R3): ((e^-0.01 + 1) e^-0.01 + 1)
+//     e^-0.5 = 1.8015, so d = S / 1.8015 per block. a (used twice) reads P(within E = 2 s) = 0.5 *
+//     2 / 10 = 0.1: g = 0.1 S - T - S / 1.8015 < 0: refused. Without the price g would be 0.1 S - T
+//     > 0 (checked below), and LRU admits it.
+TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
+  const auto h = MakeHandTrace({"a", "b", "c", "a"});
+  const BlockMeta& m = h->replay.catalog[h->Block('a')];
+  const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
+  ASSERT_GT(0.1 * (m.recompute_ms - t_ms), t_ms) << "a must be refused for the price alone";
+
+  std::vector<std::string> learned, lru;
+  auto record = [&](std::vector<std::string>& out) {
+    return [&out, &h](uint32_t, const PoolState& pool) { out.push_back(h->Resident(pool)); };
+  };
+  ASSERT_TRUE(
+      ReplayPool(h->replay, DefaultCost(), "learned", StandInOptions(2, record(learned))).ok());
+  ASSERT_TRUE(ReplayPool(h->replay, DefaultCost(), "lru", StandInOptions(2, record(lru))).ok());
+  ASSERT_EQ(learned.size(), 4u);
+  EXPECT_EQ(learned[2], "bc");
+  EXPECT_EQ(learned[3], "bc");
+  EXPECT_EQ(lru[3], "ac");
+}
+
 // The same trace up to R4 in a pool with room for all: nothing is evicted,
 // E stays 100 s. At R4 (now 4 s) the leaves are a b c d:
 //   a (idle 3 s): 0.88; b (idle 2 s), c (idle 1 s), d (idle 0 s): 0.2 each.
