@@ -128,6 +128,26 @@ PoolReplayOptions StandInOptions(uint64_t pool_blocks,
   return o;
 }
 
+// The pool's blocks after each request of the hand trace, under `learned`
+// (with the stand-in model) and under `lru`, in a pool of `pool_blocks`.
+struct Residents {
+  std::vector<std::string> learned, lru;
+};
+Residents ReplayBoth(const HandTrace& h, uint64_t pool_blocks) {
+  Residents r;
+  for (auto [policy, out] : {std::pair{"learned", &r.learned}, std::pair{"lru", &r.lru}}) {
+    auto record = [&h, out](uint32_t, const PoolState& pool) { out->push_back(h.Resident(pool)); };
+    EXPECT_TRUE(
+        ReplayPool(h.replay, DefaultCost(), policy, StandInOptions(pool_blocks, record)).ok());
+  }
+  return r;
+}
+
+// T of block m over the default link.
+double TransferMs(const BlockMeta& m) {
+  return static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
+}
+
 // Pool of 3 blocks; R0 a, R1 a, R2 b, R3 c, R4 d, R5 e (all roots, same R
 // and bytes, so V orders by P alone).
 // Admission: before any eviction E = 100 s, and a once-used block has
@@ -144,20 +164,13 @@ PoolReplayOptions StandInOptions(uint64_t pool_blocks,
 TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "e"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
-  ASSERT_GT(m.recompute_ms, 6 * t_ms) << "the derivation needs every block admitted";
+  ASSERT_GT(m.recompute_ms, 6 * TransferMs(m)) << "the derivation needs every block admitted";
 
-  std::vector<std::string> learned, lru;
-  auto record = [&](std::vector<std::string>& out) {
-    return [&out, &h](uint32_t, const PoolState& pool) { out.push_back(h->Resident(pool)); };
-  };
-  ASSERT_TRUE(
-      ReplayPool(h->replay, DefaultCost(), "learned", StandInOptions(3, record(learned))).ok());
-  ASSERT_TRUE(ReplayPool(h->replay, DefaultCost(), "lru", StandInOptions(3, record(lru))).ok());
-  ASSERT_EQ(learned.size(), 6u);
-  EXPECT_EQ(learned[4], "acd");
-  EXPECT_EQ(learned[5], "acd");
-  EXPECT_EQ(lru[4], "bcd");
+  const Residents r = ReplayBoth(*h, 3);
+  ASSERT_EQ(r.learned.size(), 6u);
+  EXPECT_EQ(r.learned[4], "acd");
+  EXPECT_EQ(r.learned[5], "acd");
+  EXPECT_EQ(r.lru[4], "bcd");
 }
 
 // Admission pays for pool space (d per byte: savings of misses on blocks
@@ -169,26 +182,21 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
 //   R3 a (t = 3 s): a missed 1 s after its eviction, within E: a ghost worth
 //     S = R - T. Blocks admitted, decayed by e^(-1 s / E) at each request
 //     (E = 100 s at R1 and R2, 2 s at R3): ((e^-0.01 + 1) e^-0.01 + 1)
-//     e^-0.5 = 1.8015, so d = S / 1.8015 per block. a (used twice) reads P(within E = 2 s) = 0.5 *
-//     2 / 10 = 0.1: g = 0.1 S - T - S / 1.8015 < 0: refused. Without the price g would be 0.1 S - T
-//     > 0 (checked below), and LRU admits it.
+//     e^-0.5 = 1.8015, so d = S / 1.8015 per block. a (used twice) reads
+//     P(within E = 2 s) = 0.5 * 2 / 10 = 0.1: g = 0.1 S - T - S / 1.8015 < 0:
+//     refused. Without the price g would be 0.1 S - T > 0 (checked below),
+//     and LRU admits it.
 TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   const auto h = MakeHandTrace({"a", "b", "c", "a"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
+  const double t_ms = TransferMs(m);
   ASSERT_GT(0.1 * (m.recompute_ms - t_ms), t_ms) << "a must be refused for the price alone";
 
-  std::vector<std::string> learned, lru;
-  auto record = [&](std::vector<std::string>& out) {
-    return [&out, &h](uint32_t, const PoolState& pool) { out.push_back(h->Resident(pool)); };
-  };
-  ASSERT_TRUE(
-      ReplayPool(h->replay, DefaultCost(), "learned", StandInOptions(2, record(learned))).ok());
-  ASSERT_TRUE(ReplayPool(h->replay, DefaultCost(), "lru", StandInOptions(2, record(lru))).ok());
-  ASSERT_EQ(learned.size(), 4u);
-  EXPECT_EQ(learned[2], "bc");
-  EXPECT_EQ(learned[3], "bc");
-  EXPECT_EQ(lru[3], "ac");
+  const Residents r = ReplayBoth(*h, 2);
+  ASSERT_EQ(r.learned.size(), 4u);
+  EXPECT_EQ(r.learned[2], "bc");
+  EXPECT_EQ(r.learned[3], "bc");
+  EXPECT_EQ(r.lru[3], "ac");
 }
 
 // The same trace up to R4 in a pool with room for all: nothing is evicted,
