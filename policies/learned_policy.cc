@@ -155,6 +155,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
       eviction_age_s_ = eviction_age_s_ < 0 ? idle_s : 0.99 * eviction_age_s_ + 0.01 * idle_s;
     }
+    Grow();  // a sidecar may insert blocks no request or admission named
     evicted_ms_[b] = now_ms_;
     LeafOrderedPolicy::OnEvict(b);
   }
@@ -220,7 +221,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // this pool's size to twice it). Both sums decay with time constant E.
   void CountGhosts(std::span<const BlockIndex> chain, int64_t time_ms) {
     const double e_ms = Horizon() * 1000;
-    const double decay = std::exp(-static_cast<double>(time_ms - now_ms_) / e_ms);
+    // A clock that steps back (a sidecar's caller) decays nothing.
+    const double decay =
+        std::exp(-static_cast<double>(std::max<int64_t>(time_ms - now_ms_, 0)) / e_ms);
     ghost_value_ *= decay;
     admitted_bytes_ *= decay;
     for (const BlockIndex b : chain) {

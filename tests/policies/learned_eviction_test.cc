@@ -247,5 +247,28 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   EXPECT_EQ(drained, want);
 }
 
+// A serving node may report blocks stored without any request or admission
+// naming them (PolicyDriver::Insert), and evict them. The policy has scored
+// none of them (V = 0 for all), so the order is recency's: a (stored at 1 s)
+// before b (2 s). The eviction must also be recorded for a later ghost
+// count, for blocks the policy has never sized its tables for.
+TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
+  const auto h = MakeHandTrace({"a", "b"});
+  PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<AccessCountModel>());
+  ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
+  driver.Insert(h->Block('a'), AccessInfo{1000, 0, 0});
+  driver.Insert(h->Block('b'), AccessInfo{2000, 1, 1});
+  std::vector<BlockIndex> drained;
+  for (int i = 0; i < 2; ++i) {
+    auto victim = driver.NextVictim();
+    ASSERT_TRUE(victim.ok()) << victim.status();
+    ASSERT_NE(*victim, kNoBlock);
+    driver.EvictLeaf(*victim);
+    drained.push_back(*victim);
+  }
+  EXPECT_EQ(drained, (std::vector<BlockIndex>{h->Block('a'), h->Block('b')}));
+}
+
 }  // namespace
 }  // namespace kvlearn
