@@ -1,26 +1,29 @@
 // Whether the learned policy's eviction choices beat recency on the traffic
-// it is serving now, judged online the way Belady would judge them.
+// it is serving now: online regret of two experts, the model and recency
+// (LeCaR / CACHEUS), priced in cost.
 //
-// Each time the model evicts a block v where recency would have evicted k
-// (a "deviation"), the guard remembers the pair. The first of the two to be
-// used again settles it: k first, while still resident, means keeping k was
-// right (v's next use is the later one, Belady's own criterion); v first
-// means recency was. If k is evicted before either returns, keeping it
-// bought no hit, and only v's return (a loss) can still settle the pair.
-// Pairs whose blocks never come back settle nothing. The model is trusted
-// while its settled deviations are right at least as often as wrong (counts
-// decay with a half-life of about 70 settlements); while it is not, the
-// policy evicts by recency and lets the model choose once in kProbeEvery
-// evictions, so the evidence keeps coming and a change of traffic can win
-// the trust back (the LeCaR / CACHEUS idea of weighting two experts by
-// regret).
+// At every eviction both experts choose: the model m, recency k. When they
+// differ, the one whose choice was actually evicted is answerable for it:
+// if the evicted block comes back while the other expert would still have
+// held it, that expert's choice would have hit, and the evicting expert
+// owes the hit's saving (the block's R - T). How long the other would have
+// held it is the time the deviation swaps one slot for: recency would keep
+// m for E - idle(m) more (E, the pool's eviction age, is how long recency
+// keeps an unused block), and the model keeps k in m's place for that same
+// time. A block that comes back later, or not at all, settles nothing.
+// Unlike the pairwise test this replaces (docs/learned_policy.md), regret
+// accrues to whichever expert is evicting, so a distrusted model is judged
+// by recency's mistakes it would have avoided without evicting anything.
+//
+// The model is trusted while recency's decayed regret is at least the
+// model's (each settlement decays both by 0.99, a half-life of about 70).
 //
 // Deterministic; not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/block_catalog.h"
@@ -29,74 +32,57 @@ namespace kvlearn {
 
 class LearnedDeviationGuard {
  public:
-  static constexpr size_t kPending = 4096;  // deviations remembered at once
-  static constexpr uint64_t kProbeEvery = 16;
+  // Open verdicts held before expired ones are swept out (memory only).
+  static constexpr size_t kSweepAt = 8192;
 
-  // True when the model's record is right at least as often as wrong.
-  bool Trusted() const { return right_ >= wrong_; }
-  // True when the model chooses the next victim: trusted, or probing.
-  bool ModelChooses() const { return Trusted() || evictions_ % kProbeEvery == 0; }
+  // True while the model has cost no more than recency.
+  bool Trusted() const { return recency_regret_ >= model_regret_; }
 
-  // An eviction happened; `recency_choice` is what recency would have evicted.
-  void OnEvict(BlockIndex victim, BlockIndex recency_choice) {
-    ++evictions_;
-    // The kept block of an open pair leaves after all: keeping it bought no
-    // hit, so only the evicted one's return (a loss) can settle that pair.
-    if (const auto it = open_.find(victim); it != open_.end()) {
-      if (pending_[it->second].kept == victim) {
-        pending_[it->second].kept = kNoBlock;
-        open_.erase(it);
-      }
+  // An eviction of `victim` at `now_ms`, where the model would have evicted
+  // `model_choice` and recency `recency_choice`; a hit on the victim saves
+  // `victim_saving`; `swap_ms` is E - idle(model_choice).
+  void OnEviction(BlockIndex model_choice, BlockIndex recency_choice, BlockIndex victim,
+                  double victim_saving, int64_t now_ms, int64_t swap_ms) {
+    if (model_choice == kNoBlock || recency_choice == kNoBlock) return;
+    if (model_choice == recency_choice || swap_ms <= 0) return;
+    if (victim != model_choice && victim != recency_choice) return;
+    if (open_.size() >= sweep_at_) {
+      absl::erase_if(open_, [now_ms](const auto& e) { return e.second.until_ms < now_ms; });
+      sweep_at_ = std::max(kSweepAt, 2 * open_.size());
     }
-    if (recency_choice == kNoBlock || recency_choice == victim) return;
-    // A block in an open pair already: that pair stays unsettled.
-    for (const BlockIndex b : {victim, recency_choice}) {
-      if (const auto it = open_.find(b); it != open_.end()) Forget(pending_[it->second]);
-    }
-    Pair& slot = pending_[next_ % kPending];
-    Forget(slot);
-    slot = {victim, recency_choice, true};
-    open_[victim] = next_ % kPending;
-    open_[recency_choice] = next_ % kPending;
-    ++next_;
+    open_[victim] = {now_ms + swap_ms, victim_saving, victim == model_choice};
   }
 
-  // A request used `chain`: settle the deviations its blocks close.
-  void OnAccess(std::span<const BlockIndex> chain) {
+  // A request used `chain` at `now_ms`: settle the verdicts its blocks close.
+  void OnAccess(std::span<const BlockIndex> chain, int64_t now_ms) {
     if (open_.empty()) return;
     for (const BlockIndex b : chain) {
       const auto it = open_.find(b);
       if (it == open_.end()) continue;
-      Pair& p = pending_[it->second];
-      const bool right = b == p.kept;
-      right_ = kDecay * right_ + (right ? 1 : 0);
-      wrong_ = kDecay * wrong_ + (right ? 0 : 1);
-      Forget(p);
+      const Verdict& v = it->second;
+      if (now_ms <= v.until_ms) {
+        model_regret_ = kDecay * model_regret_ + (v.by_model ? v.saving : 0);
+        recency_regret_ = kDecay * recency_regret_ + (v.by_model ? 0 : v.saving);
+      }
+      open_.erase(it);
     }
   }
 
-  double right() const { return right_; }
-  double wrong() const { return wrong_; }
+  double model_regret() const { return model_regret_; }
+  double recency_regret() const { return recency_regret_; }
 
  private:
   static constexpr double kDecay = 0.99;
-  struct Pair {
-    BlockIndex victim = kNoBlock, kept = kNoBlock;
-    bool open = false;
+  // An evicted block the other expert would have held until `until_ms`.
+  struct Verdict {
+    int64_t until_ms = 0;
+    double saving = 0;      // what a hit on it saves
+    bool by_model = false;  // the model evicted it (else recency did)
   };
 
-  void Forget(Pair& p) {
-    if (!p.open) return;
-    open_.erase(p.victim);
-    open_.erase(p.kept);
-    p.open = false;
-  }
-
-  std::vector<Pair> pending_ = std::vector<Pair>(kPending);
-  absl::flat_hash_map<BlockIndex, uint32_t> open_;  // block -> slot of its open pair
-  uint64_t next_ = 0;
-  uint64_t evictions_ = 0;
-  double right_ = 0, wrong_ = 0;
+  absl::flat_hash_map<BlockIndex, Verdict> open_;
+  size_t sweep_at_ = kSweepAt;
+  double model_regret_ = 0, recency_regret_ = 0;
 };
 
 }  // namespace kvlearn

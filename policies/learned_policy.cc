@@ -10,17 +10,21 @@
 // long evicted blocks had gone unused, moving average; the longest horizon
 // before the first eviction).
 //
-// Admission. Block i of a request is worth g_i = P_i(E) * (R_i - T_i) - T_i:
+// Admission. Block i of a request is worth
+//   g_i = P_i(E) * (R_i - T_i) - T_i - d * bytes_i:
 // the expected saving (recompute R avoided, load T paid on the hit) minus
-// the transfer that admitting costs now. Refusing a block ends admission for
-// the request, so a block also enables its descendants: it is admitted when
+// the transfer that admitting costs now and minus the pool space it takes
+// from the others, d per byte (CountGhosts: the savings of misses on blocks
+// evicted less than E ago, per byte admitted, both measured by the policy;
+// 0 until the pool first evicts). Refusing a block ends admission for the
+// request, so a block also enables its descendants: it is admitted when
 // the best run of the chain starting at it is worth something,
 //   G_i = g_i + max(0, G_{i+1}) > 0
 // (a cheap shallow block goes in when the deeper ones it carries pay for it).
 // When the pool is full the displaced leaf must also have been used strictly
 // earlier (never churn blocks of the same instant). AdmissionScore is G_i.
-// Both thresholds are the cost model's break-even, not constants fitted to a
-// trace.
+// The thresholds are the cost model's break-even and a price the pool
+// measures, not constants fitted to a trace.
 //
 // Eviction (HALP-style: a learned preference over a heuristic's candidates).
 // Leaves sit in a recency heap; at each eviction the first kWindow slots of
@@ -31,12 +35,15 @@
 // block's score is cached for the request time it was computed at and
 // recomputed when the clock has moved.
 //
-// Guard (learned_deviation_guard.h). Each time the model's victim differs
-// from recency's, Belady's pairwise test settles later which was right; while
-// the model's record is net wrong, the least recent leaf goes instead (the
-// model still chooses one eviction in 16, to keep the evidence coming). On the
-// tuning traces unguarded curve eviction lost cost wherever LRU already has
-// about Belady's hits (docs/learned_policy.md, "Learning eviction").
+// Guard (learned_deviation_guard.h). At every eviction the model and recency
+// both choose; when they differ, the one whose choice was evicted owes the
+// evicted block's R - T if it returns while the other would still have held
+// it (online regret, LeCaR-style, priced in cost). While the model's regret
+// exceeds recency's, the least recent leaf goes. Regret accrues to recency
+// too while it evicts, so a distrusted model wins trust back without
+// evicting. On the tuning traces unguarded curve eviction lost cost wherever
+// LRU already has about Belady's hits (docs/learned_policy.md, "Learning
+// eviction").
 // EvictionPriority is V while the guard trusts the model and the last-use
 // time (ms) otherwise; RankVictims orders by the same key, ties by recency.
 //
@@ -82,9 +89,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
-    guard_.OnAccess(chain);
-    now_ms_ = access.time_ms;
+    guard_.OnAccess(chain, access.time_ms);
     Grow();
+    CountGhosts(chain, access.time_ms);
+    now_ms_ = access.time_ms;
     for (const BlockIndex b : chain) Score(b, access.request, true);
     // G_i from the leaf up: what admitting block i and the run it enables is worth.
     double best_below = 0;
@@ -111,12 +119,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double AdmissionScore(BlockIndex b, bool) const override {
     return b < gain_.size() ? gain_[b] : 0.0;
   }
-  void OnInsert(BlockIndex b, const AccessInfo&) override { Track(b, KeyFor(b)); }
+  void OnInsert(BlockIndex b, const AccessInfo&) override {
+    admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
+    Track(b, KeyFor(b));
+  }
 
   BlockIndex SelectVictim() override {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
-    if (!guard_.ModelChooses()) return recency_choice_;
     const LeafHeap& h = heap();
     BlockIndex best = kNoBlock;
     for (size_t i = 0, n = std::min(h.size(), kWindow); i < n; ++i) {
@@ -127,17 +137,26 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // Pinned leaves filled the window (a request deeper than it): recency's
     // choice, which looks past them.
     if (best != kNoBlock) model_choice_ = best;
-    return model_choice_;
+    return guard_.Trusted() ? model_choice_ : recency_choice_;
   }
 
   void OnEvict(BlockIndex b) override {
-    const BlockIndex recency = b == model_choice_ ? recency_choice_ : b;
-    guard_.OnEvict(b, recency);
+    // Both experts chose for this eviction; the guard judges the one whose
+    // choice went.
+    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
+      const BlockHistory& m = history_.Of(model_choice_);
+      const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.times_ms[0]) / 1000.0 : 0;
+      guard_.OnEviction(model_choice_, recency_choice_, b, Saving(b), now_ms_,
+                        static_cast<int64_t>((Horizon() - idle_s) * 1000));
+    }
+    model_choice_ = recency_choice_ = kNoBlock;
     const BlockHistory& h = history_.Of(b);
     if (h.kept > 0) {
       const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
       eviction_age_s_ = eviction_age_s_ < 0 ? idle_s : 0.99 * eviction_age_s_ + 0.01 * idle_s;
     }
+    Grow();  // a sidecar may insert blocks no request or admission named
+    evicted_ms_[b] = now_ms_;
     LeafOrderedPolicy::OnEvict(b);
   }
 
@@ -171,6 +190,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     gain_.resize(n, 0);
     value_.resize(n, 0);
     value_ms_.resize(n, kStale);
+    evicted_ms_.resize(n, kStale);
     curves_.resize(n * model_->num_outputs(), 0.0f);
   }
 
@@ -188,7 +208,29 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
     const BlockMeta& m = catalog_[b];
     const double t_ms = extractor_.TransferMs(m);
-    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms);
+    const double space = admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
+    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms -
+                                  space * static_cast<double>(m.bytes));
+  }
+
+  // The value of pool space, measured: a request that misses a block
+  // evicted less than E ago would have hit in a pool twice the size (under
+  // recency, twice the space keeps blocks about twice as long). Their
+  // savings, per byte admitted over the same time, are what one more
+  // admitted byte costs the others (the average slope of the hit curve from
+  // this pool's size to twice it). Both sums decay with time constant E.
+  void CountGhosts(std::span<const BlockIndex> chain, int64_t time_ms) {
+    const double e_ms = Horizon() * 1000;
+    // A clock that steps back (a sidecar's caller) decays nothing.
+    const double decay =
+        std::exp(-static_cast<double>(std::max<int64_t>(time_ms - now_ms_, 0)) / e_ms);
+    ghost_value_ *= decay;
+    admitted_bytes_ *= decay;
+    for (const BlockIndex b : chain) {
+      if (pool_.IsResident(b) || evicted_ms_[b] == kStale) continue;
+      if (static_cast<double>(time_ms - evicted_ms_[b]) <= e_ms) ghost_value_ += Saving(b);
+      evicted_ms_[b] = kStale;
+    }
   }
 
   std::span<float> Curve(BlockIndex b) {
@@ -218,6 +260,13 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         static_cast<float>(p * saving / static_cast<double>(std::max<uint64_t>(m.bytes, 1)));
     value_ms_[b] = now_ms_;
     return value_[b];
+  }
+
+  // What a hit on b saves: R - T, at least 0.
+  double Saving(BlockIndex b) const {
+    if (b == kNoBlock) return 0;
+    const BlockMeta& m = catalog_[b];
+    return std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
   }
 
   bool ModelRanks() const { return guard_.Trusted(); }
@@ -252,7 +301,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   LearnedDeviationGuard guard_;
   BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
-  double eviction_age_s_ = -1;  // < 0 until the first eviction
+  double eviction_age_s_ = -1;       // < 0 until the first eviction
+  std::vector<int64_t> evicted_ms_;  // per block: when it was evicted (kStale: resident, counted)
+  double ghost_value_ = 0;           // decayed savings of misses on blocks evicted < E ago
+  double admitted_bytes_ = 0;        // decayed bytes admitted
   int64_t now_ms_ = 0;
 };
 

