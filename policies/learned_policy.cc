@@ -119,8 +119,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double AdmissionScore(BlockIndex b, bool) const override {
     return b < gain_.size() ? gain_[b] : 0.0;
   }
-  void OnInsert(BlockIndex b, const AccessInfo&) override {
+  void OnInsert(BlockIndex b, const AccessInfo& access) override {
     admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
+    last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
   }
 
@@ -226,6 +227,15 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         std::exp(-static_cast<double>(std::max<int64_t>(time_ms - now_ms_, 0)) / e_ms);
     ghost_value_ *= decay;
     admitted_bytes_ *= decay;
+    // Nothing admitted for longer than E: the price has no measurement
+    // behind it, and left alone it would never get one (no admission, no
+    // eviction, no ghost), so a price above every block's worth would stop
+    // admission for good. Measure afresh from zero.
+    if (last_admit_ms_ != kStale && static_cast<double>(time_ms - last_admit_ms_) > e_ms) {
+      ghost_value_ = 0;
+      admitted_bytes_ = 0;
+      last_admit_ms_ = kStale;
+    }
     for (const BlockIndex b : chain) {
       if (pool_.IsResident(b) || evicted_ms_[b] == kStale) continue;
       if (static_cast<double>(time_ms - evicted_ms_[b]) <= e_ms) ghost_value_ += Saving(b);
@@ -305,6 +315,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   std::vector<int64_t> evicted_ms_;  // per block: when it was evicted (kStale: resident, counted)
   double ghost_value_ = 0;           // decayed savings of misses on blocks evicted < E ago
   double admitted_bytes_ = 0;        // decayed bytes admitted
+  int64_t last_admit_ms_ = kStale;   // when a block was last admitted (kStale: none since a reset)
   int64_t now_ms_ = 0;
 };
 

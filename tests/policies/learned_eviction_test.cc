@@ -199,6 +199,27 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   EXPECT_EQ(r.lru[3], "ac");
 }
 
+// The price lapses when nothing was admitted for longer than E (else a price
+// above every block's worth would stop admission for good: no admission, no
+// eviction, no ghost to move it). The trace above, then R4 x (t = 4 s), R5 a
+// (t = 5 s); E stays 2 s (no eviction after R2).
+//   R3 a: refused for the price, as above.                       {b c}
+//   R4 x (seen once): P(within 2 s) = 0, g = -T - price < 0: refused, so
+//     the last admission is still c's at 2 s.                   {b c}
+//   R5 a: 5 s - 2 s > E: the price is measured afresh from zero, so
+//     g = 0.1 S - T > 0 (checked above) and a goes in; b and c both read
+//     V = 0, b is less recent: b goes.                            {a c}
+//   Without the lapse the price decays like the bytes it is divided by, so
+//   it stays S / 1.8015 per block and a is refused again.
+TEST(LearnedAdmissionTest, ThePriceLapsesWhenNothingWasAdmittedForE) {
+  const auto h = MakeHandTrace({"a", "b", "c", "a", "x", "a"});
+  const Residents r = ReplayBoth(*h, 2);
+  ASSERT_EQ(r.learned.size(), 6u);
+  EXPECT_EQ(r.learned[3], "bc");
+  EXPECT_EQ(r.learned[4], "bc");
+  EXPECT_EQ(r.learned[5], "ac");
+}
+
 // The same trace up to R4 in a pool with room for all: nothing is evicted,
 // E stays 100 s. At R4 (now 4 s) the leaves are a b c d:
 //   a (idle 3 s): 0.88; b (idle 2 s), c (idle 1 s), d (idle 0 s): 0.2 each.
