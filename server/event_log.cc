@@ -1,8 +1,10 @@
 #include "server/event_log.h"
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 
 #include <algorithm>
 
@@ -13,6 +15,12 @@ namespace kvlearn {
 namespace {
 
 constexpr size_t kKeySize = 8;
+// Memory RocksDB may hold, fixed whatever the traffic (docs/performance.md,
+// "Memory"): per family of appended records a 16 MiB memtable (up to two
+// while one flushes), and one 8 MiB block cache for every family (reads are
+// rare: start-up replay, trimming, snapshots).
+constexpr size_t kWriteBufferBytes = 16 << 20;
+constexpr size_t kBlockCacheBytes = 8 << 20;
 constexpr const char* kDecisions = "decisions";
 constexpr const char* kSnapshots = "snapshots";
 // First byte of a model-swap record (server/model_swap_record.h).
@@ -108,9 +116,15 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   o.create_if_missing = !read_only;
   o.create_missing_column_families = !read_only;
   rocksdb::ColumnFamilyOptions cf;
+  // Without a shared cache each family would create its own.
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  rocksdb::ColumnFamilyOptions snapshot_cf;
+  snapshot_cf.table_factory = cf.table_factory;
   if (!read_only) {
     cf.compression = rocksdb::kNoCompression;
-    cf.write_buffer_size = 64 << 20;
+    cf.write_buffer_size = kWriteBufferBytes;
     // Keys only ever grow (sequence numbers), so an append-only vector
     // memtable beats the default skiplist; Append serializes writers anyway.
     cf.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
@@ -127,9 +141,10 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   const bool has_decisions = has(kDecisions);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, cf}};
   if (has_decisions || !read_only) families.emplace_back(kDecisions, cf);
-  // Snapshots are big values written rarely: the default memtable suits them.
+  // Snapshots are big values written rarely: the default memtable suits them
+  // (WriteSnapshot flushes it).
   if ((has_decisions && has(kSnapshots)) || !read_only) {
-    families.emplace_back(kSnapshots, rocksdb::ColumnFamilyOptions());
+    families.emplace_back(kSnapshots, snapshot_cf);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -256,7 +271,16 @@ absl::Status EventLog::WriteSnapshot(uint64_t sequence, uint64_t decision, std::
   if (auto s = FromRocks(db_->Put(w, snapshots(), key, value), "write snapshot"); !s.ok()) {
     return s;
   }
-  return FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
+  if (auto s =
+          FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
+      !s.ok()) {
+    return s;
+  }
+  // Out of the memtable now: left there, every snapshot since the last flush
+  // would stay in memory (up to 64 MiB of them) though only the latest counts.
+  rocksdb::FlushOptions flush;
+  flush.wait = false;
+  return FromRocks(db_->Flush(flush, snapshots()), "flush the snapshot");
 }
 
 absl::StatusOr<EventLog::Snapshot> EventLog::LatestSnapshot() const {
