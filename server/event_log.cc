@@ -34,6 +34,15 @@ uint64_t DecodeKey(std::string_view key) {
   return v;
 }
 
+// For scans over old entries (trimming, replay), read once: left in the
+// block cache they would grow the server's memory up to the cache's size
+// once trimming starts, long after start-up.
+rocksdb::ReadOptions ScanOnce() {
+  rocksdb::ReadOptions r;
+  r.fill_cache = false;
+  return r;
+}
+
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
   const std::string msg = absl::StrCat("event log: ", what, ": ", s.ToString());
@@ -348,7 +357,7 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t co
 
 absl::Status EventLog::TrimLocked() {
   const uint64_t target = options_.max_bytes / 10 * 9;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   uint64_t removed = 0;
   uint64_t end = first_sequence_;
   // Whole entries, oldest first, until the rest fits; `end` is the first
@@ -370,7 +379,7 @@ absl::Status EventLog::TrimLocked() {
   }
   // Decisions journaled before the first event kept go with the events.
   if (handles_.size() >= 2) {
-    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(ScanOnce(), handles_[1]));
     uint64_t first_decision = 0, end_decision = 0;
     bool any = false;
     std::string last_swap_key, last_swap_value;  // the model the trimmed history ended with
@@ -422,7 +431,7 @@ absl::Status EventLog::ForEach(
 
 absl::Status EventLog::ForEachFrom(
     uint64_t from, const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   for (it->Seek(EventLogKey(from)); it->Valid(); it->Next()) {
     uint64_t seq = DecodeKey(it->key().ToStringView());
     absl::Status status;
