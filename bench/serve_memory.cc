@@ -7,7 +7,8 @@
 // million distinct ids (chains of 16, the first block of each stored), a
 // ghost bound above that so nothing is forgotten; the growth of the heap in
 // use (mallinfo2: arena chunks plus mmapped blocks) divided by the blocks
-// tracked, per policy (learned with the tests' small model). Part 1b: the
+// tracked, per policy (learned with the tests' small model), and whether it
+// meets issue 13's goal of at most 128 B per block. Part 1b: the
 // heap in use of one such lru pool with the default ghost bound over
 // --heap-ids (20,000,000) ids, every 2,000,000.
 //
@@ -18,7 +19,12 @@
 // oldest; the event log is bounded by --log-max-bytes. Every --sample-every
 // ids it prints the ids sent, the server's VmRSS (/proc/PID/status) and the
 // blocks tracked (GetStatus). Ends with the smallest and largest RSS after
-// the first sample (the warm-up: pools and RocksDB memtables filling).
+// the first sample, then the verdict on flatness (FlatVerdict below; the
+// definition is in docs/performance.md, "Memory"): after the warm-up (the
+// first fifth of the ids: the pool's first compaction cycles, memtables and
+// the block cache filling) every sample within kFlatBandMib of their median
+// and a least-squares slope under kFlatSlopeMib per 10 M ids. Exits 3 when
+// RSS is not flat.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
@@ -35,6 +41,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvlearn/v1/retention.grpc.pb.h"
@@ -45,6 +52,12 @@ namespace kvlearn {
 namespace {
 
 constexpr uint64_t kChain = 16;
+// "Flat" RSS (docs/performance.md, "Memory"): the bound on each sample's
+// distance from the median after the warm-up covers the event log's two
+// 16 MiB memtables, and the slope bound allows 25 MiB over 50 M ids, less
+// than the band: a leak of 1 byte per id (48 MiB over 50 M) fails it.
+constexpr double kFlatBandMib = 32;
+constexpr double kFlatSlopeMib = 5;
 constexpr int64_t kBlockBytes = 512 * 131072;  // llama3-8b, 512 tokens
 
 struct Flags {
@@ -88,7 +101,8 @@ size_t HeapInUse() {
 
 void BytesPerBlock() {
   std::printf("part 1: heap bytes per tracked block (1,000,000 ids, nothing forgotten)\n");
-  std::printf("%-10s %14s %16s\n", "policy", "blocks_tracked", "bytes_per_block");
+  std::printf("%-12s %14s %16s %12s\n", "policy", "blocks_tracked", "bytes_per_block",
+              "within_128");
   for (const char* policy :
        {"lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars", "learned"}) {
     const size_t before = HeapInUse();
@@ -113,8 +127,9 @@ void BytesPerBlock() {
       }
       const uint64_t tracked = pools.counters().blocks_tracked.load();
       const size_t after = HeapInUse();
-      std::printf("%-10s %14llu %16.1f\n", policy, static_cast<unsigned long long>(tracked),
-                  static_cast<double>(after - before) / static_cast<double>(tracked));
+      const double per_block = static_cast<double>(after - before) / static_cast<double>(tracked);
+      std::printf("%-12s %14llu %16.1f %12s\n", policy, static_cast<unsigned long long>(tracked),
+                  per_block, per_block <= 128 ? "yes" : "no");
     }
   }
 }
@@ -155,6 +170,43 @@ uint64_t RssKib(pid_t pid) {
     std::getline(in, key);
   }
   return 0;
+}
+
+// Prints whether the RSS samples taken after `warmup` ids are flat (see
+// kFlatBandMib, kFlatSlopeMib) and returns it.
+bool FlatVerdict(const std::vector<std::pair<uint64_t, double>>& samples, uint64_t warmup) {
+  if (samples.size() < 3) {
+    std::printf("flat: not judged (fewer than 3 samples after the warm-up)\n");
+    return true;
+  }
+  std::vector<double> rss;
+  for (const auto& [ids, mib] : samples) rss.push_back(mib);
+  std::sort(rss.begin(), rss.end());
+  const size_t n = rss.size();
+  const double median = n % 2 ? rss[n / 2] : (rss[n / 2 - 1] + rss[n / 2]) / 2;
+  const double farthest = std::max(median - rss.front(), rss.back() - median);
+  // Least squares of RSS on ids, in MiB per 10 M ids.
+  double mean_x = 0, mean_y = 0;
+  for (const auto& [ids, mib] : samples) {
+    mean_x += static_cast<double>(ids) / 1e7;
+    mean_y += mib;
+  }
+  mean_x /= static_cast<double>(n);
+  mean_y /= static_cast<double>(n);
+  double sxy = 0, sxx = 0;
+  for (const auto& [ids, mib] : samples) {
+    const double dx = static_cast<double>(ids) / 1e7 - mean_x;
+    sxy += dx * (mib - mean_y);
+    sxx += dx * dx;
+  }
+  const double slope = sxy / sxx;
+  const bool flat = farthest <= kFlatBandMib && slope < kFlatSlopeMib;
+  std::printf(
+      "flat: %s (%zu samples after the first %llu ids: median %.1f MiB, farthest %.1f MiB "
+      "from it, bound %.0f; slope %+.2f MiB per 10 M ids, bound %.0f)\n",
+      flat ? "yes" : "no", n, static_cast<unsigned long long>(warmup), median, farthest,
+      kFlatBandMib, slope, kFlatSlopeMib);
+  return flat;
 }
 
 int RssOverTime(const Flags& f) {
@@ -215,6 +267,7 @@ int RssOverTime(const Flags& f) {
   const uint64_t chains = f.ids / kChain;
   const uint64_t chains_per_sample = std::max<uint64_t>(1, f.sample_every / kChain);
   std::vector<double> samples;
+  std::vector<std::pair<uint64_t, double>> after_warmup;  // (ids sent, RSS MiB)
   v1::EventBatch batch;
   for (uint64_t c = 0; c < chains; ++c) {
     AddChain(batch, c, f.resident);
@@ -235,6 +288,7 @@ int RssOverTime(const Flags& f) {
       }
       const double rss = RssKib(pid) / 1024.0;
       samples.push_back(rss);
+      if ((c + 1) * kChain > f.ids / 5) after_warmup.emplace_back((c + 1) * kChain, rss);
       std::printf("%14llu %10.1f %14llu\n", static_cast<unsigned long long>((c + 1) * kChain), rss,
                   static_cast<unsigned long long>(tracked()));
       std::fflush(stdout);
@@ -258,7 +312,7 @@ int RssOverTime(const Flags& f) {
         *low, *high, samples.back(), static_cast<unsigned long long>(summary.accepted()),
         static_cast<unsigned long long>(summary.rejected()));
   }
-  return 0;
+  return FlatVerdict(after_warmup, f.ids / 5) ? 0 : 3;
 }
 
 }  // namespace

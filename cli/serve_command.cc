@@ -1,6 +1,7 @@
 // `kvlearn serve`: the gRPC retention sidecar (server/sidecar_server.h).
 // Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file. At start it
 // replays its event log (progress on stderr about once a second).
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,6 +31,15 @@ struct ServeFlags {
 };
 
 int RunServe(ServeFlags& f) {
+#ifdef __GLIBC__
+  // A fixed threshold: blocks of 128 KiB and more (memtable arenas, the
+  // pools' vectors and indexes a compaction rebuilds) are mmapped and go back
+  // to the system when freed. glibc's default raises the threshold to the
+  // largest block freed so far, and the heap then kept 100-200 MiB of free
+  // holes that grew the server's RSS over a stream of new ids
+  // (docs/performance.md, "Memory").
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
   SidecarOptions& o = f.server;
   auto cost = f.cost.Resolve();
   if (!cost.ok()) {

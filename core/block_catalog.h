@@ -9,13 +9,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "core/block_id_index.h"
 #include "core/check.h"
 
 namespace kvlearn {
-
-using BlockIndex = uint32_t;
-inline constexpr BlockIndex kNoBlock = UINT32_MAX;
 
 struct BlockMeta {
   uint64_t hash_id = 0;
@@ -32,17 +29,14 @@ class BlockCatalog {
   const BlockMeta& operator[](BlockIndex b) const { return blocks_[b]; }
 
   // Index of `hash_id`, or kNoBlock if it was never added.
-  BlockIndex Find(uint64_t hash_id) const {
-    auto it = index_.find(hash_id);
-    return it == index_.end() ? kNoBlock : it->second;
-  }
+  BlockIndex Find(uint64_t hash_id) const { return index_.Find(hash_id, IdOf{this}); }
 
   // REQUIRES: meta.hash_id not present yet.
   BlockIndex Add(const BlockMeta& meta) {
     KVLEARN_DCHECK(Find(meta.hash_id) == kNoBlock);
     const auto b = static_cast<BlockIndex>(blocks_.size());
     blocks_.push_back(meta);
-    index_.emplace(meta.hash_id, b);
+    index_.Append(IdOf{this});
     return b;
   }
 
@@ -56,12 +50,18 @@ class BlockCatalog {
 
   void Reserve(size_t n) {
     blocks_.reserve(n);
-    index_.reserve(n);
+    index_.Reserve(n, IdOf{this});
   }
 
  private:
+  // The index keeps block numbers only and reads ids from here.
+  struct IdOf {
+    const BlockCatalog* catalog;
+    uint64_t operator()(BlockIndex b) const { return catalog->blocks_[b].hash_id; }
+  };
+
   std::vector<BlockMeta> blocks_;
-  absl::flat_hash_map<uint64_t, BlockIndex> index_;
+  BlockIdIndex index_;
 };
 
 }  // namespace kvlearn

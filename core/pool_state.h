@@ -39,20 +39,25 @@ class PoolState {
   bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
   uint32_t ResidentChildren(BlockIndex b) const { return children_[b]; }
   bool IsLeaf(BlockIndex b) const { return IsResident(b) && children_[b] == 0; }
-  bool IsPinned(BlockIndex b) const { return pin_epoch_[b] == epoch_ || holds_[b] != 0; }
+  bool IsPinned(BlockIndex b) const {
+    return (b < pin_epoch_.size() && pin_epoch_[b] == epoch_) ||
+           (b < holds_.size() && holds_[b] != 0);
+  }
   bool IsEvictable(BlockIndex b) const { return IsLeaf(b) && !IsPinned(b); }
 
   // Starts a new request: unpins everything pinned by the previous one.
   void BeginRequest() { ++epoch_; }
   // REQUIRES: b < catalog().size() (after Grow).
   void Pin(BlockIndex b) {
-    KVLEARN_DCHECK(b < pin_epoch_.size());
+    KVLEARN_DCHECK(b < resident_.size());
+    if (b >= pin_epoch_.size()) pin_epoch_.resize(resident_.size(), 0);
     pin_epoch_[b] = epoch_;
   }
   // One more in-flight request needs b (resident or not yet).
   // REQUIRES: b < catalog().size() (after Grow).
   void Hold(BlockIndex b) {
-    KVLEARN_DCHECK(b < holds_.size());
+    KVLEARN_DCHECK(b < resident_.size());
+    if (b >= holds_.size()) holds_.resize(resident_.size(), 0);
     ++holds_[b];
   }
   // REQUIRES: a Hold(b) not yet released.
@@ -89,8 +94,6 @@ class PoolState {
     if (n <= resident_.size()) return;
     resident_.resize(n, 0);
     children_.resize(n, 0);
-    pin_epoch_.resize(n, 0);
-    holds_.resize(n, 0);
   }
 
  private:
@@ -102,6 +105,9 @@ class PoolState {
   uint32_t epoch_ = 1;  // pin_epoch_ starts at 0, so nothing is pinned initially
   std::vector<uint8_t> resident_;
   std::vector<uint32_t> children_;
+  // Sized on the first Pin / Hold after the catalog grew, not by Grow: the
+  // simulators only pin and the sidecar only holds, so each pays 4 bytes a
+  // block for the one it uses (a block past the end is not pinned / held).
   std::vector<uint32_t> pin_epoch_;
   std::vector<uint32_t> holds_;
 };

@@ -1,8 +1,10 @@
 #include "server/event_log.h"
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 
 #include <algorithm>
 
@@ -13,6 +15,12 @@ namespace kvlearn {
 namespace {
 
 constexpr size_t kKeySize = 8;
+// Memory RocksDB may hold, fixed whatever the traffic (docs/performance.md,
+// "Memory"): per family of appended records a 16 MiB memtable (up to two
+// while one flushes), and one 8 MiB block cache for every family (reads are
+// rare: start-up replay, trimming, snapshots).
+constexpr size_t kWriteBufferBytes = 16 << 20;
+constexpr size_t kBlockCacheBytes = 8 << 20;
 constexpr const char* kDecisions = "decisions";
 constexpr const char* kSnapshots = "snapshots";
 // First byte of a model-swap record (server/model_swap_record.h).
@@ -24,6 +32,15 @@ uint64_t DecodeKey(std::string_view key) {
     v = (v << 8) | static_cast<unsigned char>(key[i]);
   }
   return v;
+}
+
+// For scans over old entries (trimming, replay), read once: left in the
+// block cache they would grow the server's memory up to the cache's size
+// once trimming starts, long after start-up.
+rocksdb::ReadOptions ScanOnce() {
+  rocksdb::ReadOptions r;
+  r.fill_cache = false;
+  return r;
 }
 
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -108,9 +125,15 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   o.create_if_missing = !read_only;
   o.create_missing_column_families = !read_only;
   rocksdb::ColumnFamilyOptions cf;
+  // Without a shared cache each family would create its own.
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  rocksdb::ColumnFamilyOptions snapshot_cf;
+  snapshot_cf.table_factory = cf.table_factory;
   if (!read_only) {
     cf.compression = rocksdb::kNoCompression;
-    cf.write_buffer_size = 64 << 20;
+    cf.write_buffer_size = kWriteBufferBytes;
     // Keys only ever grow (sequence numbers), so an append-only vector
     // memtable beats the default skiplist; Append serializes writers anyway.
     cf.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
@@ -127,9 +150,10 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   const bool has_decisions = has(kDecisions);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, cf}};
   if (has_decisions || !read_only) families.emplace_back(kDecisions, cf);
-  // Snapshots are big values written rarely: the default memtable suits them.
+  // Snapshots are big values written rarely: the default memtable suits them
+  // (WriteSnapshot flushes it).
   if ((has_decisions && has(kSnapshots)) || !read_only) {
-    families.emplace_back(kSnapshots, rocksdb::ColumnFamilyOptions());
+    families.emplace_back(kSnapshots, snapshot_cf);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -256,7 +280,16 @@ absl::Status EventLog::WriteSnapshot(uint64_t sequence, uint64_t decision, std::
   if (auto s = FromRocks(db_->Put(w, snapshots(), key, value), "write snapshot"); !s.ok()) {
     return s;
   }
-  return FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
+  if (auto s =
+          FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
+      !s.ok()) {
+    return s;
+  }
+  // Out of the memtable now: left there, every snapshot since the last flush
+  // would stay in memory (up to 64 MiB of them) though only the latest counts.
+  rocksdb::FlushOptions flush;
+  flush.wait = false;
+  return FromRocks(db_->Flush(flush, snapshots()), "flush the snapshot");
 }
 
 absl::StatusOr<EventLog::Snapshot> EventLog::LatestSnapshot() const {
@@ -324,7 +357,7 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t co
 
 absl::Status EventLog::TrimLocked() {
   const uint64_t target = options_.max_bytes / 10 * 9;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   uint64_t removed = 0;
   uint64_t end = first_sequence_;
   // Whole entries, oldest first, until the rest fits; `end` is the first
@@ -346,7 +379,7 @@ absl::Status EventLog::TrimLocked() {
   }
   // Decisions journaled before the first event kept go with the events.
   if (handles_.size() >= 2) {
-    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(ScanOnce(), handles_[1]));
     uint64_t first_decision = 0, end_decision = 0;
     bool any = false;
     std::string last_swap_key, last_swap_value;  // the model the trimmed history ended with
@@ -398,7 +431,7 @@ absl::Status EventLog::ForEach(
 
 absl::Status EventLog::ForEachFrom(
     uint64_t from, const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   for (it->Seek(EventLogKey(from)); it->Valid(); it->Next()) {
     uint64_t seq = DecodeKey(it->key().ToStringView());
     absl::Status status;

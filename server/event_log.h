@@ -33,6 +33,11 @@
 // serves the model the trimmed history ended with; disk space comes back as
 // RocksDB compacts. retained_bytes counts events and decisions.
 //
+// Memory: fixed whatever the traffic: a 16 MiB memtable per appended family
+// (two while one flushes), snapshots flushed out of theirs as written, one
+// 8 MiB block cache that scans of old entries do not fill
+// (docs/performance.md, "Memory").
+//
 // Thread-safety: Append and the accessors may be called concurrently;
 // appends are serialized so sequence numbers are written in order.
 #pragma once

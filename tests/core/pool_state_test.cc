@@ -45,6 +45,34 @@ TEST_F(PoolStateTest, PinsLastOneRequest) {
   EXPECT_TRUE(pool.IsEvictable(a_));
 }
 
+TEST_F(PoolStateTest, PinsAndHoldsReachBlocksAddedAfterTheFirstOne) {
+  // Pins and holds are sized on use, not by Grow: a block the catalog gained
+  // after the first Pin / Hold is unpinned until pinned or held, then is.
+  PoolState pool(&catalog_, 1000);
+  pool.Insert(a_);
+  pool.Insert(d_);
+  pool.Pin(a_);
+  pool.Hold(a_);
+  const BlockIndex e = catalog_.Add({.hash_id = 5, .parent = d_, .depth = 2, .bytes = 100});
+  pool.Grow(catalog_.size());
+  pool.Insert(e);
+  EXPECT_FALSE(pool.IsPinned(e));
+  EXPECT_TRUE(pool.IsEvictable(e));
+  pool.Pin(e);
+  EXPECT_TRUE(pool.IsPinned(e));
+  pool.BeginRequest();
+  EXPECT_FALSE(pool.IsPinned(e));
+  EXPECT_TRUE(pool.IsPinned(a_));  // still held
+  pool.Hold(e);
+  pool.Hold(e);
+  pool.Release(e);
+  EXPECT_TRUE(pool.IsPinned(e));
+  pool.Release(e);
+  pool.Release(a_);
+  EXPECT_FALSE(pool.IsPinned(e));
+  EXPECT_FALSE(pool.IsPinned(a_));
+}
+
 TEST_F(PoolStateTest, BrokenContractsAbortWithTheCondition) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   PoolState pool(&catalog_, 1000);
@@ -54,6 +82,9 @@ TEST_F(PoolStateTest, BrokenContractsAbortWithTheCondition) {
   EXPECT_DEATH(pool.Evict(a_), "REQUIRES broken: IsLeaf");  // B still under A
   EXPECT_DEATH(pool.Insert(a_), "REQUIRES broken");         // already resident
   EXPECT_DEATH(catalog_.Add({.hash_id = 1}), "REQUIRES broken: Find");
+  EXPECT_DEATH(pool.Pin(static_cast<BlockIndex>(catalog_.size())), "REQUIRES broken");
+  EXPECT_DEATH(pool.Hold(static_cast<BlockIndex>(catalog_.size())), "REQUIRES broken");
+  EXPECT_DEATH(pool.Release(c_), "REQUIRES broken");  // never held
 }
 
 }  // namespace
