@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/block_catalog.h"
 #include "core/pool_state.h"
-#include "policies/policy_state.h"
+#include "core/policy_state.h"
 
 namespace kvlearn {
 

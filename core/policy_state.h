@@ -1,7 +1,9 @@
 // The bytes a policy saves of its own state (RetentionPolicy::SaveState) and
 // reads back (LoadState): what it learned beyond the pool's resident set, so
 // that a sidecar restarted from a snapshot, or a pool rebuilt by a compaction,
-// decides exactly as one that never stopped (server/shard_image.h).
+// decides exactly as one that never stopped (server/shard_image.h). In core
+// because the parts policies are built from save into it too (features'
+// AccessHistory).
 //
 // Encoding: base-128 varints for counts, block numbers and integers (zigzag
 // for signed ones), IEEE-754 bit patterns for doubles and floats (exact, so a
@@ -38,6 +40,10 @@ class PolicyStateWriter {
   void Bool(bool b) { Varint(b ? 1 : 0); }
   void Double(double d);
   void Float(float f);
+  // Each value as Float, no length (the reader knows how many).
+  void Floats(std::span<const float> v) {
+    for (float f : v) Float(f);
+  }
   void Bytes(std::string_view s) {
     Varint(s.size());
     out_.append(s);
@@ -71,6 +77,10 @@ class PolicyStateReader {
   bool Bool(std::string_view what);
   double Double(std::string_view what);
   float Float(std::string_view what);
+  // out.size() floats written by PolicyStateWriter::Floats.
+  void Floats(std::string_view what, std::span<float> out) {
+    for (float& f : out) f = Float(what);
+  }
   std::string Bytes(std::string_view what);
   // A varint no larger than `max`.
   uint64_t Bounded(std::string_view what, uint64_t max);

@@ -1,4 +1,4 @@
-#include "policies/policy_state.h"
+#include "core/policy_state.h"
 
 #include <algorithm>
 #include <cstring>
