@@ -11,7 +11,7 @@
 // cost, last seen), the resident blocks and proposals as block numbers, the
 // proposals' scores, the in-flight requests (id, chain), the last request
 // without an id, and the policy state: 1 and its bytes
-// (policies/policy_state.h), or 0 for a policy that cannot save one (its
+// (core/policy_state.h), or 0 for a policy that cannot save one (its
 // residents are then in eviction order). Format 2, written before policies
 // saved their state, is the same without the policy state, residents in
 // eviction order; it still decodes (log_replay.h says when it is used).
