@@ -24,6 +24,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 
 namespace kvlearn {
 
@@ -72,6 +73,58 @@ class LearnedDeviationGuard {
       right_ = kDecay * right_ + (right ? 1 : 0);
       wrong_ = kDecay * wrong_ + (right ? 0 : 1);
       Forget(p);
+    }
+  }
+
+  // The record, the counters and the open pairs with their slots, for
+  // snapshots (core/policy_state.h). A pair with a block a compaction
+  // forgets is closed unsettled, as if it had been overwritten.
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
+    out.Double(right_);
+    out.Double(wrong_);
+    out.Varint(next_);
+    out.Varint(evictions_);
+    const auto plus_one = [&renumber](BlockIndex b) {
+      return b == kNoBlock ? uint64_t{0} : uint64_t{Renumbered(renumber, b)} + 1;
+    };
+    std::vector<uint32_t> slots;
+    for (uint32_t i = 0; i < kPending; ++i) {
+      const Pair& p = pending_[i];
+      if (p.open && Renumbered(renumber, p.victim) != kNoBlock &&
+          (p.kept == kNoBlock || Renumbered(renumber, p.kept) != kNoBlock)) {
+        slots.push_back(i);
+      }
+    }
+    out.Varint(slots.size());
+    for (uint32_t i : slots) {
+      out.Varint(i);
+      out.Varint(plus_one(pending_[i].victim));
+      out.Varint(plus_one(pending_[i].kept));
+    }
+  }
+  // REQUIRES: a guard that saw nothing yet.
+  void Load(PolicyStateReader& in) {
+    right_ = in.Double("guard record");
+    wrong_ = in.Double("guard record");
+    next_ = in.Varint("guard pairs");
+    evictions_ = in.Varint("guard evictions");
+    const uint64_t n = in.Count("guard open pairs", 3);
+    for (uint64_t k = 0; k < n && in.ok(); ++k) {
+      const auto slot = static_cast<uint32_t>(in.Bounded("guard slot", kPending - 1));
+      const uint64_t victim = in.Bounded("guard victim", in.blocks());
+      const uint64_t kept = in.Bounded("guard kept block", in.blocks());
+      if (!in.ok()) break;
+      if (pending_[slot].open || victim == 0 || victim == kept ||
+          open_.contains(static_cast<BlockIndex>(victim - 1)) ||
+          (kept != 0 && open_.contains(static_cast<BlockIndex>(kept - 1)))) {
+        in.Fail("guard open pairs: a slot or block twice, or no victim");
+        break;
+      }
+      Pair& p = pending_[slot];
+      p = {static_cast<BlockIndex>(victim - 1),
+           kept == 0 ? kNoBlock : static_cast<BlockIndex>(kept - 1), true};
+      open_[p.victim] = slot;
+      if (p.kept != kNoBlock) open_[p.kept] = slot;
     }
   }
 

@@ -99,7 +99,7 @@ TEST_P(SnapshotPolicyTest, FromASnapshotAndTheLogAfterItEqualsNeverStopping) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, SnapshotPolicyTest,
                          ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc",
-                                           "kvlearn-cars"),
+                                           "kvlearn-cars", "learned"),
                          PolicyTestName);
 
 // The periodic writer: with --snapshot-every-events small, snapshots appear
