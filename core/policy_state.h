@@ -102,6 +102,17 @@ inline BlockIndex Renumbered(std::span<const BlockIndex> renumber, BlockIndex b)
   return b < renumber.size() ? renumber[b] : kNoBlock;
 }
 
+// A block that may be none (kNoBlock) or forgotten, as a varint: 0 for
+// either, else its new number + 1; OptionalBlock reads it back.
+inline uint64_t OptionalBlock(std::span<const BlockIndex> renumber, BlockIndex b) {
+  const BlockIndex to = Renumbered(renumber, b);
+  return to == kNoBlock ? 0 : uint64_t{to} + 1;
+}
+inline BlockIndex OptionalBlock(PolicyStateReader& in, std::string_view what) {
+  const uint64_t v = in.Bounded(what, in.blocks());
+  return v == 0 ? kNoBlock : static_cast<BlockIndex>(v - 1);
+}
+
 // Reads a block that must be resident in `pool` and not read before (marked
 // in `seen`, sized to the catalog); fails the reader otherwise.
 BlockIndex ReadResident(PolicyStateReader& in, const PoolState& pool, std::vector<uint8_t>& seen,

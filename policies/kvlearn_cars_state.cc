@@ -17,8 +17,7 @@ absl::Status KvlearnCarsPolicy::SaveState(std::span<const BlockIndex> renumber,
   threshold_.Save(out);
   out.Varint(explore_rng_);
   out.Floats(raw_);
-  const BlockIndex scored = Renumbered(renumber, scored_block_);
-  out.Varint(scored == kNoBlock ? 0 : uint64_t{scored} + 1);
+  out.Varint(OptionalBlock(renumber, scored_block_));
   out.Float(scored_p_);
   out.Double(mean_recompute_ms_);
   out.Varint(scored_);
@@ -44,8 +43,7 @@ absl::Status KvlearnCarsPolicy::LoadState(PolicyStateReader& in) {
   threshold_.Load(in);
   explore_rng_ = in.Varint("cars exploration stream");
   in.Floats("cars last inputs", raw_);
-  const uint64_t scored = in.Bounded("cars last scored block", in.blocks());
-  scored_block_ = scored == 0 ? kNoBlock : static_cast<BlockIndex>(scored - 1);
+  scored_block_ = OptionalBlock(in, "cars last scored block");
   scored_p_ = in.Float("cars last P");
   mean_recompute_ms_ = in.Double("cars mean recompute");
   scored_ = in.Varint("cars scored");

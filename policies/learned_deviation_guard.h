@@ -84,9 +84,6 @@ class LearnedDeviationGuard {
     out.Double(wrong_);
     out.Varint(next_);
     out.Varint(evictions_);
-    const auto plus_one = [&renumber](BlockIndex b) {
-      return b == kNoBlock ? uint64_t{0} : uint64_t{Renumbered(renumber, b)} + 1;
-    };
     std::vector<uint32_t> slots;
     for (uint32_t i = 0; i < kPending; ++i) {
       const Pair& p = pending_[i];
@@ -98,8 +95,8 @@ class LearnedDeviationGuard {
     out.Varint(slots.size());
     for (uint32_t i : slots) {
       out.Varint(i);
-      out.Varint(plus_one(pending_[i].victim));
-      out.Varint(plus_one(pending_[i].kept));
+      out.Varint(OptionalBlock(renumber, pending_[i].victim));
+      out.Varint(OptionalBlock(renumber, pending_[i].kept));
     }
   }
   // REQUIRES: a guard that saw nothing yet.
@@ -111,18 +108,16 @@ class LearnedDeviationGuard {
     const uint64_t n = in.Count("guard open pairs", 3);
     for (uint64_t k = 0; k < n && in.ok(); ++k) {
       const auto slot = static_cast<uint32_t>(in.Bounded("guard slot", kPending - 1));
-      const uint64_t victim = in.Bounded("guard victim", in.blocks());
-      const uint64_t kept = in.Bounded("guard kept block", in.blocks());
+      const BlockIndex victim = OptionalBlock(in, "guard victim");
+      const BlockIndex kept = OptionalBlock(in, "guard kept block");
       if (!in.ok()) break;
-      if (pending_[slot].open || victim == 0 || victim == kept ||
-          open_.contains(static_cast<BlockIndex>(victim - 1)) ||
-          (kept != 0 && open_.contains(static_cast<BlockIndex>(kept - 1)))) {
+      if (pending_[slot].open || victim == kNoBlock || victim == kept || open_.contains(victim) ||
+          (kept != kNoBlock && open_.contains(kept))) {
         in.Fail("guard open pairs: a slot or block twice, or no victim");
         break;
       }
       Pair& p = pending_[slot];
-      p = {static_cast<BlockIndex>(victim - 1),
-           kept == 0 ? kNoBlock : static_cast<BlockIndex>(kept - 1), true};
+      p = {victim, kept, true};
       open_[p.victim] = slot;
       if (p.kept != kNoBlock) open_[p.kept] = slot;
     }

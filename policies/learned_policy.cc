@@ -169,14 +169,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // of another length, blocks are unscored as after SwapModel.
   absl::Status SaveState(std::span<const BlockIndex> renumber,
                          PolicyStateWriter& out) const override {
-    const auto plus_one = [&renumber](BlockIndex b) {
-      return b == kNoBlock ? uint64_t{0} : uint64_t{Renumbered(renumber, b)} + 1;
-    };
     SaveOrder(renumber, out);
     history_.Save(renumber, pool_.evictions(), out);
     guard_.Save(renumber, out);
-    out.Varint(plus_one(recency_choice_));
-    out.Varint(plus_one(model_choice_));
+    out.Varint(OptionalBlock(renumber, recency_choice_));
+    out.Varint(OptionalBlock(renumber, model_choice_));
     out.Double(eviction_age_s_);
     out.Signed(now_ms_);
     const size_t k = model_->num_outputs();
@@ -203,10 +200,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     LoadOrder(in);
     history_.Load(in, pool_.evictions());
     guard_.Load(in);
-    const uint64_t recency = in.Bounded("learned recency choice", in.blocks());
-    const uint64_t model = in.Bounded("learned model choice", in.blocks());
-    recency_choice_ = recency == 0 ? kNoBlock : static_cast<BlockIndex>(recency - 1);
-    model_choice_ = model == 0 ? kNoBlock : static_cast<BlockIndex>(model - 1);
+    recency_choice_ = OptionalBlock(in, "learned recency choice");
+    model_choice_ = OptionalBlock(in, "learned model choice");
     eviction_age_s_ = in.Double("learned eviction age");
     now_ms_ = in.Signed("learned clock");
     const size_t k = model_->num_outputs();

@@ -22,8 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/block_catalog.h"
-#include "core/pool_state.h"
 #include "core/policy_state.h"
+#include "core/pool_state.h"
 
 namespace kvlearn {
 

@@ -132,12 +132,9 @@ class SievePolicy final : public RetentionPolicy {
   // inserted block (0 for none, else block + 1).
   absl::Status SaveState(std::span<const BlockIndex> renumber,
                          PolicyStateWriter& out) const override {
-    const auto plus_one = [&renumber](BlockIndex b) {
-      return b == kNoBlock ? 0 : uint64_t{Renumbered(renumber, b)} + 1;
-    };
     out.Varint(group_clock_);
-    out.Varint(hand_ == kSentinel ? 0 : plus_one(hand_ - kFirstBlockSlot));
-    out.Varint(plus_one(last_inserted_));
+    out.Varint(hand_ == kSentinel ? 0 : OptionalBlock(renumber, hand_ - kFirstBlockSlot));
+    out.Varint(OptionalBlock(renumber, last_inserted_));
     out.Varint(count_);
     for (uint32_t s = towards_head_[kSentinel]; s != kSentinel; s = towards_head_[s]) {
       const BlockIndex b = s - kFirstBlockSlot;
@@ -150,8 +147,8 @@ class SievePolicy final : public RetentionPolicy {
 
   absl::Status LoadState(PolicyStateReader& in) override {
     group_clock_ = in.Varint("sieve group clock");
-    const uint64_t hand = in.Bounded("sieve hand", in.blocks());
-    const uint64_t last = in.Bounded("sieve last inserted", in.blocks());
+    const BlockIndex hand = OptionalBlock(in, "sieve hand");
+    const BlockIndex last = OptionalBlock(in, "sieve last inserted");
     const uint64_t n = ReadResidentCount(in, pool_, "sieve queue", 3);
     std::vector<uint8_t> seen(in.blocks(), 0);
     for (uint64_t i = 0; i < n && in.ok(); ++i) {
@@ -165,14 +162,14 @@ class SievePolicy final : public RetentionPolicy {
       group_[b] = group;
       ++count_;
     }
-    for (uint64_t v : {hand, last}) {
-      if (in.ok() && v != 0 && !pool_.IsResident(static_cast<BlockIndex>(v - 1))) {
+    for (const BlockIndex b : {hand, last}) {
+      if (in.ok() && b != kNoBlock && !pool_.IsResident(b)) {
         in.Fail("sieve hand or last inserted block: not resident");
       }
     }
     if (!in.ok()) return in.status();
-    hand_ = hand == 0 ? kSentinel : Slot(static_cast<BlockIndex>(hand - 1));
-    last_inserted_ = last == 0 ? kNoBlock : static_cast<BlockIndex>(last - 1);
+    hand_ = hand == kNoBlock ? kSentinel : Slot(hand);
+    last_inserted_ = last;
     return absl::OkStatus();
   }
 
