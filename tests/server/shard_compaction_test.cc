@@ -232,7 +232,6 @@ TEST_P(CompactionDecisionsTest, DecisionsDoNotChangeByACompaction) {
 INSTANTIATE_TEST_SUITE_P(Policies, CompactionDecisionsTest,
                          ::testing::Values("lru", "lfu", "fifo", "gdsf", "sieve"), PolicyTestName);
 
-
 // A compaction is triggered by counts of applied events and decisions, never
 // by time, so the start-up replay compacts at the same points and a restart
 // rebuilds every pool exactly, for every policy.

@@ -131,6 +131,51 @@ TEST(SnapshotRecoveryTest, SnapshotsAreWrittenEveryNEventsAndUsedAtRestart) {
   EXPECT_EQ(server->replay_snapshot_sequence(), latest->sequence);
 }
 
+// A snapshot written before policies saved their state (format 2) would
+// restart them approximately: with the whole log retained it is not used,
+// the start-up notes say so, and the full replay equals never stopping.
+TEST(SnapshotRecoveryTest, AFormat2SnapshotIsSkippedAndTheWholeLogReplayed) {
+  const Fed fed(SmallChatTrace(150));
+  ASSERT_TRUE(fed.replay.ok());
+  TempDir never_dir, restarted_dir;
+  auto never = StartServer(Options(never_dir.path(), "lfu"));
+  auto restarted = StartServer(Options(restarted_dir.path(), "lfu"));
+  ASSERT_NE(never, nullptr);
+  ASSERT_NE(restarted, nullptr);
+  Feed(fed, never->port());
+  Feed(fed, restarted->port());
+  ASSERT_TRUE(restarted->SnapshotNow().ok());
+  auto never_stub = Connect(never->port());
+  auto restarted_stub = Connect(restarted->port());
+  for (auto* stub : {never_stub.get(), restarted_stub.get()}) Suffix(*stub, fed.pool_bytes);
+  restarted.reset();
+  {
+    // Rewrite the snapshot as format 2 would have stored it.
+    auto log = EventLog::Open(restarted_dir.path(), EventLogOptions{});
+    ASSERT_TRUE(log.ok()) << log.status();
+    auto latest = (*log)->LatestSnapshot();
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    auto snapshot = DecodePoolsSnapshot(latest->bytes);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    snapshot->format = 2;
+    for (auto& pool : snapshot->pools) pool.image.policy_state.reset();
+    ASSERT_TRUE(
+        (*log)
+            ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
+            .ok());
+    EXPECT_EQ(DecodePoolsSnapshot((*log)->LatestSnapshot()->bytes)->format, 2);
+  }
+  const uint64_t total = EventLog::OpenReadOnly(restarted_dir.path()).value()->next_sequence();
+  restarted = StartServer(Options(restarted_dir.path(), "lfu"));
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_FALSE(restarted->replayed_from_snapshot());
+  EXPECT_EQ(restarted->replayed_events(), total);
+  EXPECT_NE(restarted->startup_notes().find("format 2"), std::string::npos)
+      << restarted->startup_notes();
+  restarted_stub = Connect(restarted->port());
+  ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
+}
+
 TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   PoolsSnapshot s;
   PoolsSnapshot::Pool pool;
@@ -159,6 +204,19 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
+  // With a policy state, and as format 2 (which leaves it out).
+  PoolsSnapshot with_state = s;
+  with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
+  auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+  ASSERT_TRUE(state_back.ok()) << state_back.status();
+  EXPECT_EQ(state_back->format, 3);
+  EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  with_state.format = 2;
+  state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+  ASSERT_TRUE(state_back.ok()) << state_back.status();
+  EXPECT_EQ(state_back->format, 2);
+  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+  EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
   // An in-flight request whose blocks are not a chain from a root.
   PoolsSnapshot broken = s;
   broken.pools[0].image.requests_in_flight = {{"r", {1}}};
