@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "models/model_file.h"
+#include "policies/policy_factory.h"
 #include "server/node_pools.h"
 #include "tests/server/restart_compare.h"
 #include "tests/support/test_model.h"
@@ -244,6 +246,10 @@ TEST_P(CompactionReplayTest, ARestartCompactsAtTheSamePoints) {
   auto options = [&](const std::string& dir) {
     SidecarOptions o = RestartTestOptions(dir, GetParam());
     o.ghost_blocks = kGhosts;
+    if (PolicyNeedsModel(GetParam())) {
+      o.model_path = dir + "/model.pt";
+      EXPECT_TRUE(SaveModelFile(o.model_path, TestModelLayers(), TestModelMetadata()).ok());
+    }
     return o;
   };
   auto never = StartServer(options(never_dir.path()));
@@ -262,7 +268,7 @@ TEST_P(CompactionReplayTest, ARestartCompactsAtTheSamePoints) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, CompactionReplayTest,
                          ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc",
-                                           "kvlearn-cars"),
+                                           "kvlearn-cars", "learned"),
                          PolicyTestName);
 
 }  // namespace
