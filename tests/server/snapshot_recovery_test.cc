@@ -176,6 +176,45 @@ TEST(SnapshotRecoveryTest, AFormat2SnapshotIsSkippedAndTheWholeLogReplayed) {
   ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
 }
 
+// With the log before it trimmed, the whole log cannot be replayed: a format-2
+// snapshot is then loaded the old, approximate way (exact for the resident
+// set and counters), and the start-up notes say so.
+TEST(SnapshotRecoveryTest, AFormat2SnapshotOfATrimmedLogIsLoadedApproximately) {
+  const Fed fed(SmallChatTrace(150));
+  ASSERT_TRUE(fed.replay.ok());
+  TempDir dir;
+  SidecarOptions o = Options(dir.path(), "lfu");
+  o.log_max_bytes = 200'000;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  Feed(fed, server->port());
+  ASSERT_TRUE(server->SnapshotNow().ok());
+  const std::string pools = PoolsOf(*Connect(server->port()));
+  server.reset();
+  {
+    auto log = EventLog::Open(dir.path(), EventLogOptions{});
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_GT((*log)->first_sequence(), 0u) << "nothing trimmed: a weak test";
+    auto latest = (*log)->LatestSnapshot();
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    auto snapshot = DecodePoolsSnapshot(latest->bytes);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    snapshot->format = 2;
+    ASSERT_TRUE(
+        (*log)
+            ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
+            .ok());
+  }
+  server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->replayed_from_snapshot());
+  EXPECT_NE(server->startup_notes().find("format 2 (no policy state) and the log before it was "
+                                         "trimmed"),
+            std::string::npos)
+      << server->startup_notes();
+  EXPECT_EQ(PoolsOf(*Connect(server->port())), pools);
+}
+
 TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   PoolsSnapshot s;
   PoolsSnapshot::Pool pool;
