@@ -58,6 +58,7 @@ class PolicyStateWriter {
 class PolicyStateReader {
  public:
   // `blocks`: the catalog's size; Block() refuses numbers at or above it.
+  // Keeps a view of `in`: the bytes must outlive the reader.
   PolicyStateReader(std::string_view in, size_t blocks) : in_(in), blocks_(blocks) {}
 
   bool ok() const { return error_.empty(); }

@@ -62,7 +62,8 @@ TEST(PolicyStateCodecTest, MalformedInputIsDataLossNamingTheField) {
     EXPECT_NE(in.status().message().find("the clock"), std::string::npos);
   }
   {
-    PolicyStateReader in(std::string("\x01\x02\x03", 3), 10);  // 3 bytes: no double
+    const std::string three("\x01\x02\x03", 3);  // no double; the reader keeps a view
+    PolicyStateReader in(three, 10);
     in.Double("a score");
     EXPECT_NE(in.status().message().find("a score"), std::string::npos);
   }
@@ -103,7 +104,8 @@ TEST(PolicyStateCodecTest, MalformedInputIsDataLossNamingTheField) {
     EXPECT_NE(in.status().message().find("2 is above 1"), std::string::npos) << in.status();
   }
   {
-    PolicyStateReader in(std::string("\x01\x05", 2), 10);
+    const std::string two("\x01\x05", 2);
+    PolicyStateReader in(two, 10);
     in.Varint("one");
     EXPECT_EQ(in.Finish().code(), absl::StatusCode::kDataLoss);
     EXPECT_NE(in.Finish().message().find("1 trailing bytes"), std::string::npos);
