@@ -195,8 +195,9 @@ Command AddServeCommand(CLI::App& root) {
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
   cmd->add_option("--snapshot-every-events", o.snapshot_every_events,
                   "write a snapshot of every pool to the log after this many accepted events, "
-                  "so a restart replays only what follows it (0: never; replay is then exact "
-                  "for every policy but grows with the log; docs/sidecar.md)")
+                  "with each policy's state, so a restart replays only what follows it and "
+                  "decides as if it never stopped (0: never; replay then grows with the log; "
+                  "docs/sidecar.md)")
       ->capture_default_str();
   cmd->add_flag("--strict-nodes", o.strict_nodes,
                 "refuse nodes not listed in --nodes (NOT_FOUND) instead of creating them");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 
 namespace kvlearn {
 
@@ -45,6 +46,16 @@ class AccessHistory {
   // caller reports the pool's eviction counter once per request.
   void RecordEvictions(uint64_t evictions_total);
   float eviction_rate() const { return eviction_rate_; }
+
+  // For snapshots and compactions (core/policy_state.h), in
+  // access_history_state.cc: the record of every block seen and kept
+  // (numbers through `renumber`) and the eviction rate. `evictions_total` is
+  // the pool's counter now: a rebuilt pool's counter starts again at 0, so
+  // what is saved is how many evictions the next RecordEvictions will count.
+  void Save(std::span<const BlockIndex> renumber, uint64_t evictions_total,
+            PolicyStateWriter& out) const;
+  // REQUIRES: a history that recorded nothing yet.
+  void Load(PolicyStateReader& in, uint64_t evictions_total);
 
  private:
   inline static const BlockHistory kEmpty{};

@@ -140,6 +140,105 @@ class ArcPolicy final : public RetentionPolicy {
 
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
 
+  // p, the REPLACE flag, the clock; each resident block's list and stamp;
+  // the blocks asked about from a ghost list and not inserted yet; B1 and
+  // B2 from their LRU ends; T1's and T2's leaf heaps in slot order. Ghosts
+  // a compaction forgets are dropped (and their bytes with them).
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    out.Double(target_t1_);
+    out.Bool(returning_from_b2_);
+    out.Varint(clock_);
+    out.Varint(pool_->resident_blocks());
+    for (BlockIndex b = 0; b < renumber.size(); ++b) {
+      if (!pool_->IsResident(b)) continue;
+      out.Varint(Renumbered(renumber, b));
+      out.Varint(where_[b]);
+      out.Varint(stamp_[b]);
+    }
+    const auto kept = [&renumber](const std::vector<BlockIndex>& list, PolicyStateWriter& out) {
+      std::vector<BlockIndex> to;
+      for (BlockIndex b : list) {
+        if (Renumbered(renumber, b) != kNoBlock) to.push_back(Renumbered(renumber, b));
+      }
+      out.Varint(to.size());
+      for (BlockIndex b : to) out.Varint(b);
+    };
+    std::vector<BlockIndex> returning[2];
+    for (BlockIndex b = 0; b < where_.size(); ++b) {
+      if (where_[b] == kReturningFromB1 || where_[b] == kReturningFromB2) {
+        returning[where_[b] - kReturningFromB1].push_back(b);
+      }
+    }
+    for (uint8_t ghost : {kB1, kB2}) {
+      kept(returning[ghost - kB1], out);
+      std::vector<BlockIndex> list;
+      for (uint32_t s = next_[GhostSentinel(ghost)]; s >= kFirstBlockSlot; s = next_[s]) {
+        list.push_back(s - kFirstBlockSlot);
+      }
+      kept(list, out);
+    }
+    for (const LeafHeap& heap : leaves_) kept(heap.entries(), out);
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    target_t1_ = in.Double("arc target");
+    returning_from_b2_ = in.Bool("arc returning flag");
+    clock_ = in.Varint("arc clock");
+    const uint64_t n = ReadResidentCount(in, *pool_, "arc residents", 3);
+    std::vector<uint8_t> seen(in.blocks(), 0);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const BlockIndex b = ReadResident(in, *pool_, seen, "arc residents");
+      const auto list = static_cast<uint8_t>(in.Bounded("arc list", kT2));
+      const uint64_t stamp = in.Varint("arc stamp");
+      if (!in.ok()) break;
+      Grow(b);
+      where_[b] = list;
+      stamp_[b] = stamp;
+      bytes_[list] += catalog_[b].bytes;
+      leaves_[list].SetKey(b, Key(b));
+    }
+    // Ghosts and returning blocks: out of the pool, in no other list.
+    const auto read_absent = [this, &in](std::string_view what, auto&& take) {
+      const uint64_t count = in.Count(what);
+      for (uint64_t i = 0; i < count && in.ok(); ++i) {
+        const BlockIndex b = in.Block(what);
+        if (!in.ok()) break;
+        Grow(b);
+        if (pool_->IsResident(b) || where_[b] != kNowhere) {
+          in.Fail(absl::StrCat(std::string(what), ": resident or repeated"));
+          break;
+        }
+        take(b);
+      }
+    };
+    for (uint8_t ghost : {kB1, kB2}) {
+      const uint8_t returning = ghost == kB1 ? kReturningFromB1 : kReturningFromB2;
+      read_absent("arc returning block", [&](BlockIndex b) { where_[b] = returning; });
+      read_absent("arc ghost", [&](BlockIndex b) { PushGhost(ghost, b); });
+    }
+    uint64_t leaves = 0;
+    for (uint8_t list : {kT1, kT2}) {
+      const uint64_t count = in.Count("arc leaf heap");
+      std::vector<BlockIndex> entries;
+      std::fill(seen.begin(), seen.end(), 0);
+      for (uint64_t i = 0; i < count && in.ok(); ++i) {
+        const BlockIndex b = ReadResident(in, *pool_, seen, "arc leaf heap");
+        if (in.ok() && (!pool_->IsLeaf(b) || where_[b] != list)) {
+          in.Fail("arc leaf heap: an interior block or one of the other list");
+        }
+        entries.push_back(b);
+      }
+      leaves += count;
+      if (in.ok() && !leaves_[list].Assign(entries)) in.Fail("arc leaf heap: not in heap order");
+    }
+    uint64_t resident_leaves = 0;
+    for (BlockIndex b = 0; b < in.blocks(); ++b) resident_leaves += pool_->IsLeaf(b) ? 1 : 0;
+    if (in.ok() && leaves != resident_leaves) in.Fail("arc leaf heaps: not every resident leaf");
+    return in.status();
+  }
+
  private:
   // The same state over another pool (RankVictims' scratch copy).
   ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }

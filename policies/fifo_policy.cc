@@ -26,6 +26,19 @@ class FifoPolicy final : public LeafOrderedPolicy {
     Track(b, {static_cast<double>(++inserted_), 0, catalog_[b].depth});
   }
 
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    SaveOrder(renumber, out);
+    out.Varint(inserted_);
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    LoadOrder(in);
+    inserted_ = in.Varint("fifo insertions");
+    return in.status();
+  }
+
  private:
   uint64_t inserted_ = 0;
 };

@@ -53,6 +53,32 @@ class GdsfPolicy final : public LeafOrderedPolicy {
     LeafOrderedPolicy::OnEvict(b);
   }
 
+  // Keys, then L, the clock and each resident block's frequency.
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    SaveOrder(renumber, out);
+    out.Double(inflation_);
+    out.Varint(clock_);
+    out.Varint(last_request_);
+    for (BlockIndex b = 0; b < renumber.size(); ++b) {
+      if (pool_.IsResident(b)) out.Varint(freq_[b]);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    LoadOrder(in);
+    inflation_ = in.Double("gdsf inflation");
+    clock_ = in.Varint("gdsf clock");
+    last_request_ = static_cast<uint32_t>(in.Bounded("gdsf last request", UINT32_MAX));
+    for (BlockIndex b = 0; b < in.blocks() && in.ok(); ++b) {
+      if (!pool_.IsResident(b)) continue;
+      Grow(b);
+      freq_[b] = static_cast<uint32_t>(in.Bounded("gdsf frequency", UINT32_MAX));
+    }
+    return in.status();
+  }
+
  private:
   OrderKey KeyFor(BlockIndex b) const {
     const BlockMeta& m = catalog_[b];

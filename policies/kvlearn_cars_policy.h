@@ -90,6 +90,13 @@ class KvlearnCarsPolicy final : public LeafOrderedPolicy {
   bool ShouldAdmit(BlockIndex b, const AccessInfo& access) override;
   void OnInsert(BlockIndex b, const AccessInfo& access) override;
   void OnEvict(BlockIndex b) override;
+  // Everything above the options: the keys, the access history, the
+  // normaliser, the network, the replay buffer, the open label windows, the
+  // holding cost, the controller, the exploration stream, the last scoring,
+  // the clocks and the counters (kvlearn_cars_state.cc).
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override;
+  absl::Status LoadState(PolicyStateReader& in) override;
 
   // Current threshold, ms of recompute, and in mean-recompute units.
   double theta_ms() const { return threshold_.theta() * mean_recompute_ms_; }

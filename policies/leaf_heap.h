@@ -45,6 +45,28 @@ class LeafHeap {
   BlockIndex At(size_t i) const { return heap_[i]; }
   const OrderKey& KeyOf(BlockIndex b) const { return keys_[b]; }
 
+  // The entries in slot order: with their keys, the exact layout (ties
+  // between equal keys depend on it), for saving a policy's state.
+  const std::vector<BlockIndex>& entries() const { return heap_; }
+
+  // Replaces the entries by `entries` in slot order, keys already set with
+  // SetKey. False (and the heap left empty) if an entry repeats or the
+  // order breaks the heap property.
+  bool Assign(const std::vector<BlockIndex>& entries) {
+    for (BlockIndex b : heap_) pos_[b] = kAbsent;
+    heap_.clear();
+    for (BlockIndex b : entries) {
+      Grow(b);
+      if (pos_[b] != kAbsent) return Clear();
+      pos_[b] = static_cast<uint32_t>(heap_.size());
+      heap_.push_back(b);
+    }
+    for (uint32_t i = 1; i < heap_.size(); ++i) {
+      if (Before(i, (i - 1) / kArity)) return Clear();
+    }
+    return true;
+  }
+
   // Records b's key; repositions b if it is in the heap.
   void SetKey(BlockIndex b, const OrderKey& key) {
     Grow(b);
@@ -86,6 +108,12 @@ class LeafHeap {
     const size_t n = std::max<size_t>(b + 1, pos_.size() * 2);
     pos_.resize(n, kAbsent);
     keys_.resize(n);
+  }
+
+  bool Clear() {
+    for (BlockIndex b : heap_) pos_[b] = kAbsent;
+    heap_.clear();
+    return false;
   }
 
   bool Before(uint32_t i, uint32_t j) const {

@@ -26,6 +26,10 @@ class LeafOrderedPolicy : public RetentionPolicy {
   void Rekey(BlockIndex b, const OrderKey& key) { heap_.SetKey(b, key); }
   const OrderKey& KeyOf(BlockIndex b) const { return heap_.KeyOf(b); }
   const LeafHeap& heap() const { return heap_; }
+  // The keys of the resident blocks and the heap's exact layout: the state
+  // of this class, for the subclasses' SaveState / LoadState to start with.
+  void SaveOrder(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const;
+  void LoadOrder(PolicyStateReader& in);
 
   const BlockCatalog& catalog_;
   const PoolState& pool_;

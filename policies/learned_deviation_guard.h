@@ -24,9 +24,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 
 namespace kvlearn {
 
@@ -70,6 +73,50 @@ class LearnedDeviationGuard {
 
   double model_regret() const { return model_regret_; }
   double recency_regret() const { return recency_regret_; }
+
+  // The regrets, the sweep point and the open verdicts, sorted by block so
+  // the bytes do not depend on the map's order, for snapshots
+  // (core/policy_state.h). A verdict on a block a compaction forgets is
+  // dropped: that block cannot come back as itself.
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
+    out.Double(model_regret_);
+    out.Double(recency_regret_);
+    out.Varint(sweep_at_);
+    std::vector<std::pair<BlockIndex, Verdict>> kept;
+    for (const auto& [b, v] : open_) {
+      const BlockIndex to = Renumbered(renumber, b);
+      if (to != kNoBlock) kept.emplace_back(to, v);
+    }
+    std::sort(kept.begin(), kept.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    out.Varint(kept.size());
+    for (const auto& [b, v] : kept) {
+      out.Varint(b);
+      out.Signed(v.until_ms);
+      out.Double(v.saving);
+      out.Bool(v.by_model);
+    }
+  }
+  // REQUIRES: a guard that saw nothing yet.
+  void Load(PolicyStateReader& in) {
+    model_regret_ = in.Double("guard model regret");
+    recency_regret_ = in.Double("guard recency regret");
+    // Any value is safe: open_ holds at most one verdict per block.
+    sweep_at_ = std::max<uint64_t>(kSweepAt, in.Varint("guard sweep point"));
+    const uint64_t n = in.Count("guard open verdicts", 4);
+    for (uint64_t k = 0; k < n && in.ok(); ++k) {
+      const BlockIndex b = in.Block("guard verdict block");
+      Verdict v;
+      v.until_ms = in.Signed("guard verdict end");
+      v.saving = in.Double("guard verdict saving");
+      v.by_model = in.Bool("guard verdict expert");
+      if (!in.ok()) break;
+      if (!open_.emplace(b, v).second) {
+        in.Fail("guard open verdicts: a block twice");
+        break;
+      }
+    }
+  }
 
  private:
   static constexpr double kDecay = 0.99;

@@ -181,6 +181,86 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return absl::OkStatus();
   }
 
+  // ---- state (core/policy_state.h) ----
+  // The recency keys, the access history, the guard, the last choices, E,
+  // the clock, the price of space (its two decayed sums and the last
+  // admission), and per block known (kept by a compaction): whether it was
+  // scored, its curve, G, the cached V and when it was evicted. The model is not state: the
+  // restarted pool gets it from its environment; if that one's curves are
+  // of another length, blocks are unscored as after SwapModel.
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    SaveOrder(renumber, out);
+    history_.Save(renumber, pool_.evictions(), out);
+    guard_.Save(renumber, out);
+    out.Varint(OptionalBlock(renumber, recency_choice_));
+    out.Varint(OptionalBlock(renumber, model_choice_));
+    out.Double(eviction_age_s_);
+    out.Signed(now_ms_);
+    out.Double(ghost_value_);
+    out.Double(admitted_bytes_);
+    out.Signed(last_admit_ms_);
+    const size_t k = model_->num_outputs();
+    out.Varint(k);
+    std::vector<BlockIndex> known;
+    for (BlockIndex b = 0; b < std::min(scored_.size(), renumber.size()); ++b) {
+      if (renumber[b] != kNoBlock &&
+          (scored_[b] || gain_[b] != 0 || value_ms_[b] != kStale || evicted_ms_[b] != kStale)) {
+        known.push_back(b);
+      }
+    }
+    out.Varint(known.size());
+    for (const BlockIndex b : known) {
+      out.Varint(renumber[b]);
+      out.Bool(scored_[b] != 0);
+      out.Floats({curves_.data() + b * k, k});
+      out.Float(gain_[b]);
+      out.Float(value_[b]);
+      out.Signed(value_ms_[b]);
+      out.Signed(evicted_ms_[b]);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    LoadOrder(in);
+    history_.Load(in, pool_.evictions());
+    guard_.Load(in);
+    recency_choice_ = OptionalBlock(in, "learned recency choice");
+    model_choice_ = OptionalBlock(in, "learned model choice");
+    eviction_age_s_ = in.Double("learned eviction age");
+    now_ms_ = in.Signed("learned clock");
+    ghost_value_ = in.Double("learned ghost savings");
+    admitted_bytes_ = in.Double("learned admitted bytes");
+    last_admit_ms_ = in.Signed("learned last admission");
+    const size_t k = model_->num_outputs();
+    const auto saved_k = static_cast<size_t>(in.Bounded("learned curve length", 1 << 16));
+    const uint64_t n = in.Count("learned blocks", 1 + 1 + 4 * saved_k + 4 + 4 + 1 + 1);
+    Grow();
+    std::vector<float> curve(n > 0 ? saved_k : 0);
+    int64_t last = -1;
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const BlockIndex b = in.Block("learned block");
+      if (in.ok() && static_cast<int64_t>(b) <= last) in.Fail("learned blocks: not increasing");
+      const bool scored = in.Bool("learned scored");
+      in.Floats("learned curve", curve);
+      const float gain = in.Float("learned gain");
+      const float value = in.Float("learned value");
+      const int64_t value_ms = in.Signed("learned value time");
+      const int64_t evicted_ms = in.Signed("learned eviction time");
+      if (!in.ok()) break;
+      last = b;
+      gain_[b] = gain;
+      evicted_ms_[b] = evicted_ms;
+      if (saved_k != k) continue;  // another model: unscored, as after SwapModel
+      scored_[b] = scored ? 1 : 0;
+      std::copy(curve.begin(), curve.end(), curves_.begin() + static_cast<ptrdiff_t>(b * k));
+      value_[b] = value;
+      value_ms_[b] = value_ms;
+    }
+    return in.status();
+  }
+
  private:
   static constexpr int64_t kStale = INT64_MIN;
 

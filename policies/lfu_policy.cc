@@ -33,6 +33,22 @@ class LfuPolicy final : public LeafOrderedPolicy {
     Track(b, {1, static_cast<double>(clock_), catalog_[b].depth});
   }
 
+  // Counts and recency live in the keys.
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    SaveOrder(renumber, out);
+    out.Varint(clock_);
+    out.Varint(last_request_);
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    LoadOrder(in);
+    clock_ = in.Varint("lfu clock");
+    last_request_ = static_cast<uint32_t>(in.Bounded("lfu last request", UINT32_MAX));
+    return in.status();
+  }
+
  private:
   void Tick(const AccessInfo& access) {
     if (clock_ == 0 || access.request != last_request_) {

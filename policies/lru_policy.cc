@@ -49,6 +49,33 @@ class LruPolicy final : public RetentionPolicy {
     return static_cast<double>(stamp_[b]) - catalog_[b].depth * 1e-6;
   }
 
+  // The list from most to least recent, each block with its stamp.
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    out.Varint(clock_);
+    out.Varint(pool_.resident_blocks());
+    for (uint32_t s = next_[kHead]; s != kHead; s = next_[s]) {
+      out.Varint(Renumbered(renumber, s - 1));
+      out.Varint(stamp_[s - 1]);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    clock_ = in.Varint("lru clock");
+    const uint64_t n = ReadResidentCount(in, pool_, "lru list", 2);
+    std::vector<uint8_t> seen(in.blocks(), 0);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const BlockIndex b = ReadResident(in, pool_, seen, "lru list");
+      const uint64_t stamp = in.Varint("lru stamp");
+      if (!in.ok()) break;
+      Grow(b);
+      LinkAfter(prev_[kHead], b);
+      stamp_[b] = stamp;
+    }
+    return in.status();
+  }
+
  private:
   // Slot 0 is the list head sentinel; block b lives in slot b + 1.
   static constexpr uint32_t kHead = 0;

@@ -212,6 +212,28 @@ class PolicyDriver {
   }
   double EvictionPriority(BlockIndex b) const { return policy_->EvictionPriority(b); }
 
+  // ---- snapshots and compactions (server/shard_image.h) -----------------
+
+  // The policy's state (RetentionPolicy::SaveState), block numbers through
+  // `renumber`; Unimplemented for a policy that cannot save it.
+  absl::StatusOr<std::string> SavePolicyState(std::span<const BlockIndex> renumber) const {
+    PolicyStateWriter out;
+    if (auto st = policy_->SaveState(renumber, out); !st.ok()) return st;
+    return out.Take();
+  }
+  // Puts `residents` in the pool without telling the policy, parents first
+  // (REQUIRES: each one's parent resident by then), for LoadPolicyState.
+  void RestoreResidents(std::span<const BlockIndex> residents) {
+    for (const BlockIndex b : residents) pool_.Insert(b);
+  }
+  // Loads what SavePolicyState returned into the policy, which must be
+  // fresh (Restart) over the restored residents. DATA_LOSS on damaged bytes.
+  absl::Status LoadPolicyState(std::string_view bytes) {
+    PolicyStateReader in(bytes, pool_.catalog().size());
+    if (auto st = policy_->LoadState(in); !st.ok()) return st;
+    return in.Finish();
+  }
+
  private:
   // The policy's next victim into `victim` (kNoBlock when nothing is
   // evictable); false when it named a block that is not an evictable leaf.

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 #include "core/pool_state.h"
 
 namespace kvlearn {
@@ -72,6 +74,24 @@ class RetentionPolicy {
   // Orders `candidates` so that the first should be evicted first. The
   // default sorts by EvictionPriority; policies with finer keys override.
   virtual std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const;
+
+  // The policy's own state beyond the pool (orders, counts, ghosts, what it
+  // learned online), for a snapshot or a compaction (server/shard_image.h).
+  // Every block number goes out through `renumber` (old number -> new one,
+  // kNoBlock: forgotten by a compaction); what refers only to a forgotten
+  // block is dropped. Called between events, nothing pinned.
+  virtual absl::Status SaveState(std::span<const BlockIndex> renumber,
+                                 PolicyStateWriter& out) const {
+    return absl::UnimplementedError(
+        absl::StrCat("policy '", std::string(name()), "' cannot save its state"));
+  }
+  // Reads what SaveState wrote into a policy fresh from its factory, whose
+  // pool already holds the saved resident set (renumbered). On damaged bytes
+  // returns the reader's DATA_LOSS (the policy is then unusable: rebuild it).
+  virtual absl::Status LoadState(PolicyStateReader& in) {
+    return absl::UnimplementedError(
+        absl::StrCat("policy '", std::string(name()), "' cannot load a state"));
+  }
 };
 
 }  // namespace kvlearn

@@ -122,6 +122,76 @@ class S3FifoPolicy final : public RetentionPolicy {
     return rank * 0x1p44 + static_cast<double>(seq_[b]);
   }
 
+  // Both queues front to back (block, counter, seq), then the live ghosts
+  // oldest first (block, stamp); a forgotten ghost is dropped. The queues'
+  // bytes and counts follow from their members.
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    out.Varint(seq_clock_);
+    out.Varint(ghost_clock_);
+    for (uint8_t q : {kSmall, kMain}) {
+      out.Varint(count_[q]);
+      for (uint32_t s = next_[q]; s != q; s = next_[s]) {
+        const BlockIndex b = s - kFirstBlockSlot;
+        out.Varint(Renumbered(renumber, b));
+        out.Varint(freq_[b]);
+        out.Varint(seq_[b]);
+      }
+    }
+    std::vector<std::pair<BlockIndex, uint64_t>> ghosts;
+    for (const auto& [b, stamp] : ghost_) {
+      const BlockIndex to = Renumbered(renumber, b);
+      if (ghost_stamp_[b] == stamp && to != kNoBlock) ghosts.emplace_back(to, stamp);
+    }
+    out.Varint(ghosts.size());
+    for (const auto& [b, stamp] : ghosts) {
+      out.Varint(b);
+      out.Varint(stamp);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    const uint64_t seq_clock = in.Varint("s3fifo seq clock");
+    ghost_clock_ = in.Varint("s3fifo ghost clock");
+    std::vector<uint8_t> seen(in.blocks(), 0);
+    std::vector<std::pair<BlockIndex, uint64_t>> seqs;
+    for (uint8_t q : {kSmall, kMain}) {
+      const uint64_t n = in.Count("s3fifo queue", 3);
+      for (uint64_t i = 0; i < n && in.ok(); ++i) {
+        const BlockIndex b = ReadResident(in, *pool_, seen, "s3fifo queue");
+        const auto freq = static_cast<uint8_t>(in.Bounded("s3fifo counter", kMaxFreq));
+        const uint64_t seq = in.Varint("s3fifo seq");
+        if (!in.ok()) break;
+        Grow(b);
+        PushBack(q, b);
+        freq_[b] = freq;
+        seqs.emplace_back(b, seq);
+      }
+    }
+    if (in.ok() && count_[kSmall] + count_[kMain] != pool_->resident_blocks()) {
+      in.Fail("s3fifo queues: not every resident block");
+    }
+    for (const auto& [b, seq] : seqs) seq_[b] = seq;
+    seq_clock_ = seq_clock;
+    const uint64_t ghosts = in.Count("s3fifo ghosts", 2);
+    for (uint64_t i = 0; i < ghosts && in.ok(); ++i) {
+      const BlockIndex b = in.Block("s3fifo ghost");
+      const uint64_t stamp = in.Varint("s3fifo ghost stamp");
+      if (!in.ok()) break;
+      Grow(b);
+      if (pool_->IsResident(b) || ghost_stamp_[b] != 0 || stamp == 0) {
+        in.Fail("s3fifo ghost: resident, repeated or unstamped");
+        break;
+      }
+      ghost_stamp_[b] = stamp;
+      ghost_.emplace_back(b, stamp);
+      ghost_bytes_ += catalog_[b].bytes;
+      ++ghost_live_;
+    }
+    return in.status();
+  }
+
  private:
   // The same state over another pool (RankVictims' scratch copy).
   S3FifoPolicy(const S3FifoPolicy& other, const PoolState& pool) : S3FifoPolicy(other) {

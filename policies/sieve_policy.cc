@@ -128,6 +128,51 @@ class SievePolicy final : public RetentionPolicy {
 
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
 
+  // The queue tail to head (block, bit, group), the hand and the last
+  // inserted block (0 for none, else block + 1).
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override {
+    out.Varint(group_clock_);
+    out.Varint(hand_ == kSentinel ? 0 : OptionalBlock(renumber, hand_ - kFirstBlockSlot));
+    out.Varint(OptionalBlock(renumber, last_inserted_));
+    out.Varint(count_);
+    for (uint32_t s = towards_head_[kSentinel]; s != kSentinel; s = towards_head_[s]) {
+      const BlockIndex b = s - kFirstBlockSlot;
+      out.Varint(Renumbered(renumber, b));
+      out.Varint(visited_[b]);
+      out.Varint(group_[b]);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadState(PolicyStateReader& in) override {
+    group_clock_ = in.Varint("sieve group clock");
+    const BlockIndex hand = OptionalBlock(in, "sieve hand");
+    const BlockIndex last = OptionalBlock(in, "sieve last inserted");
+    const uint64_t n = ReadResidentCount(in, pool_, "sieve queue", 3);
+    std::vector<uint8_t> seen(in.blocks(), 0);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const BlockIndex b = ReadResident(in, pool_, seen, "sieve queue");
+      const bool visited = in.Bool("sieve bit");
+      const uint64_t group = in.Varint("sieve group");
+      if (!in.ok()) break;
+      Grow(b);
+      LinkBetween(towards_tail_[kSentinel], kSentinel, b);  // the head
+      visited_[b] = visited ? 1 : 0;
+      group_[b] = group;
+      ++count_;
+    }
+    for (const BlockIndex b : {hand, last}) {
+      if (in.ok() && b != kNoBlock && !pool_.IsResident(b)) {
+        in.Fail("sieve hand or last inserted block: not resident");
+      }
+    }
+    if (!in.ok()) return in.status();
+    hand_ = hand == kNoBlock ? kSentinel : Slot(hand);
+    last_inserted_ = last;
+    return absl::OkStatus();
+  }
+
  private:
   // Slot 0 is the queue's sentinel, block b lives in slot b + 1. The queue is
   // circular: towards_head_[kSentinel] is the tail (oldest), towards_tail_

@@ -59,11 +59,24 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
                                                 latest->sequence, ": ",
                                                 decoded.status().message()));
       }
-      snapshot = *std::move(decoded);
-      first_event = latest->sequence;
-      first_decision = latest->decision;
-      stats.snapshot_sequence = latest->sequence;
-      stats.from_snapshot = true;
+      if (decoded->format == 2 && log.first_sequence() == 0) {
+        // Its policies would restart approximately; the whole log is exact.
+        stats.snapshot_note =
+            absl::StrCat("the snapshot at sequence ", latest->sequence,
+                         " is of format 2 (no policy state): not used, the whole log is replayed");
+      } else {
+        if (decoded->format == 2) {
+          stats.snapshot_note = absl::StrCat(
+              "the snapshot at sequence ", latest->sequence,
+              " is of format 2 (no policy state) and the log before it was trimmed: loaded the "
+              "approximate way, policies other than lru restart from their eviction order only");
+        }
+        snapshot = *std::move(decoded);
+        first_event = latest->sequence;
+        first_decision = latest->decision;
+        stats.snapshot_sequence = latest->sequence;
+        stats.from_snapshot = true;
+      }
     }
   } else if (latest.status().code() != absl::StatusCode::kNotFound) {
     return latest.status();

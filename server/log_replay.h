@@ -29,10 +29,13 @@
 // retained events continue (it was taken at or after the first retained
 // sequence number), the pools are loaded from it and only the events and
 // decisions after it are replayed, so recovery time is bounded by the
-// snapshot interval. A loaded pool is rebuilt with a fresh policy
-// (server/shard_image.h): its remembered blocks, resident set, pins and
-// counters are exact, lru's eviction order too; what other policies counted
-// is approximated (docs/sidecar.md lists it per policy).
+// snapshot interval. A loaded pool is rebuilt with a fresh policy that loads
+// the state the old one saved (server/shard_image.h), so the result equals
+// replaying the whole log. A snapshot of format 2 (written before policies
+// saved their state) would restart policies other than lru approximately:
+// it is not used, and the whole log is replayed, unless the log before it
+// was trimmed, when it is loaded the approximate way; either way
+// ReplayStats::snapshot_note says so in one line.
 //
 // A log trimmed by --log-max-bytes starts mid-history: events that need what
 // was trimmed are refused (counted in ReplayStats::rejected), journaled
@@ -73,6 +76,7 @@ struct ReplayStats {
   std::string model_note;          // why the last skipped swap was skipped; empty if none
   bool from_snapshot = false;      // the pools started from a snapshot
   uint64_t snapshot_sequence = 0;  // ... taken at this event sequence number
+  std::string snapshot_note;       // why an old-format snapshot was skipped or loaded; or empty
 };
 
 // Loads a model file (server/model_loader.h's LoadModelForServing in the

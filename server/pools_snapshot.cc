@@ -8,7 +8,8 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 2;
+constexpr char kFormat = 3;
+constexpr char kFormatWithoutPolicyState = 2;
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());
@@ -82,7 +83,8 @@ class Reader {
 }  // namespace
 
 std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
-  std::string out(1, kFormat);
+  const bool with_state = snapshot.format != kFormatWithoutPolicyState;
+  std::string out(1, with_state ? kFormat : kFormatWithoutPolicyState);
   PutString(out, snapshot.model_swap);
   PutVarint(out, snapshot.pools.size());
   for (const auto& pool : snapshot.pools) {
@@ -105,7 +107,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
       PutDouble(out, meta.recompute_ms);
       PutVarint(out, m.last_seen[b]);
     }
-    PutList(out, m.eviction_order);
+    PutList(out, m.residents);
     PutList(out, m.proposals);
     for (double score : m.proposal_scores) PutDouble(out, score);
     PutVarint(out, m.requests_in_flight.size());
@@ -114,6 +116,9 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
       PutList(out, chain);
     }
     PutList(out, m.unnamed_request);
+    if (!with_state) continue;
+    PutVarint(out, m.policy_state.has_value() ? 1 : 0);
+    if (m.policy_state) PutString(out, *m.policy_state);
   }
   return out;
 }
@@ -122,9 +127,12 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || bytes[0] != kFormat) return bad("unknown format");
+  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutPolicyState)) {
+    return bad("unknown format");
+  }
   Reader in(bytes.substr(1));
   PoolsSnapshot snapshot;
+  snapshot.format = bytes[0];
   snapshot.model_swap = in.String();
   const uint64_t pools = in.Varint();
   if (!in.ok() || pools > bytes.size()) return bad("truncated header");
@@ -164,7 +172,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       meta.recompute_ms = in.Double();
       m.last_seen[b] = in.Varint();
     }
-    m.eviction_order = in.List(blocks);
+    m.residents = in.List(blocks);
     m.proposals = in.List(blocks);
     for (size_t i = 0; i < m.proposals.size() && in.ok(); ++i) {
       m.proposal_scores.push_back(in.Double());
@@ -176,13 +184,18 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       m.requests_in_flight.emplace_back(std::move(id), in.List(blocks));
     }
     m.unnamed_request = in.List(blocks);
+    if (snapshot.format == kFormat) {
+      const uint64_t has_state = in.Varint();
+      if (has_state > 1) return bad(absl::StrCat("pool ", p, ": bad policy state flag"));
+      if (has_state == 1) m.policy_state = in.String();
+    }
     if (!in.ok()) return bad(absl::StrCat("pool ", p, ": truncated or a block out of range"));
     // The resident set must be prefix-closed, without repeats.
     std::vector<uint8_t> resident(blocks, 0);
-    for (BlockIndex b : m.eviction_order) {
+    for (BlockIndex b : m.residents) {
       if (resident[b]++) return bad(absl::StrCat("pool ", p, ": block ", b, " resident twice"));
     }
-    for (BlockIndex b : m.eviction_order) {
+    for (BlockIndex b : m.residents) {
       const BlockIndex parent = m.blocks[b].parent;
       if (parent != kNoBlock && !resident[parent]) {
         return bad(absl::StrCat("pool ", p, ": resident block ", b, " without its parent"));

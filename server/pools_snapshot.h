@@ -1,15 +1,22 @@
 // A snapshot of every pool of the sidecar (NodePools::CaptureAll), as the
 // event log stores it (EventLog::WriteSnapshot): each pool's ShardImage
-// (server/shard_image.h: remembered blocks, resident blocks in eviction
-// order, proposals, in-flight requests, counters) and the last journaled model swap, so a restart
-// loads it and replays only the log after it (server/log_replay.h).
+// (server/shard_image.h: remembered blocks, resident blocks, the policy's own
+// state, proposals, in-flight requests, counters) and the last journaled
+// model swap, so a restart loads it and replays only the log after it
+// (server/log_replay.h).
 //
-// Encoding (little-endian doubles, varints elsewhere): a format byte (2), the
+// Encoding (little-endian doubles, varints elsewhere): a format byte (3), the
 // model-swap record, the pool count, and per pool its node, tier, capacity,
 // counters, blocks (hash id, parent + 1, depth, tokens, bytes, recompute
-// cost, last seen), the eviction order and proposals as block numbers, the
-// proposals' scores, the in-flight requests (id, chain) and the last request
-// without an id. Decoding checks every number it will index with.
+// cost, last seen), the resident blocks and proposals as block numbers, the
+// proposals' scores, the in-flight requests (id, chain), the last request
+// without an id, and the policy state: 1 and its bytes
+// (core/policy_state.h), or 0 for a policy that cannot save one (its
+// residents are then in eviction order). Format 2, written before policies
+// saved their state, is the same without the policy state, residents in
+// eviction order; it still decodes (log_replay.h says when it is used).
+// Decoding checks every number it will index with; the policy state's
+// bytes are checked when the policy loads them.
 #pragma once
 
 #include <string>
@@ -23,6 +30,9 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
+  // 3; 2 as decoded from an older snapshot (no policy state: residents in
+  // eviction order). Encoding a 2 leaves the policy states out (tests).
+  char format = 3;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

@@ -64,7 +64,12 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
     for (BlockIndex b : list) out.push_back(renumber[b]);
     return out;
   };
-  image.eviction_order = renumbered(s.driver.RankVictims(residents));
+  if (auto state = s.driver.SavePolicyState(renumber); state.ok()) {
+    image.policy_state = *std::move(state);
+    image.residents = renumbered(residents);
+  } else {
+    image.residents = renumbered(s.driver.RankVictims(residents));
+  }
   image.proposals = renumbered(s.proposals);
   for (BlockIndex b : s.proposals) image.proposal_scores.push_back(s.proposal_score.at(b));
   for (const auto& [id, chain] : s.requests_in_flight) {
@@ -98,16 +103,22 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEn
   s.removals = image.removals;
   s.last_timestamp_us = image.last_timestamp_us;
 
-  AccessInfo access;
-  access.time_ms = image.last_timestamp_us / 1000;
-  access.request = image.current_request;
-  // Root first (catalog order puts parents first), then one hit per block in
-  // the old eviction order: the last hit is the last victim.
-  std::vector<BlockIndex> residents(image.eviction_order);
+  // Root first: catalog order puts parents first.
+  std::vector<BlockIndex> residents(image.residents);
   std::sort(residents.begin(), residents.end());
-  for (BlockIndex b : residents) s.driver.Insert(b, access);
-  for (BlockIndex b : image.eviction_order) s.driver.Hit(b, access);
-  s.driver.UnpinAll();
+  if (image.policy_state) {
+    s.driver.RestoreResidents(residents);
+    if (auto st = s.driver.LoadPolicyState(*image.policy_state); !st.ok()) return st;
+  } else {
+    // The approximate way: one hit per block in the old eviction order, the
+    // last hit being the last victim.
+    AccessInfo access;
+    access.time_ms = image.last_timestamp_us / 1000;
+    access.request = image.current_request;
+    for (BlockIndex b : residents) s.driver.Insert(b, access);
+    for (BlockIndex b : image.residents) s.driver.Hit(b, access);
+    s.driver.UnpinAll();
+  }
 
   // Proposals stay out of the policy's pool, in the view.
   s.proposals.clear();

@@ -9,20 +9,24 @@
 // What a rebuild keeps exactly: the remembered blocks and their metadata, the
 // resident set, the proposals awaiting their block_removed (with their
 // scores), the chains of the requests in flight (held again), the counters,
-// and the policy's eviction order
-// (a fresh policy gets every resident block inserted root first, then one hit
-// per block in the old eviction order, first victim first). For lru that
-// order is the whole policy state, so its victims stay the same; its
-// priority scores are renumbered. Other policies get their resident set and
-// an order seeded from the old one, but lose what they counted (lfu
-// frequencies, s3fifo/arc queue membership and ghosts, gdsf's inflation
-// clock, kvlearn-cars' windows, the learned policy's per-block access
-// history): docs/guarantees.md lists this per policy.
+// and the policy's own state (RetentionPolicy::SaveState: its orders,
+// counts, ghost lists, clocks, what it learned online), renumbered. The pool
+// gets the resident set back without policy calls and a fresh policy loads
+// that state, so it decides as the old one would have; after a compaction,
+// what the policy knew of a forgotten block is gone (a forgotten ghost is
+// dropped from s3fifo's and arc's ghost lists), everything else stays.
+//
+// The approximate way, for a policy that cannot save its state and for a
+// snapshot of format 2 (written before policies could): `residents` holds
+// the old eviction order, and a fresh policy gets every resident block
+// inserted root first, then one hit per block in that order, first victim
+// first. Exact for lru only; the others lose what they counted.
 //
 // Thread-safety: the caller holds the shard's mutex.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,11 +40,14 @@ namespace kvlearn {
 
 struct ShardImage {
   uint64_t capacity_bytes = 0;
-  std::vector<BlockMeta> blocks;           // catalog order: a parent comes before its children
-  std::vector<uint64_t> last_seen;         // per block
-  std::vector<BlockIndex> eviction_order;  // resident blocks, first victim first
-  std::vector<BlockIndex> proposals;       // proposed, not yet reported removed, in order
-  std::vector<double> proposal_scores;     // parallel to proposals
+  std::vector<BlockMeta> blocks;    // catalog order: a parent comes before its children
+  std::vector<uint64_t> last_seen;  // per block
+  // Resident blocks: in catalog order when policy_state is set, else in the
+  // old eviction order, first victim first (see the file comment).
+  std::vector<BlockIndex> residents;
+  std::optional<std::string> policy_state;  // RetentionPolicy::SaveState's bytes
+  std::vector<BlockIndex> proposals;        // proposed, not yet reported removed, in order
+  std::vector<double> proposal_scores;      // parallel to proposals
   // Requests in flight, by id (sorted), and the last one without an id.
   std::vector<std::pair<std::string, std::vector<BlockIndex>>> requests_in_flight;
   std::vector<BlockIndex> unnamed_request;
@@ -61,8 +68,9 @@ struct ShardImage {
 ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
 
 // Replaces the catalog, pool and policy of `s` by `image`, the policy
-// started afresh from `env` (see the file comment). Fails as the policy's
-// factory does. REQUIRES: s.mu held.
+// started afresh from `env` and loaded with the image's policy state (see
+// the file comment). Fails as the policy's factory does, or DATA_LOSS if
+// the policy state does not load. REQUIRES: s.mu held.
 absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env);
 
 }  // namespace kvlearn

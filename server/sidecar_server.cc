@@ -163,6 +163,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   if (!replay->model_note.empty()) {
     absl::StrAppend(&s->notes_, "event log replay: ", replay->model_note, "\n");
   }
+  if (!replay->snapshot_note.empty()) {
+    absl::StrAppend(&s->notes_, "event log replay: ", replay->snapshot_note, "\n");
+  }
   if (replay->decisions_skipped > 0) {
     absl::StrAppend(&s->notes_, "event log replay: the log was trimmed by --log-max-bytes, so ",
                     replay->decisions_skipped,

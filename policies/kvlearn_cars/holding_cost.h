@@ -29,6 +29,8 @@
 
 #include <cstdint>
 
+#include "core/policy_state.h"
+
 namespace kvlearn {
 
 class HoldingCost {
@@ -50,6 +52,10 @@ class HoldingCost {
 
   // Averaged saving rate, ms per second; < 0 until the first window closes.
   double saved_ms_per_s() const { return saved_ms_per_s_; }
+
+  // The averages and the open window (cars_state.cc).
+  void Save(PolicyStateWriter& out) const;
+  void Load(PolicyStateReader& in);
 
  private:
   double horizon_s_;

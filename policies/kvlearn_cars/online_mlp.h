@@ -15,6 +15,7 @@
 #include <Eigen/Dense>
 #include <cstdint>
 
+#include "core/policy_state.h"
 #include "policies/kvlearn_cars/model_inputs.h"
 
 namespace kvlearn {
@@ -35,6 +36,10 @@ class OnlineMlp {
   // One SGD step with the given learning rate on the cross-entropy
   // -(label * log P + (1 - label) * log(1 - P)) of the single sample (x, label).
   void SgdStep(const Input& x, float label, float learning_rate);
+
+  // The weights, for snapshots (core/policy_state.h; cars_state.cc).
+  void Save(PolicyStateWriter& out) const;
+  void Load(PolicyStateReader& in);
 
  private:
   using Hidden = Eigen::Matrix<float, kHidden, 1>;

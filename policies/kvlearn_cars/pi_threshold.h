@@ -25,6 +25,8 @@
 // Not thread-safe.
 #pragma once
 
+#include "core/policy_state.h"
+
 namespace kvlearn {
 
 struct PiThresholdOptions {
@@ -50,6 +52,10 @@ class PiThreshold {
 
   double theta() const { return theta_; }
   double integral() const { return integral_; }
+
+  // I, theta and the decisions noted since the last step (cars_state.cc).
+  void Save(PolicyStateWriter& out) const;
+  void Load(PolicyStateReader& in);
 
  private:
   PiThresholdOptions options_;

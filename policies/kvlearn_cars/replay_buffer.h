@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/policy_state.h"
 #include "core/splitmix64.h"
 #include "policies/kvlearn_cars/model_inputs.h"
 
@@ -41,6 +42,12 @@ class ReplayBuffer {
       oldest_ = (oldest_ + 1) % samples_.size();
     }
   }
+
+  // The samples, the overwrite position and the draw stream, for snapshots
+  // (core/policy_state.h; cars_state.cc). Load refuses more samples than
+  // the capacity.
+  void Save(PolicyStateWriter& out) const;
+  void Load(PolicyStateReader& in);
 
   size_t size() const { return samples_.size(); }
   bool empty() const { return samples_.empty(); }

@@ -23,9 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 #include "policies/kvlearn_cars/model_inputs.h"
 
 namespace kvlearn {
@@ -63,6 +65,13 @@ class ReuseLabels {
   std::optional<Label> CloseNextExpired(int64_t now_ms);
 
   uint64_t open_bytes() const { return open_bytes_; }
+
+  // The open windows oldest first (block through `renumber`, start, inputs,
+  // P), for snapshots (core/policy_state.h; cars_state.cc). Handled and
+  // replaced openings are left out: they would never yield a label.
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const;
+  // REQUIRES: no window opened yet.
+  void Load(PolicyStateReader& in);
 
  private:
   struct Opening {

@@ -21,6 +21,8 @@
 #include <Eigen/Dense>
 #include <cstdint>
 
+#include "core/policy_state.h"
+
 namespace kvlearn {
 
 template <int kDims>
@@ -53,6 +55,20 @@ class RunningNormalizer {
   // identity (then clipped).
   Vector Normalise(const Vector& x) const {
     return ((x - map_mean_).array() * map_scale_.array()).cwiseMax(-kClip).cwiseMin(kClip).matrix();
+  }
+
+  // The moments and the map in use, for snapshots (core/policy_state.h).
+  void Save(PolicyStateWriter& out) const {
+    out.Varint(observed_);
+    for (const Vector* v : {&mean_, &var_, &map_mean_, &map_scale_}) {
+      out.Floats({v->data(), static_cast<size_t>(kDims)});
+    }
+  }
+  void Load(PolicyStateReader& in) {
+    observed_ = in.Varint("normalizer count");
+    for (Vector* v : {&mean_, &var_, &map_mean_, &map_scale_}) {
+      in.Floats("normalizer moments", {v->data(), static_cast<size_t>(kDims)});
+    }
   }
 
   uint64_t observed() const { return observed_; }

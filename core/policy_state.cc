@@ -1,0 +1,139 @@
+#include "core/policy_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn {
+
+void PolicyStateWriter::Varint(uint64_t n) {
+  while (n >= 0x80) {
+    out_.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out_.push_back(static_cast<char>(n));
+}
+
+void PolicyStateWriter::Double(double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
+}
+
+void PolicyStateWriter::Float(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
+}
+
+absl::Status PolicyStateReader::status() const {
+  if (ok()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("policy state: ", error_));
+}
+
+absl::Status PolicyStateReader::Finish() {
+  if (ok() && !in_.empty()) Fail(absl::StrCat(in_.size(), " trailing bytes"));
+  return status();
+}
+
+void PolicyStateReader::Fail(std::string_view what) {
+  if (ok()) error_ = std::string(what);
+}
+
+uint64_t PolicyStateReader::Varint(std::string_view what) {
+  if (!ok()) return 0;
+  uint64_t n = 0;
+  for (size_t i = 0; i < in_.size() && i < 10; ++i) {
+    const auto b = static_cast<unsigned char>(in_[i]);
+    n |= uint64_t{b & 0x7fu} << (7 * i);
+    if (b < 0x80) {
+      in_.remove_prefix(i + 1);
+      return n;
+    }
+  }
+  Fail(absl::StrCat(std::string(what), ": truncated or malformed varint"));
+  return 0;
+}
+
+bool PolicyStateReader::Bool(std::string_view what) { return Bounded(what, 1) != 0; }
+
+double PolicyStateReader::Double(std::string_view what) {
+  if (!ok()) return 0;
+  if (in_.size() < 8) {
+    Fail(absl::StrCat(std::string(what), ": truncated double"));
+    return 0;
+  }
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits |= uint64_t{static_cast<unsigned char>(in_[i])} << (8 * i);
+  in_.remove_prefix(8);
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+float PolicyStateReader::Float(std::string_view what) {
+  if (!ok()) return 0;
+  if (in_.size() < 4) {
+    Fail(absl::StrCat(std::string(what), ": truncated float"));
+    return 0;
+  }
+  uint32_t bits = 0;
+  for (int i = 0; i < 4; ++i) bits |= uint32_t{static_cast<unsigned char>(in_[i])} << (8 * i);
+  in_.remove_prefix(4);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+std::string PolicyStateReader::Bytes(std::string_view what) {
+  const uint64_t n = Count(what);
+  if (!ok()) return {};
+  std::string s(in_.substr(0, n));
+  in_.remove_prefix(n);
+  return s;
+}
+
+uint64_t PolicyStateReader::Bounded(std::string_view what, uint64_t max) {
+  const uint64_t n = Varint(what);
+  if (ok() && n > max) Fail(absl::StrCat(std::string(what), ": ", n, " is above ", max));
+  return ok() ? n : 0;
+}
+
+BlockIndex PolicyStateReader::Block(std::string_view what) {
+  const uint64_t b = Varint(what);
+  if (ok() && b >= blocks_) Fail(absl::StrCat(std::string(what), ": block ", b, " of ", blocks_));
+  return ok() ? static_cast<BlockIndex>(b) : 0;
+}
+
+uint64_t PolicyStateReader::Count(std::string_view what, size_t min_item_bytes) {
+  const uint64_t n = Varint(what);
+  if (ok() && n > in_.size() / std::max<size_t>(min_item_bytes, 1)) {
+    Fail(absl::StrCat(std::string(what), ": ", n, " items in ", in_.size(), " bytes"));
+  }
+  return ok() ? n : 0;
+}
+
+BlockIndex ReadResident(PolicyStateReader& in, const PoolState& pool, std::vector<uint8_t>& seen,
+                        std::string_view what) {
+  const BlockIndex b = in.Block(what);
+  if (!in.ok()) return 0;
+  if (b >= seen.size() || !pool.IsResident(b) || seen[b]) {
+    in.Fail(absl::StrCat(std::string(what), ": block ", b, " is not resident or repeats"));
+    return 0;
+  }
+  seen[b] = 1;
+  return b;
+}
+
+uint64_t ReadResidentCount(PolicyStateReader& in, const PoolState& pool, std::string_view what,
+                           size_t min_item_bytes) {
+  const uint64_t n = in.Count(what, min_item_bytes);
+  if (in.ok() && n != pool.resident_blocks()) {
+    in.Fail(absl::StrCat(std::string(what), ": ", n, " blocks for ", pool.resident_blocks(),
+                         " resident"));
+  }
+  return in.ok() ? n : 0;
+}
+
+}  // namespace kvlearn
