@@ -65,7 +65,10 @@ stage_tsan() {
   # halt_on_error: a race fails its test even if the test's checks pass.
   # ignore_noninstrumented_modules: Debian's libraries are not instrumented
   # (scripts/tsan_suppressions.txt says why that matters).
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$root/scripts/tsan_suppressions.txt" \
+  # symbolize_inline_frames=0: a suppression's top frame is the function the
+  # code was compiled into, as without line tables (-g1), not the innermost
+  # inlined helper (std::function inside gRPC's header code).
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 symbolize_inline_frames=0 suppressions=$root/scripts/tsan_suppressions.txt" \
     ctest --test-dir "$dir" -L '^(server|crash|overload|concurrency)$' --no-tests=error \
     --output-on-failure -j "$jobs"
 }
@@ -99,11 +102,12 @@ for s in "${stages[@]}"; do
   set +e
   (
     set -euo pipefail
-    "stage_$s"
     # CPU seconds of the stage's commands (the second line of `times`):
     # unlike wall time, it does not depend on what else the machine runs.
-    # (not in a pipe: that would run `times` in a fresh subshell).
-    times >"$cpu_file"
+    # On exit, so that a failed stage reports them too (not in a pipe: that
+    # would run `times` in a fresh subshell).
+    trap 'times >"$cpu_file"' EXIT
+    "stage_$s"
   )
   rc=$?
   set -e
