@@ -166,32 +166,32 @@ EngineIngest::~EngineIngest() { Stop(); }
 
 void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch&& batch) {
   {
-    absl::MutexLock lock(&queue_mu_);
+    std::unique_lock<std::mutex> lock(queue_mu_);
     if (options_.apply_thread) {
-      const auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-        return queue_.size() < options_.max_queued_batches || stopping_;
-      };
-      queue_mu_.Await(absl::Condition(&room));
+      progress_cv_.wait(
+          lock, [this] { return queue_.size() < options_.max_queued_batches || stopping_; });
       if (!stopping_) {
         queue_.push_back({node, sequence, std::move(batch)});
         ++queued_total_;
+        // The apply thread waits only on an empty queue.
+        if (queue_.size() == 1) work_cv_.notify_one();
         return;
       }
       // Stopped: once the apply thread has drained, apply here.
-      queue_mu_.Await(absl::Condition(&worker_done_));
+      progress_cv_.wait(lock, [this] { return worker_done_; });
     }
   }
   // No apply thread: here, one log write per batch.
   Queued q{node, sequence, std::move(batch)};
   Apply(q, *group_);
   Write(*group_);
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   if (spare_.size() < kMaxSpare) spare_.push_back(std::move(q.batch));
 }
 
 void EngineIngest::OnBatch(const std::string& node, uint64_t sequence, EngineEventBatch* batch) {
   OnBatch(node, sequence, std::move(*batch));
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   if (spare_.empty()) return;
   *batch = std::move(spare_.back());
   spare_.pop_back();
@@ -201,24 +201,24 @@ void EngineIngest::Run() {
   std::deque<Queued> work;
   while (true) {
     {
-      absl::MutexLock lock(&queue_mu_);
-      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-        return !queue_.empty() || stopping_;
-      };
-      queue_mu_.Await(absl::Condition(&ready));
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      work_cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) {  // stopping, and drained
         worker_done_ = true;
+        progress_cv_.notify_all();
         return;
       }
       work.swap(queue_);
+      progress_cv_.notify_all();  // room in the queue
     }
     for (const Queued& q : work) {
       Apply(q, *group_);
       if (group_->accepted() >= options_.max_group_events) Write(*group_);
     }
     Write(*group_);
-    absl::MutexLock lock(&queue_mu_);
+    std::lock_guard<std::mutex> lock(queue_mu_);
     done_total_ += work.size();
+    progress_cv_.notify_all();  // Flush
     for (Queued& q : work) {
       if (spare_.size() >= kMaxSpare) break;
       spare_.push_back(std::move(q.batch));
@@ -265,19 +265,18 @@ void EngineIngest::Write(Group& group) {
 }
 
 void EngineIngest::Flush() {
-  absl::MutexLock lock(&queue_mu_);
+  std::unique_lock<std::mutex> lock(queue_mu_);
   const uint64_t target = queued_total_;
-  const auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-    return done_total_ >= target || worker_done_;
-  };
-  queue_mu_.Await(absl::Condition(&done));
+  progress_cv_.wait(lock, [this, target] { return done_total_ >= target || worker_done_; });
 }
 
 void EngineIngest::Stop() {
   {
-    absl::MutexLock lock(&queue_mu_);
+    std::lock_guard<std::mutex> lock(queue_mu_);
     stopping_ = true;
   }
+  work_cv_.notify_one();
+  progress_cv_.notify_all();  // OnBatch waiting for room
   if (thread_.joinable()) thread_.join();
 }
 

@@ -34,10 +34,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,13 +149,19 @@ class EngineIngest {
   std::unique_ptr<Group> group_;
   std::vector<const v1::Event*> made_;  // the events of the batch being applied
 
-  absl::Mutex queue_mu_;
-  std::deque<Queued> queue_ ABSL_GUARDED_BY(queue_mu_);
-  std::vector<EngineEventBatch> spare_ ABSL_GUARDED_BY(queue_mu_);  // applied, for reuse
-  uint64_t queued_total_ ABSL_GUARDED_BY(queue_mu_) = 0;            // batches ever queued
-  uint64_t done_total_ ABSL_GUARDED_BY(queue_mu_) = 0;              // ... applied and logged
-  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
-  bool worker_done_ ABSL_GUARDED_BY(queue_mu_) = false;  // no apply thread (any more)
+  // A std::mutex and condition variables, not absl::Mutex::Await: Debian's
+  // Abseil is not built with ThreadSanitizer, which then cannot see Await
+  // release and retake the mutex (the CI tsan stage); these it intercepts.
+  // Every member below up to thread_ is guarded by queue_mu_.
+  std::mutex queue_mu_;
+  std::condition_variable work_cv_;      // apply thread: queue_ non-empty or stopping_
+  std::condition_variable progress_cv_;  // OnBatch, Flush: room, done_total_, worker_done_
+  std::deque<Queued> queue_;
+  std::vector<EngineEventBatch> spare_;  // applied, for reuse
+  uint64_t queued_total_ = 0;            // batches ever queued
+  uint64_t done_total_ = 0;              // ... applied and logged
+  bool stopping_ = false;
+  bool worker_done_ = false;  // no apply thread (any more)
   std::thread thread_;
 
   std::atomic<uint64_t> applied_{0};

@@ -10,7 +10,9 @@
 // measure each call with steady_clock, but against a bound 40 times the 50 ms
 // deadline (2 s; 4 times the 500 ms of the test that needs every live answer
 // to be the sidecar's): far above any scheduling delay, far below a hang (a
-// call without a deadline waits on a stalled sidecar forever).
+// call without a deadline waits on a stalled sidecar forever). Under
+// ThreadSanitizer every deadline and that bound are kSanitizerSlowdown times
+// longer: the live sidecar's answers must still arrive in time.
 #include "clients/retention_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -21,6 +23,7 @@
 #include <thread>
 
 #include "tests/server/sidecar_fixture.h"
+#include "tests/support/sanitizer_slowdown.h"
 
 namespace kvlearn {
 namespace {
@@ -28,8 +31,8 @@ namespace {
 using std::chrono::steady_clock;
 
 constexpr int64_t kBytes = 1000;
-constexpr auto kDeadline = std::chrono::milliseconds(50);
-constexpr auto kNeverPast = std::chrono::seconds(2);
+constexpr auto kDeadline = std::chrono::milliseconds(50) * kSanitizerSlowdown;
+constexpr auto kNeverPast = std::chrono::seconds(2) * kSanitizerSlowdown;
 
 RetentionClientOptions ClientOptions(int port) {
   RetentionClientOptions o;
@@ -96,7 +99,7 @@ TEST(RetentionClientTest, AnswersAreTheSidecarsThenTheLocalLruAfterItStops) {
   RetentionClientOptions o = ClientOptions(server->port());
   // While the sidecar runs every answer must be its own, even on a loaded
   // machine: a deadline far above its latency (still under the 2 s bound).
-  o.call_deadline = o.flush_deadline = std::chrono::milliseconds(500);
+  o.call_deadline = o.flush_deadline = std::chrono::milliseconds(500) * kSanitizerSlowdown;
   RetentionClient client(o);
 
   PlayDisagreeingSequence(client);
