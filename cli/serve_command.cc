@@ -190,7 +190,7 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--ghost-blocks", o.ghost_blocks,
                   "per pool, how many non-resident blocks are remembered at most; past it the "
                   "pool keeps only the most recently seen half (memory per pool: resident + "
-                  "this many blocks, ~115 B each under lru; docs/sidecar.md, Bounded memory)")
+                  "this many blocks, ~90 B each under lru; docs/sidecar.md, Bounded memory)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
   cmd->add_option("--snapshot-every-events", o.snapshot_every_events,

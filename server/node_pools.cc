@@ -252,9 +252,15 @@ std::string NodePools::ShardKey(const std::string& node, v1::Tier tier) {
 absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
   if (auto st = ValidateEvent(e); !st.ok()) return st;
-  if (e.kind_case() == Event::kTransferFinished) return absl::OkStatus();  // no pool state
+  // Accepted (and so logged) like every event, though they touch no pool:
+  // snapshots wait for the accepted and logged counts to meet.
+  if (e.kind_case() == Event::kTransferFinished) {  // no pool state
+    accepted_.fetch_add(1, std::memory_order_acq_rel);
+    return absl::OkStatus();
+  }
   if (e.kind_case() == Event::kBatchReceived) {
     retried_batches_.Claim(e.batch_received().source(), e.batch_received().batch_id());
+    accepted_.fetch_add(1, std::memory_order_acq_rel);
     return absl::OkStatus();
   }
   return WithShard(e.node_id(), e.tier(), "node_id", [&](Shard& s) {

@@ -148,6 +148,11 @@ class NodePools {
   RetriedBatches& retried_batches() { return retried_batches_; }
   // Events accepted by Apply since this object was built.
   uint64_t events_accepted() const { return accepted_.load(std::memory_order_acquire); }
+  // Counts a record a stream logs without applying it here (the
+  // batch_received marker of a batch it claimed itself), so the accepted and
+  // logged counts meet again once its batch is in the log. Call it before
+  // the append, as events are applied before theirs.
+  void CountLoggedWithoutApply() { accepted_.fetch_add(1, std::memory_order_acq_rel); }
   // Holds every pool and, if `ready()` (called with them held, so no event
   // or decision is applied meanwhile) returns true, captures them all into
   // `out` (every remembered block kept) with the last journaled model swap.

@@ -130,6 +130,7 @@ grpc::Status ReportEventsReactor::Ingest() {
   if (RetriedBatches::Marker(batch_, &marker_)) {
     if (values_.size() <= logged) values_.emplace_back();
     marker_.SerializeToString(&values_[logged++]);  // its id survives a restart
+    env_.pools->CountLoggedWithoutApply();
   }
   if (logged > 0) {
     auto first = env_.log->Append(std::span<const std::string>(values_.data(), logged));

@@ -8,12 +8,18 @@
 // what a never-killed reference server is then given. At the end both are
 // asked the same questions (GetStatus of every pool, RankEviction, Admit, a
 // full drain: tests/server/restart_compare.h) and must answer identically.
+// The killed server snapshots every 100 events and compacts past 256
+// ghosts (both servers alike), so restarts load snapshots with every policy
+// state in them and the histories hold compactions; at least one restart
+// must have loaded a snapshot.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +34,7 @@ namespace {
 
 constexpr int kRounds = 20;
 constexpr uint64_t kChains = 400;  // working set of 4-block chains per node
+constexpr uint64_t kGhostBlocks = 256;
 
 // One operation of the client: an event batch or a model reload.
 struct Op {
@@ -106,14 +113,25 @@ TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
   SidecarOptions ro = TestOptions(dir.File("reference"), "learned");
   ro.metrics_listen = "";
   ro.model_path = first;
+  ro.ghost_blocks = kGhostBlocks;  // the killed server's --ghost-blocks
   auto reference = StartServer(ro);
   ASSERT_NE(reference, nullptr);
   ASSERT_EQ(reference->policy(), "learned") << reference->startup_notes();
   auto ref = Connect(reference->port());
-  const std::vector<std::string> args = {"--policy", "learned", "--model", first};
+  // Snapshots every 100 events and compactions past 256 ghosts, so restarts
+  // load snapshots taken between kills and pools compact along the way; the
+  // reference compacts at the same points (they count events, not time).
+  const std::vector<std::string> args = {"--policy",
+                                         "learned",
+                                         "--model",
+                                         first,
+                                         "--snapshot-every-events",
+                                         "100",
+                                         "--ghost-blocks",
+                                         std::to_string(kGhostBlocks)};
 
   uint64_t next_batch = 0;
-  int kills_in_batch = 0, kills_in_reload = 0, in_flight_applied = 0;
+  int kills_in_batch = 0, kills_in_reload = 0, in_flight_applied = 0, from_snapshot = 0;
   auto server = std::make_unique<ServeProcess>(KVLEARN_BINARY, dir.File("data"), args);
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_GT(server->port(), 0) << "round " << round << ": kvlearn serve did not start";
@@ -121,16 +139,33 @@ TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
     // The restarted server is where the reference is.
     ASSERT_EQ(PoolsOf(*stub), PoolsOf(*ref)) << "round " << round;
 
+    // Two batches (over 100 accepted events), then a pause of three ticks of
+    // the snapshot thread (it looks every 100 ms), so a snapshot is written
+    // for the restart to load.
+    for (int k = 0; k < 2; ++k) {
+      Op op;
+      op.batch = MakeBatch(next_batch++);
+      std::string v;
+      ASSERT_TRUE(RunOp(*stub, op, &v)) << "round " << round;
+      ASSERT_TRUE(RunOp(*ref, op, &v)) << "round " << round;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
     // Back-to-back calls until the kill, so one is always in flight:
     // batches, and in odd rounds a reload after each (alternating the two
-    // files). The kill comes 0-0.5 ms after call `victim` (a batch, or a
-    // reload in odd rounds) starts.
+    // files) and only reloads after call `victim`, so a reload is in flight
+    // whenever it finishes before the kill. The kill comes 0-0.5 ms after
+    // call `victim` (a batch, or a reload in odd rounds) starts.
     const bool reload_round = round % 2 == 1;
     bool to_second = ModelOf(*ref).find("second.pt@") == std::string::npos;
     std::vector<Op> ops;
+    uint64_t seed = 1000 + round;
+    size_t victim = Lcg(seed) % 6 + 2;
+    if (reload_round && victim % 2 == 0) ++victim;  // odd calls are the reloads
+    const auto delay = std::chrono::microseconds(Lcg(seed) % 500);
     auto next_op = [&] {
       Op op;
-      if (reload_round && ops.size() % 2 == 1) {
+      if (reload_round && (ops.size() % 2 == 1 || ops.size() > victim)) {
         op.reload = true;
         op.model = to_second ? second : first;
         to_second = !to_second;
@@ -139,10 +174,6 @@ TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
       }
       return op;
     };
-    uint64_t seed = 1000 + round;
-    size_t victim = Lcg(seed) % 6 + 2;
-    if (reload_round && victim % 2 == 0) ++victim;  // odd calls are the reloads
-    const auto delay = std::chrono::microseconds(Lcg(seed) % 500);
     std::atomic<size_t> started{0};
     std::thread killer([&] {
       while (started.load() <= victim) std::this_thread::yield();
@@ -171,8 +202,13 @@ TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
     // Restart; the call in flight took effect if the restarted server's log
     // is longer (a batch) or its model differs (a reload) than the
     // reference's. Anything shorter or other is a lost acknowledged call.
-    server = std::make_unique<ServeProcess>(KVLEARN_BINARY, dir.File("data"), args);
+    const std::string err = dir.File("restart-" + std::to_string(round) + ".err");
+    server = std::make_unique<ServeProcess>(KVLEARN_BINARY, dir.File("data"), args, err);
     ASSERT_GT(server->port(), 0) << "round " << round << ": no restart after kill -9";
+    // It prints this before the port, so the file has it by now.
+    std::ifstream in(err);
+    const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (said.find("loaded the pools' snapshot") != std::string::npos) ++from_snapshot;
     auto again = Connect(server->port());
     grpc::ClientContext c1, c2;
     v1::GetStatusResponse now, want;
@@ -192,10 +228,11 @@ TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
   auto stub = Connect(server->port());
   std::printf(
       "crash test: %d kills during a batch, %d during a reload; the call in flight "
-      "took effect %d times\n",
-      kills_in_batch, kills_in_reload, in_flight_applied);
+      "took effect %d times; %d restarts loaded a snapshot\n",
+      kills_in_batch, kills_in_reload, in_flight_applied, from_snapshot);
   EXPECT_EQ(kills_in_batch + kills_in_reload, kRounds);
   EXPECT_GT(kills_in_reload, 0);
+  EXPECT_GT(from_snapshot, 0) << "no restart exercised a snapshot";
   ExpectSameAnswers(*ref, *stub, 64 << 20);
 }
 
