@@ -88,7 +88,9 @@ TEST(ShardCompactionTest, ARecentlySeenOldIdOutlivesNewerOnes) {
   // Id 7 is seen again every 20 new ids: always among the most recent.
   for (uint64_t id = 100; id < 2'000; ++id) {
     ASSERT_TRUE(pools.Apply(Arrival({id})).ok());
-    if (id % 20 == 0) ASSERT_TRUE(pools.Apply(Arrival({7})).ok());
+    if (id % 20 == 0) {
+      ASSERT_TRUE(pools.Apply(Arrival({7})).ok());
+    }
   }
   EXPECT_TRUE(Remembers(pools, 7));
   EXPECT_FALSE(Remembers(pools, 100));

@@ -25,6 +25,7 @@
 #include "server/event_log.h"
 #include "tests/server/serve_process.h"
 #include "tests/server/sidecar_fixture.h"
+#include "tests/support/sanitizer_slowdown.h"
 
 namespace kvlearn {
 namespace {
@@ -235,7 +236,9 @@ TEST(SidecarLimitsTest, IdleStreamIsEndedWithUnavailableAndItsSlotFreed) {
   TempDir dir;
   SidecarOptions o = TestOptions(dir.path());
   o.max_streams = 1;
-  o.stream_idle_timeout_seconds = 0.2;
+  // Long enough for the first batch to arrive even under ThreadSanitizer on a
+  // loaded machine (it once timed out before the batch came).
+  o.stream_idle_timeout_seconds = 0.2 * kSanitizerSlowdown;
   auto server = StartServer(o);
   ASSERT_NE(server, nullptr);
   auto stub = Connect(server->port());
