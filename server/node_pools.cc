@@ -636,12 +636,24 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
   }
   // Victims proposed before and not confirmed yet come first: the node may
   // not have applied (or even received) that answer.
-  for (const BlockIndex b : s.proposals) {
-    if (freed >= want) break;
-    if (!candidates.empty() && !std::binary_search(candidates.begin(), candidates.end(), b)) {
-      continue;
+  if (candidates.empty()) {
+    for (const BlockIndex b : s.proposals) {
+      if (freed >= want) break;
+      answer(b, s.proposal_score.at(b).score);
     }
-    answer(b, s.proposal_score.at(b));
+  } else {
+    // The candidates proposed before, in the order they were proposed.
+    std::vector<std::pair<uint64_t, BlockIndex>> again;
+    for (const BlockIndex b : candidates) {
+      if (auto it = s.proposal_score.find(b); it != s.proposal_score.end()) {
+        again.emplace_back(it->second.order, b);
+      }
+    }
+    std::sort(again.begin(), again.end());
+    for (const auto& [order, b] : again) {
+      if (freed >= want) break;
+      answer(b, s.proposal_score.at(b).score);
+    }
   }
 
   // Asking for victims may change the policy (s3fifo's lazy promotions) even

@@ -31,7 +31,14 @@ struct NodePools::Shard {
   // gone from the policy and its pool, still held by the node (the view).
   // In the order proposed, with the score each was proposed with.
   std::vector<BlockIndex> proposals ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<BlockIndex, double> proposal_score ABSL_GUARDED_BY(mu);
+  struct Proposal {
+    double score = 0;
+    uint64_t order = 0;  // increasing in the order proposed, as `proposals`
+  };
+  // The same blocks by index, so a RankEviction with candidates finds the
+  // ones proposed in O(candidates), not O(proposals).
+  absl::flat_hash_map<BlockIndex, Proposal> proposal_score ABSL_GUARDED_BY(mu);
+  uint64_t proposals_made ABSL_GUARDED_BY(mu) = 0;
   // Per block, how many of its children are proposals (children the view
   // still holds though the pool does not).
   absl::flat_hash_map<BlockIndex, uint32_t> proposed_children ABSL_GUARDED_BY(mu);
@@ -45,7 +52,7 @@ struct NodePools::Shard {
   // Records b as proposed with `score` (the policy has let it go already).
   void AddProposal(BlockIndex b, double score) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     proposals.push_back(b);
-    proposal_score.emplace(b, score);
+    proposal_score.emplace(b, Proposal{score, proposals_made++});
     proposed_bytes += catalog[b].bytes;
     if (const BlockIndex parent = catalog[b].parent; parent != kNoBlock) {
       ++proposed_children[parent];

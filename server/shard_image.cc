@@ -71,7 +71,7 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
     image.residents = renumbered(s.driver.RankVictims(residents));
   }
   image.proposals = renumbered(s.proposals);
-  for (BlockIndex b : s.proposals) image.proposal_scores.push_back(s.proposal_score.at(b));
+  for (BlockIndex b : s.proposals) image.proposal_scores.push_back(s.proposal_score.at(b).score);
   for (const auto& [id, chain] : s.requests_in_flight) {
     image.requests_in_flight.emplace_back(id, renumbered(chain));
   }
