@@ -4,28 +4,23 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/varint.h"
 
 namespace kvlearn {
 
-void PolicyStateWriter::Varint(uint64_t n) {
-  while (n >= 0x80) {
-    out_.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out_.push_back(static_cast<char>(n));
+void PolicyStateWriter::Varint(uint64_t n) { PutVarint(out_, n); }
+
+// Writes v's bits little-endian, whatever the host's byte order.
+template <typename Bits, typename Value>
+void PolicyStateWriter::Fixed(Value v) {
+  static_assert(sizeof(Value) == sizeof(Bits));
+  Bits bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  for (size_t i = 0; i < sizeof(Bits); ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
 }
 
-void PolicyStateWriter::Double(double d) {
-  uint64_t bits;
-  std::memcpy(&bits, &d, sizeof bits);
-  for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
-}
-
-void PolicyStateWriter::Float(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
-}
+void PolicyStateWriter::Double(double d) { Fixed<uint64_t>(d); }
+void PolicyStateWriter::Float(float f) { Fixed<uint32_t>(f); }
 
 absl::Status PolicyStateReader::status() const {
   if (ok()) return absl::OkStatus();
@@ -44,46 +39,39 @@ void PolicyStateReader::Fail(std::string_view what) {
 uint64_t PolicyStateReader::Varint(std::string_view what) {
   if (!ok()) return 0;
   uint64_t n = 0;
-  for (size_t i = 0; i < in_.size() && i < 10; ++i) {
-    const auto b = static_cast<unsigned char>(in_[i]);
-    n |= uint64_t{b & 0x7fu} << (7 * i);
-    if (b < 0x80) {
-      in_.remove_prefix(i + 1);
-      return n;
-    }
-  }
+  if (GetVarint(in_, n)) return n;
   Fail(absl::StrCat(std::string(what), ": truncated or malformed varint"));
   return 0;
 }
 
 bool PolicyStateReader::Bool(std::string_view what) { return Bounded(what, 1) != 0; }
 
-double PolicyStateReader::Double(std::string_view what) {
+// Reads a Value from its bits, little-endian (what Fixed wrote); 0 and
+// Fail when fewer bytes are left.
+template <typename Value, typename Bits>
+Value PolicyStateReader::Fixed(std::string_view what, std::string_view kind) {
+  static_assert(sizeof(Value) == sizeof(Bits));
   if (!ok()) return 0;
-  if (in_.size() < 8) {
-    Fail(absl::StrCat(std::string(what), ": truncated double"));
+  if (in_.size() < sizeof(Bits)) {
+    Fail(absl::StrCat(std::string(what), ": truncated ", std::string(kind)));
     return 0;
   }
-  uint64_t bits = 0;
-  for (int i = 0; i < 8; ++i) bits |= uint64_t{static_cast<unsigned char>(in_[i])} << (8 * i);
-  in_.remove_prefix(8);
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
+  Bits bits = 0;
+  for (size_t i = 0; i < sizeof(Bits); ++i) {
+    bits |= Bits{static_cast<unsigned char>(in_[i])} << (8 * i);
+  }
+  in_.remove_prefix(sizeof(Bits));
+  Value v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+double PolicyStateReader::Double(std::string_view what) {
+  return Fixed<double, uint64_t>(what, "double");
 }
 
 float PolicyStateReader::Float(std::string_view what) {
-  if (!ok()) return 0;
-  if (in_.size() < 4) {
-    Fail(absl::StrCat(std::string(what), ": truncated float"));
-    return 0;
-  }
-  uint32_t bits = 0;
-  for (int i = 0; i < 4; ++i) bits |= uint32_t{static_cast<unsigned char>(in_[i])} << (8 * i);
-  in_.remove_prefix(4);
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return Fixed<float, uint32_t>(what, "float");
 }
 
 std::string PolicyStateReader::Bytes(std::string_view what) {

@@ -52,6 +52,9 @@ class PolicyStateWriter {
   std::string Take() { return std::move(out_); }
 
  private:
+  template <typename Bits, typename Value>
+  void Fixed(Value v);
+
   std::string out_;
 };
 
@@ -92,6 +95,9 @@ class PolicyStateReader {
   uint64_t Count(std::string_view what, size_t min_item_bytes = 1);
 
  private:
+  template <typename Value, typename Bits>
+  Value Fixed(std::string_view what, std::string_view kind);
+
   std::string_view in_;
   size_t blocks_;
   std::string error_;

@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "server/varint.h"
+#include "core/varint.h"
 
 namespace kvlearn {
 namespace {

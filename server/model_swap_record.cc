@@ -1,6 +1,6 @@
 #include "server/model_swap_record.h"
 
-#include "server/varint.h"
+#include "core/varint.h"
 
 namespace kvlearn {
 namespace {

@@ -7,13 +7,13 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "core/varint.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
 #include "server/node_shard.h"
 #include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/shard_image.h"
-#include "server/varint.h"
 
 namespace kvlearn {
 

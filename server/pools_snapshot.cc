@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "server/varint.h"
+#include "core/varint.h"
 
 namespace kvlearn {
 namespace {

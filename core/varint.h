@@ -1,6 +1,7 @@
 // Protobuf-style base-128 varints for the sidecar's own RocksDB records (the
-// event log's entries and decision journal, model-swap records): 7 bits per
-// byte, low group first, high bit set on every byte but the last.
+// event log's entries and decision journal, model-swap records, snapshots)
+// and for policy state (core/policy_state.h): 7 bits per byte, low group
+// first, high bit set on every byte but the last.
 #pragma once
 
 #include <cstdint>
