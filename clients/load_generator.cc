@@ -45,6 +45,9 @@ class Node {
     v1::EventBatch batch;
     FinishPrevious(batch, ts_us);
     if (!configured_) {
+      // A node starts with an empty pool: whatever the sidecar remembers of
+      // an earlier run under this node's name is gone.
+      NewEvent(batch, ts_us)->mutable_all_blocks_cleared();
       NewEvent(batch, ts_us)
           ->mutable_pool_configured()
           ->set_capacity_bytes(static_cast<int64_t>(pool_.capacity_bytes()));
