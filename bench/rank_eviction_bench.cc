@@ -23,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
+#include "models/learned_model.h"
 #include "server/node_pools.h"
 #include "server/sidecar_server.h"
 
@@ -221,11 +222,20 @@ void BM_RankEviction64(benchmark::State& state) { RankEviction64(state, Shared()
 void BM_RankEviction64Learned(benchmark::State& state) { RankEviction64(state, SharedLearned()); }
 
 // The decision alone, in-process (no gRPC): NodePools::RankEviction with
-// the same pool and candidate shape.
-void BM_RankEviction64InProcess(benchmark::State& state) {
+// the same pool and candidate shape, under `policy`.
+void RankEviction64InProcess(benchmark::State& state, const std::string& policy) {
   NodePoolsOptions o;
   o.cost =
       std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+  o.policy = policy;
+  if (policy == "learned") {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
+    const std::string dir = mkdtemp(tmpl.data());
+    auto model = LearnedModel::Load(WriteRankBenchModel(dir));
+    if (!model.ok()) std::abort();
+    o.model = *model;
+    std::filesystem::remove_all(dir);
+  }
   NodePools pools(o);
   std::vector<uint64_t> resident;
   for (uint64_t id = 1; id <= kResident; ++id) {
@@ -239,6 +249,10 @@ void BM_RankEviction64InProcess(benchmark::State& state) {
     Forget(resident, resp->victims(0).block_id());
   }
 }
+void BM_RankEviction64InProcess(benchmark::State& state) { RankEviction64InProcess(state, "lru"); }
+void BM_RankEviction64InProcessLearned(benchmark::State& state) {
+  RankEviction64InProcess(state, "learned");
+}
 
 // Interleaved so both see the same machine state.
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
@@ -248,6 +262,7 @@ BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64Learned)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
+BENCHMARK(BM_RankEviction64InProcessLearned)->Iterations(20000);
 
 }  // namespace
 }  // namespace kvlearn

@@ -21,19 +21,23 @@
 // the best run of the chain starting at it is worth something,
 //   G_i = g_i + max(0, G_{i+1}) > 0
 // (a cheap shallow block goes in when the deeper ones it carries pay for it).
-// When the pool is full the displaced leaf must also have been used strictly
-// earlier (never churn blocks of the same instant). AdmissionScore is G_i.
+// A refusal (G_i <= 0) is a bet that block i will not be back within E,
+// placed only while earlier bets on claims like it have won at least its
+// stake (learned_refusal_ledger.h); else the block goes in. When the pool
+// is full the displaced leaf must also have been used strictly earlier
+// (never churn blocks of the same instant). AdmissionScore is G_i.
 // The thresholds are the cost model's break-even and a price the pool
 // measures, not constants fitted to a trace.
 //
 // Eviction (HALP-style: a learned preference over a heuristic's candidates).
-// Leaves sit in a recency heap; at each eviction the first kWindow slots of
-// the heap (the oldest leaf and a sample of the old ones) are ranked by
+// Leaves sit in a recency heap; at each eviction the kWindow least recent
+// evictable leaves are ranked by
 //   V = P(used in the next E | unused since its last access) * (R - T) / bytes
 // read off each candidate's stored curve, and the lowest V goes (ties: the
 // least recent, deeper first). V needs no inference, only the curve, so a
-// block's score is cached for the request time it was computed at and
-// recomputed when the clock has moved.
+// block's score is cached for the request time it was computed at; E in V
+// is the eviction age as that request began, so V, and the order, does not
+// depend on the order blocks are scored in.
 //
 // Guard (learned_deviation_guard.h). At every eviction the model and recency
 // both choose; when they differ, the one whose choice was evicted owes the
@@ -44,8 +48,10 @@
 // evicting. On the tuning traces unguarded curve eviction lost cost wherever
 // LRU already has about Belady's hits (docs/learned_policy.md, "Learning
 // eviction").
-// EvictionPriority is V while the guard trusts the model and the last-use
-// time (ms) otherwise; RankVictims orders by the same key, ties by recency.
+// While the guard trusts the model, EvictionPriority is V / (1 + V) (below
+// 1) for the leaves in the window and 1 + the last use (ms) for the others,
+// so the victim always has the lowest; RankVictims replays the windowed
+// choice over the candidates. Otherwise both are recency's: the last use, ms.
 //
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
@@ -58,20 +64,21 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "features/access_history.h"
 #include "features/feature_extractor.h"
 #include "models/learned_model.h"
 #include "policies/leaf_ordered_policy.h"
 #include "policies/learned_deviation_guard.h"
+#include "policies/learned_refusal_ledger.h"
 #include "policies/learned_reuse_curve.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
 namespace {
 
-// Heap slots ranked at each eviction: the top and its children and
-// grandchildren in the 4-ary heap, so the three least recent leaves are always
-// among them.
+// Leaves ranked at each eviction: the 21 least recent evictable ones (as
+// many as the top three levels of the 4-ary heap hold).
 constexpr size_t kWindow = 1 + 4 + 16;
 
 class LearnedPolicy final : public LeafOrderedPolicy {
@@ -82,7 +89,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         extractor_(env.features),
         model_(std::move(model)),
         feature_sink_(env.feature_sink),
-        admission_moves_bytes_(env.admission_moves_bytes) {}
+        admission_moves_bytes_(env.admission_moves_bytes),
+        value_horizon_s_(Horizon()) {}
 
   std::string_view name() const override { return "learned"; }
 
@@ -90,6 +98,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
+    refusals_.OnAccess(chain, access.time_ms);
+    chain_.assign(chain.begin(), chain.end());
+    bet_entered_ = false;
+    value_horizon_s_ = Horizon();
     Grow();
     CountGhosts(chain, access.time_ms);
     now_ms_ = access.time_ms;
@@ -111,7 +123,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     Grow();
     if (!scored_[b]) Score(b, access.request, false);
     if (!admission_moves_bytes_) return true;
-    if (!(gain_[b] > 0)) return false;
+    if (!(gain_[b] > 0) && BetOnRefusing(b)) return false;
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = SelectVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
@@ -128,16 +140,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   BlockIndex SelectVictim() override {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
-    const LeafHeap& h = heap();
-    BlockIndex best = kNoBlock;
-    for (size_t i = 0, n = std::min(h.size(), kWindow); i < n; ++i) {
-      const BlockIndex b = h.At(i);
-      if (pool_.IsPinned(b)) continue;
-      if (best == kNoBlock || ModelRanksBefore(b, best)) best = b;
+    Window(window_);
+    for (const BlockIndex b : window_) {
+      if (b == window_.front() || ModelRanksBefore(b, model_choice_)) model_choice_ = b;
     }
-    // Pinned leaves filled the window (a request deeper than it): recency's
-    // choice, which looks past them.
-    if (best != kNoBlock) model_choice_ = best;
     return guard_.Trusted() ? model_choice_ : recency_choice_;
   }
 
@@ -161,13 +167,73 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     LeafOrderedPolicy::OnEvict(b);
   }
 
+  // While the model is trusted: V / (1 + V) in [0, 1) for the leaves in the
+  // window, 1 + the last use in ms for the others (not yet the model's to
+  // choose from); the victim always has the lowest. Else the last use, ms.
   double EvictionPriority(BlockIndex b) const override {
-    return ModelRanks() ? Value(b) : KeyOf(b).primary;
+    if (!ModelRanks()) return KeyOf(b).primary;
+    if (!InWindow(b)) return 1 + std::max(KeyOf(b).primary, 0.0);
+    const double v = Value(b);
+    return v / (1 + v);
   }
+  // The order repeated SelectVictim calls would take `candidates` in if they
+  // (and the parents their eviction turns into leaves) were the pool's only
+  // evictable leaves.
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override {
-    std::vector<BlockIndex> order(candidates.begin(), candidates.end());
-    std::stable_sort(order.begin(), order.end(),
-                     [this](BlockIndex a, BlockIndex b) { return RanksBefore(a, b); });
+    if (!ModelRanks()) return LeafOrderedPolicy::RankVictims(candidates);
+    std::vector<BlockIndex> wanted(candidates.begin(), candidates.end());
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    // The evictable ones, least recent first, with V computed once.
+    struct Live {
+      double v;
+      BlockIndex b;
+    };
+    const auto recency = [this](const Live& x, const Live& y) {
+      return EvictsBefore(KeyOf(x.b), KeyOf(y.b)) ||
+             (!EvictsBefore(KeyOf(y.b), KeyOf(x.b)) && x.b < y.b);
+    };
+    std::vector<Live> live;
+    for (const BlockIndex b : wanted) {
+      if (pool_.IsEvictable(b)) live.push_back({Value(b), b});
+    }
+    std::sort(live.begin(), live.end(), recency);
+    std::vector<std::pair<BlockIndex, uint32_t>> children_left;  // of parents met
+    std::vector<BlockIndex> order, taken;
+    while (!live.empty()) {
+      size_t best = 0;
+      for (size_t i = 1, n = std::min(live.size(), kWindow); i < n; ++i) {
+        if (live[i].v < live[best].v ||
+            (live[i].v == live[best].v && EvictsBefore(KeyOf(live[i].b), KeyOf(live[best].b)))) {
+          best = i;
+        }
+      }
+      const BlockIndex victim = live[best].b;
+      live.erase(live.begin() + static_cast<ptrdiff_t>(best));
+      if (std::binary_search(wanted.begin(), wanted.end(), victim)) {
+        order.push_back(victim);
+        taken.push_back(victim);
+      }
+      const BlockIndex parent = catalog_[victim].parent;
+      if (parent == kNoBlock || pool_.IsPinned(parent)) continue;
+      auto it = std::find_if(children_left.begin(), children_left.end(),
+                             [parent](const auto& p) { return p.first == parent; });
+      if (it == children_left.end()) {
+        children_left.emplace_back(parent, pool_.ResidentChildren(parent));
+        it = children_left.end() - 1;
+      }
+      if (--it->second == 0) {
+        const Live up{Value(parent), parent};
+        live.insert(std::upper_bound(live.begin(), live.end(), up, recency), up);
+      }
+    }
+    std::sort(taken.begin(), taken.end());
+    for (const BlockIndex b : candidates) {  // pinned, or under a kept block
+      if (!std::binary_search(taken.begin(), taken.end(), b)) {
+        order.push_back(b);
+        taken.insert(std::upper_bound(taken.begin(), taken.end(), b), b);
+      }
+    }
     return order;
   }
 
@@ -178,21 +244,33 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     std::fill(scored_.begin(), scored_.end(), 0);
     std::fill(value_ms_.begin(), value_ms_.end(), kStale);
     curves_.assign(scored_.size() * model_->num_outputs(), 0.0f);
+    value_horizon_s_ = Horizon();
     return absl::OkStatus();
   }
 
   // ---- state (core/policy_state.h) ----
-  // The recency keys, the access history, the guard, the last choices, E,
-  // the clock, the price of space (its two decayed sums and the last
-  // admission), and per block known (kept by a compaction): whether it was
-  // scored, its curve, G, the cached V and when it was evicted. The model is not state: the
-  // restarted pool gets it from its environment; if that one's curves are
-  // of another length, blocks are unscored as after SwapModel.
+  // The recency keys, the access history, the guard, the refusal ledger,
+  // the latest request's chain and whether its bet is entered, V's window,
+  // the last choices, E, the clock, the price of space (its two decayed sums
+  // and the last admission), and per block known (kept by a compaction):
+  // whether it was scored, its curve, G, the cached V and when it was
+  // evicted. The model is not state: the restarted pool gets it from its
+  // environment; if that one's curves are of another length, blocks are
+  // unscored as after SwapModel.
   absl::Status SaveState(std::span<const BlockIndex> renumber,
                          PolicyStateWriter& out) const override {
     SaveOrder(renumber, out);
     history_.Save(renumber, pool_.evictions(), out);
     guard_.Save(renumber, out);
+    refusals_.Save(renumber, out);
+    std::vector<BlockIndex> chain;
+    for (const BlockIndex b : chain_) {
+      if (Renumbered(renumber, b) != kNoBlock) chain.push_back(Renumbered(renumber, b));
+    }
+    out.Varint(chain.size());
+    for (const BlockIndex b : chain) out.Varint(b);
+    out.Bool(bet_entered_);
+    out.Double(value_horizon_s_);
     out.Varint(OptionalBlock(renumber, recency_choice_));
     out.Varint(OptionalBlock(renumber, model_choice_));
     out.Double(eviction_age_s_);
@@ -226,6 +304,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     LoadOrder(in);
     history_.Load(in, pool_.evictions());
     guard_.Load(in);
+    refusals_.Load(in);
+    const uint64_t chain = in.Count("learned request chain");
+    for (uint64_t i = 0; i < chain && in.ok(); ++i)
+      chain_.push_back(in.Block("learned chain block"));
+    bet_entered_ = in.Bool("learned bet entered");
+    value_horizon_s_ = in.Double("learned value horizon");
     recency_choice_ = OptionalBlock(in, "learned recency choice");
     model_choice_ = OptionalBlock(in, "learned model choice");
     eviction_age_s_ = in.Double("learned eviction age");
@@ -289,9 +373,40 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
     const BlockMeta& m = catalog_[b];
     const double t_ms = extractor_.TransferMs(m);
-    const double space = admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
     gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms -
-                                  space * static_cast<double>(m.bytes));
+                                  SpacePrice() * static_cast<double>(m.bytes));
+  }
+
+  // The price of a byte of pool space, ms (CountGhosts).
+  double SpacePrice() const { return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0; }
+  // What admitting b costs now: its transfer and the space it takes, ms.
+  double AdmissionCost(BlockIndex b) const {
+    const BlockMeta& m = catalog_[b];
+    return extractor_.TransferMs(m) + SpacePrice() * static_cast<double>(m.bytes);
+  }
+
+  // The model would refuse b, and with it the blocks below it in the
+  // request (a refusal ends the request's admission): enters the bet in
+  // the refusal ledger and says whether its class has won enough to place it.
+  bool BetOnRefusing(BlockIndex b) {
+    const double p = ReuseCurveAt(model_->metadata().horizons_seconds, Curve(b), Horizon());
+    const size_t c = LearnedRefusalLedger::ClassOf(p);
+    std::span<const BlockIndex> run(&b, 1);  // a block no request named (sidecar)
+    if (const auto at = std::find(chain_.begin(), chain_.end(), b); at != chain_.end()) {
+      run = std::span<const BlockIndex>(at, chain_.end());
+    }
+    double saved = 0, stake = 0;
+    for (const BlockIndex x : run) {
+      saved += AdmissionCost(x);
+      stake += Saving(x);
+    }
+    // The request's first would-be refusal is its bet: refusing deeper in
+    // the same request stakes part of the same run on the same return.
+    if (!bet_entered_) {
+      refusals_.Enter(b, c, saved, stake, now_ms_ + static_cast<int64_t>(Horizon() * 1000));
+      bet_entered_ = true;
+    }
+    return refusals_.Covers(c, stake);
   }
 
   // The value of pool space, measured: a request that misses a block
@@ -328,6 +443,54 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return {curves_.data() + b * k, k};
   }
 
+  // The kWindow least recent evictable leaves into `out`, least recent
+  // first: a best-first walk of the heap from its top (no slot holds a key
+  // below its parent's), stepping over pinned leaves.
+  void Window(std::vector<BlockIndex>& out) const {
+    out.clear();
+    const LeafHeap& h = heap();
+    if (h.empty()) return;
+    const auto after = [&h, this](uint32_t i, uint32_t j) {
+      return EvictsBefore(KeyOf(h.At(j)), KeyOf(h.At(i)));
+    };
+    frontier_.assign(1, 0);
+    while (!frontier_.empty() && out.size() < kWindow) {
+      std::pop_heap(frontier_.begin(), frontier_.end(), after);
+      const uint32_t i = frontier_.back();
+      frontier_.pop_back();
+      if (!pool_.IsPinned(h.At(i))) out.push_back(h.At(i));
+      const size_t first = size_t{LeafHeap::kArity} * i + 1;
+      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
+        frontier_.push_back(static_cast<uint32_t>(c));
+        std::push_heap(frontier_.begin(), frontier_.end(), after);
+      }
+    }
+  }
+
+  // Whether b is an evictable leaf with fewer than kWindow evictable leaves
+  // before it in recency order: a walk of the heap that skips every slot
+  // (and so everything below it) not before b. Cheaper than Window() for
+  // one block: no queue, and it stops at b's key.
+  bool InWindow(BlockIndex b) const {
+    const LeafHeap& h = heap();
+    if (!h.Contains(b) || pool_.IsPinned(b)) return false;
+    const OrderKey& key = KeyOf(b);
+    size_t before = 0;
+    frontier_.assign(1, 0);
+    while (!frontier_.empty()) {
+      const uint32_t i = frontier_.back();
+      frontier_.pop_back();
+      const BlockIndex x = h.At(i);
+      if (!EvictsBefore(KeyOf(x), key)) continue;
+      if (!pool_.IsPinned(x) && ++before >= kWindow) return false;
+      const size_t first = size_t{LeafHeap::kArity} * i + 1;
+      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
+        frontier_.push_back(static_cast<uint32_t>(c));
+      }
+    }
+    return true;
+  }
+
   // The window a kept block is expected to stay for: the eviction age.
   double Horizon() const {
     return eviction_age_s_ < 0 ? model_->metadata().horizons_seconds.back() : eviction_age_s_;
@@ -343,7 +506,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double idle_s = h.kept ? static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0 : 0;
     const size_t k = model_->num_outputs();
     const double p = ReuseWithinGiven(model_->metadata().horizons_seconds,
-                                      {curves_.data() + b * k, k}, idle_s, Horizon());
+                                      {curves_.data() + b * k, k}, idle_s, value_horizon_s_);
     const BlockMeta& m = catalog_[b];
     const double saving = std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
     value_[b] =
@@ -367,12 +530,6 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     if (va != vb) return va < vb;
     return EvictsBefore(KeyOf(a), KeyOf(b));
   }
-  // The order RankVictims reports: the model's while the guard trusts it,
-  // else recency's.
-  bool RanksBefore(BlockIndex a, BlockIndex b) const {
-    return ModelRanks() ? ModelRanksBefore(a, b) : EvictsBefore(KeyOf(a), KeyOf(b));
-  }
-
   OrderKey KeyFor(BlockIndex b) const {
     return {static_cast<double>(now_ms_), 0, catalog_[b].depth};
   }
@@ -389,7 +546,16 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   mutable std::vector<float> value_;
   mutable std::vector<int64_t> value_ms_;
   LearnedDeviationGuard guard_;
-  BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
+  LearnedRefusalLedger refusals_;
+  std::vector<BlockIndex> chain_;  // of the latest request
+  // E as the latest request began: V's window, fixed while that request's
+  // evictions move E, so V, and with it the eviction order, does not depend
+  // on the order blocks are scored in.
+  double value_horizon_s_ = 0;
+  mutable std::vector<BlockIndex> window_;  // scratch of Window()
+  mutable std::vector<uint32_t> frontier_;  // scratch of Window()
+  bool bet_entered_ = false;                // the latest request's bet is in the ledger
+  BlockIndex recency_choice_ = kNoBlock;    // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
   double eviction_age_s_ = -1;       // < 0 until the first eviction
   std::vector<int64_t> evicted_ms_;  // per block: when it was evicted (kStale: resident, counted)

@@ -159,8 +159,12 @@ double TransferMs(const BlockMeta& m) {
 //   b (idle 2 s): F(2) = 0, F(102) = 0.2: 0.2; c (idle 1 s): 0.2.
 //   b and c tie; b is less recent: evict b (LRU would evict a).  {a c d}
 //   E becomes b's idle time, 2 s.
-// R5 e: now admission reads P(e used within E = 2 s) = F(2) = 0, so
-//   g = -T < 0: e is refused and nothing is evicted.             {a c d}
+// R5 e: admission reads P(e used within E = 2 s) = F(2) = 0, so g = -T < 0:
+//   the model would refuse e, but no refusal has won anything yet (the
+//   refusal ledger), so e goes in. V now looks E = 2 s ahead: a (idle 4 s)
+//   (F(6) - F(4)) / (1 - F(4)) = (0.3 - 0.2) / 0.8 = 0.125; c (idle 2 s)
+//   and d (idle 1 s) F(4) - F(2) = 0 and F(3) - F(1) = 0: c, the less
+//   recent, goes (LRU: b).                                          {a d e}
 TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "e"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
@@ -169,62 +173,95 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   const Residents r = ReplayBoth(*h, 3);
   ASSERT_EQ(r.learned.size(), 6u);
   EXPECT_EQ(r.learned[4], "acd");
-  EXPECT_EQ(r.learned[5], "acd");
+  EXPECT_EQ(r.learned[5], "ade");
   EXPECT_EQ(r.lru[4], "bcd");
+  EXPECT_EQ(r.lru[5], "cde");
+}
+
+// After each request of `h` under learned (stand-in `model`) in a pool of
+// `pool_blocks`, driven as the pool replay drives it: the residents and the
+// admission score G of each block of the request.
+struct Step {
+  std::string resident;
+  std::vector<double> gains;
+};
+std::vector<Step> DriveLearned(const HandTrace& h, uint64_t pool_blocks,
+                               std::shared_ptr<const LearnedModel> model) {
+  std::vector<Step> steps;
+  PolicyDriver driver(&h.replay.catalog, pool_blocks * HandBlockBytes());
+  EXPECT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
+  for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
+    const TraceRequest& req = h.trace.requests[r];
+    const auto chain =
+        std::span<const BlockIndex>(h.replay.blocks).subspan(req.first_block, req.num_blocks);
+    const AccessInfo access{req.timestamp_ms, r, req.first_block};
+    const uint32_t resident = driver.Lookup(chain);
+    driver.Touch(chain, resident, access);
+    uint64_t admitted = 0, evicted = 0;
+    EXPECT_TRUE(
+        driver.Admit(chain, resident, req.num_blocks, access, admitted, evicted, [](BlockIndex) {})
+            .ok());
+    Step step{h.Resident(driver.pool()), {}};
+    for (const BlockIndex b : chain) step.gains.push_back(driver.policy().AdmissionScore(b, false));
+    steps.push_back(std::move(step));
+  }
+  return steps;
 }
 
 // Admission pays for pool space (d per byte: savings of misses on blocks
 // evicted less than E ago, per byte admitted, both decayed with time
-// constant E). Pool of 2 blocks; R0 a, R1 b, R2 c, R3 a (request i at i s).
+// constant E). Pool of 2 blocks; R0 a, R1 b, R2 c, R3 a (request i at i s);
+// S = R - T of a block.
 //   R0, R1: admitted (no eviction yet, d = 0, E = 100 s).
 //   R2 c: admitted; a (idle 2 s) and b (idle 1 s) both read V = 0.2 S: the
 //     tie goes to the least recent, a, which recency also picks. E = 2 s.
 //   R3 a (t = 3 s): a missed 1 s after its eviction, within E: a ghost worth
-//     S = R - T. Blocks admitted, decayed by e^(-1 s / E) at each request
-//     (E = 100 s at R1 and R2, 2 s at R3): ((e^-0.01 + 1) e^-0.01 + 1)
-//     e^-0.5 = 1.8015, so d = S / 1.8015 per block. a (used twice) reads
-//     P(within E = 2 s) = 0.5 * 2 / 10 = 0.1: g = 0.1 S - T - S / 1.8015 < 0:
-//     refused. Without the price g would be 0.1 S - T > 0 (checked below),
-//     and LRU admits it.
+//     S. Blocks admitted, decayed by e^(-1 s / E) at each request (E = 100 s
+//     at R1 and R2, 2 s at R3): ((e^-0.01 + 1) e^-0.01 + 1) e^-0.5 = 1.8015,
+//     so d = S / 1.8015 per block. a (used twice) reads P(within E = 2 s) =
+//     0.5 * 2 / 10 = 0.1: G = g = 0.1 S - T - S / 1.8015 < 0, although
+//     0.1 S - T > 0 (checked below): the price alone makes the model refuse.
+//     The refusal ledger has won nothing yet, so a goes in all the same; b
+//     and c both read V = 0 over the next 2 s: b, the less recent, goes.
 TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   const auto h = MakeHandTrace({"a", "b", "c", "a"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  const double t_ms = TransferMs(m);
-  ASSERT_GT(0.1 * (m.recompute_ms - t_ms), t_ms) << "a must be refused for the price alone";
+  const double t_ms = TransferMs(m), s_ms = m.recompute_ms - TransferMs(m);
+  ASSERT_GT(0.1 * s_ms, t_ms) << "a must be refused for the price alone";
 
-  const Residents r = ReplayBoth(*h, 2);
-  ASSERT_EQ(r.learned.size(), 4u);
-  EXPECT_EQ(r.learned[2], "bc");
-  EXPECT_EQ(r.learned[3], "bc");
-  EXPECT_EQ(r.lru[3], "ac");
+  const std::vector<Step> steps = DriveLearned(*h, 2, std::make_shared<AccessCountModel>());
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[2].resident, "bc");
+  const double blocks_admitted = ((std::exp(-0.01) + 1) * std::exp(-0.01) + 1) * std::exp(-0.5);
+  EXPECT_NEAR(steps[3].gains[0], 0.1 * s_ms - t_ms - s_ms / blocks_admitted, 1e-4);
+  EXPECT_EQ(steps[3].resident, "ac");
 }
 
 // The price lapses when nothing was admitted for longer than E (else a price
 // above every block's worth would stop admission for good: no admission, no
-// eviction, no ghost to move it). The trace above, then R4 x (t = 4 s), R5 a
-// (t = 5 s); E stays 2 s (no eviction after R2).
-//   R3 a: refused for the price, as above.                       {b c}
-//   R4 x (seen once): P(within 2 s) = 0, g = -T - price < 0: refused, so
-//     the last admission is still c's at 2 s.                   {b c}
-//   R5 a: 5 s - 2 s > E: the price is measured afresh from zero, so
-//     g = 0.1 S - T > 0 (checked above) and a goes in; b and c both read
-//     V = 0, b is less recent: b goes.                            {a c}
-//   Without the lapse the price decays like the bytes it is divided by, so
-//   it stays S / 1.8015 per block and a is refused again.
+// eviction, no ghost to move it). The trace above, then R4 c, R5 c (hits,
+// nothing admitted), R6 y (t = 6 s); E stays 2 s (no eviction after R3).
+//   R3 a: admitted with the price of space of the test above; the last
+//     admission is at 3 s.                                        {a c}
+//   R6 y: 6 s - 3 s > E: the price is measured afresh from zero, so y (used
+//     once: P(within 2 s) = 0) has G = -T exactly. Without the lapse it
+//     would still carry the price (d > 0 since R3): G < -T.
 TEST(LearnedAdmissionTest, ThePriceLapsesWhenNothingWasAdmittedForE) {
-  const auto h = MakeHandTrace({"a", "b", "c", "a", "x", "a"});
-  const Residents r = ReplayBoth(*h, 2);
-  ASSERT_EQ(r.learned.size(), 6u);
-  EXPECT_EQ(r.learned[3], "bc");
-  EXPECT_EQ(r.learned[4], "bc");
-  EXPECT_EQ(r.learned[5], "ac");
+  const auto h = MakeHandTrace({"a", "b", "c", "a", "c", "c", "y"});
+  const std::vector<Step> steps = DriveLearned(*h, 2, std::make_shared<AccessCountModel>());
+  ASSERT_EQ(steps.size(), 7u);
+  const BlockMeta& m = h->replay.catalog[h->Block('y')];
+  EXPECT_EQ(steps[5].resident, "ac");
+  EXPECT_NEAR(steps[6].gains[0], -TransferMs(m), 1e-6);
 }
 
 // The same trace up to R4 in a pool with room for all: nothing is evicted,
-// E stays 100 s. At R4 (now 4 s) the leaves are a b c d:
+// E stays 100 s. At R4 (now 4 s), once R4 has ended (its block unpinned),
+// the leaves are a b c d:
 //   a (idle 3 s): 0.88; b (idle 2 s), c (idle 1 s), d (idle 0 s): 0.2 each.
-// Order: b, c, d (ties by recency), then a; EvictionPriority must agree and
-// so must draining the pool through SelectVictim.
+// Order: b, c, d (ties by recency), then a; EvictionPriority (V / (1 + V),
+// all four in the model's window of 21) must agree and so must draining the
+// pool through SelectVictim.
 TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
@@ -243,6 +280,7 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
             .ok());
     ASSERT_EQ(evicted, 0u);
   }
+  driver.UnpinAll();
   std::vector<BlockIndex> leaves;
   for (const char id : std::string("abcd")) leaves.push_back(h->Block(id));
   const std::vector<BlockIndex> want = {h->Block('b'), h->Block('c'), h->Block('d'), h->Block('a')};
@@ -254,9 +292,8 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   EXPECT_DOUBLE_EQ(pb, policy.EvictionPriority(h->Block('d')));
   EXPECT_NEAR(pa / pb, (0.75 / 0.85) / 0.2, 1e-5);
 
-  // Draining: after b goes, E = 2 s and a reads (F(5) - F(3)) / (1 - F(3))
-  // = 0.1 / 0.85 while c and d read 0: the order stays c, d, a.
-  driver.UnpinAll();
+  // Draining: E moves to 2 s as b goes, but V keeps the window E had when
+  // R4 began (100 s) until the next request, so the order stays c, d, a.
   std::vector<BlockIndex> drained;
   for (int i = 0; i < 4; ++i) {
     auto victim = driver.NextVictim();

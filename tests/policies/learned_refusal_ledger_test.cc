@@ -1,0 +1,221 @@
+// The refusal ledger (policies/learned_refusal_ledger.h): bets settled by
+// hand, and the learned policy refusing only what its refusals have won.
+#include "policies/learned_refusal_ledger.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datasets/trace.h"
+#include "features/feature_schema.h"
+#include "gtest/gtest.h"
+#include "models/learned_model.h"
+#include "policies/policy_driver.h"
+#include "policies/policy_env.h"
+#include "sim/replay_trace.h"
+#include "tests/support/default_cost.h"
+#include "tests/support/hand_trace.h"
+
+namespace kvlearn {
+namespace {
+
+TEST(LearnedRefusalLedgerTest, ClassesAreOctavesOfTheClaimedProbability) {
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(0), 0u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(std::nan("")), 0u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(1.0 / 256), 0u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(1.0 / 128), 1u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(0.9 / 64), 1u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(1.0 / 64), 2u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(0.1), 4u);  // [1/16, 1/8)
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(0.3), 6u);  // [1/4, 1/2)
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(0.5), 7u);
+  EXPECT_EQ(LearnedRefusalLedger::ClassOf(1), 7u);
+}
+
+// Block ids are plain numbers here; the ledger only compares them.
+//   bet 1 (class 0, saves 3, stakes 50, window to 100 ms): nothing uses
+//     block 1 by 101 ms: won, balance 3.
+//   bet 2 (class 0, window to 200 ms): block 2 used at 150 ms: lost,
+//     0.99 * 3 + 3 - 50 = -44.03.
+//   bet 3 (class 1): its own balance; block 3 used at 400 ms, after its
+//     window (300 ms): won, 3.
+//   a second bet on block 4 while one is open is ignored: the first's stake
+//     is lost.
+TEST(LearnedRefusalLedgerTest, BetsSettleByHand) {
+  LearnedRefusalLedger ledger;
+  EXPECT_TRUE(ledger.Covers(0, 0));  // staking nothing needs nothing
+  EXPECT_FALSE(ledger.Covers(0, 1));
+  ledger.Enter(1, 0, 3, 50, 100);
+  ledger.OnAccess({}, 100);  // the window's last instant: still open
+  EXPECT_EQ(ledger.open_bets(), 1u);
+  ledger.OnAccess({}, 101);
+  EXPECT_DOUBLE_EQ(ledger.balance(0), 3);
+  EXPECT_TRUE(ledger.Covers(0, 3));
+  EXPECT_FALSE(ledger.Covers(0, 3.5));
+
+  ledger.Enter(2, 0, 3, 50, 200);
+  ledger.OnAccess(std::vector<BlockIndex>{2}, 150);
+  EXPECT_DOUBLE_EQ(ledger.balance(0), 0.99 * 3 + 3 - 50);
+
+  ledger.Enter(3, 1, 3, 50, 300);
+  ledger.OnAccess(std::vector<BlockIndex>{3}, 400);
+  EXPECT_DOUBLE_EQ(ledger.balance(1), 3);
+
+  ledger.Enter(4, 1, 3, 50, 500);
+  ledger.Enter(4, 1, 100, 0, 600);
+  ledger.OnAccess(std::vector<BlockIndex>{4}, 450);
+  EXPECT_DOUBLE_EQ(ledger.balance(1), 0.99 * 3 + 3 - 50);
+  EXPECT_EQ(ledger.open_bets(), 0u);
+}
+
+TEST(LearnedRefusalLedgerTest, SavedAndLoadedItSettlesAsTheOriginal) {
+  LearnedRefusalLedger original;
+  original.Enter(5, 2, 3, 50, 100);
+  original.OnAccess({}, 101);
+  original.Enter(6, 2, 4, 40, 1000);
+  original.Enter(7, 3, 5, 30, 1100);
+  original.Enter(8, 3, 6, 20, 1200);  // forgotten by the compaction below
+  // Renumbering: 6 -> 0, 7 -> 1, the rest forgotten.
+  std::vector<BlockIndex> renumber(9, kNoBlock);
+  renumber[6] = 0;
+  renumber[7] = 1;
+  PolicyStateWriter out;
+  original.Save(renumber, out);
+  const std::string bytes = out.Take();
+  PolicyStateReader in(bytes, 2);
+  LearnedRefusalLedger loaded;
+  loaded.Load(in);
+  const absl::Status finished = in.Finish();
+  ASSERT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(loaded.open_bets(), 2u);
+  EXPECT_DOUBLE_EQ(loaded.balance(2), original.balance(2));
+  original.OnAccess(std::vector<BlockIndex>{6}, 500);
+  loaded.OnAccess(std::vector<BlockIndex>{0}, 500);
+  original.OnAccess({}, 1150);
+  loaded.OnAccess({}, 1150);
+  for (size_t c = 0; c < LearnedRefusalLedger::kClasses; ++c) {
+    EXPECT_DOUBLE_EQ(loaded.balance(c), original.balance(c)) << "class " << c;
+  }
+}
+
+TEST(LearnedRefusalLedgerTest, DamagedBytesAreRefusedNamingTheField) {
+  LearnedRefusalLedger ledger;
+  ledger.Enter(1, 0, 3, 50, 100);
+  PolicyStateWriter out;
+  ledger.Save(std::vector<BlockIndex>{0, 1}, out);
+  std::string bytes = out.Take();
+  bytes.pop_back();  // the class of the one bet
+  PolicyStateReader in(bytes, 2);
+  LearnedRefusalLedger loaded;
+  loaded.Load(in);
+  const absl::Status s = in.Finish();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("refusal ledger class"), std::string::npos) << s;
+}
+
+// A stand-in model sure that nothing is used again: every block reads
+// P = 0 on both rungs (10 s, 100 s), so g = -T and the model would refuse
+// every block it is asked about.
+class NeverAgainModel final : public LearnedModel {
+ public:
+  NeverAgainModel() {
+    meta_.schema_version = kFeatureSchemaVersion;
+    meta_.horizons_seconds = {10, 100};
+  }
+  const ModelMetadata& metadata() const override { return meta_; }
+  void Predict(std::span<const float>, std::span<float> out) const override { out[0] = out[1] = 0; }
+  std::string version() const override { return "never-again"; }
+
+ private:
+  ModelMetadata meta_;
+};
+
+// One-block requests, request i at i seconds, ids from `ids` (each a full
+// hand block); the residents after each, under learned with the stand-in
+// model, in a pool that never fills.
+std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids, HandTrace& h) {
+  h.trace.source = "hand-worked";
+  h.trace.block_size = kHandBlockSize;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t id[] = {ids[i]};
+    h.trace.Add(static_cast<int64_t>(i) * 1000, kHandBlockSize, 16, id);
+  }
+  auto replay = BuildReplayTrace(h.trace, DefaultCost());
+  EXPECT_TRUE(replay.ok()) << replay.status();
+  h.replay = *std::move(replay);
+  PolicyDriver driver(&h.replay.catalog, (ids.size() + 1) * HandBlockBytes());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<NeverAgainModel>());
+  EXPECT_TRUE(driver.StartPolicy("learned", env).ok());
+  std::vector<std::vector<bool>> resident;
+  for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
+    const TraceRequest& req = h.trace.requests[r];
+    const auto chain = std::span<const BlockIndex>(h.replay.blocks).subspan(req.first_block, 1);
+    const AccessInfo access{req.timestamp_ms, r, req.first_block};
+    const uint32_t hits = driver.Lookup(chain);
+    driver.Touch(chain, hits, access);
+    uint64_t admitted = 0, evicted = 0;
+    EXPECT_TRUE(driver.Admit(chain, hits, 1, access, admitted, evicted, [](BlockIndex) {}).ok());
+    std::vector<bool> now;
+    for (const uint64_t id : ids)
+      now.push_back(driver.pool().IsResident(h.replay.catalog.Find(id)));
+    resident.push_back(std::move(now));
+  }
+  return resident;
+}
+
+// New blocks x0, x1, ... one per second, never used again. Nothing is
+// evicted, so E stays the longest rung (100 s) and the price of space is 0:
+// each would-be refusal is a bet (class 0) saving T and staking S = R - T,
+// its window 100 s. Bet j (at j s) settles as won at the first request
+// after j + 100 s, request j + 101, so request k sees k - 100 won bets and
+// a balance of T (1 - 0.99^n) / 0.01 with n = k - 100. The first refusal is
+// at the first k whose balance covers S; every block before it is admitted,
+// every one after it refused (the balance only grows).
+TEST(LearnedRefusalLedgerTest, TheModelRefusesOnlyOnceItsRefusalsHaveWonTheStake) {
+  HandTrace h;
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 160; ++i) ids.push_back(1000 + i);
+  const auto resident = ReplayNeverAgain(ids, h);
+  const BlockMeta& m = h.replay.catalog[h.replay.catalog.Find(ids[0])];
+  // T as the policy prices it: the bytes over the pool link.
+  const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
+  const double s_ms = m.recompute_ms - t_ms;
+  size_t first_refused = 100;
+  while (t_ms * (1 - std::pow(0.99, static_cast<double>(first_refused - 100))) / 0.01 < s_ms) {
+    ++first_refused;
+  }
+  ASSERT_LT(first_refused, ids.size()) << "the trace must be long enough to see a refusal";
+  const auto& last = resident.back();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(last[i], i < first_refused) << "block x" << i;
+  }
+}
+
+// The same, then the block refused first comes back within its window (a
+// lost bet: the balance falls by S and no longer covers it), and a new block
+// after it: both are admitted.
+TEST(LearnedRefusalLedgerTest, ALostBetStopsTheRefusals) {
+  HandTrace h;
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 160; ++i) ids.push_back(1000 + i);
+  const auto before = ReplayNeverAgain(ids, h);
+  size_t first_refused = 0;
+  while (first_refused < ids.size() && before.back()[first_refused]) ++first_refused;
+  ASSERT_LT(first_refused + 2, ids.size());
+  // Cut the trace two requests after the first refusal, then block
+  // x(first_refused) again and a new block.
+  std::vector<uint64_t> again(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(first_refused) + 2);
+  again.push_back(ids[first_refused]);
+  again.push_back(5000);
+  HandTrace h2;
+  const auto after = ReplayNeverAgain(again, h2);
+  const size_t n = again.size();
+  EXPECT_FALSE(after[n - 3][first_refused]) << "refused first";
+  EXPECT_TRUE(after[n - 2][first_refused]) << "admitted on its return: the lost bet";
+  EXPECT_TRUE(after[n - 1][n - 1]) << "the next new block is admitted too";
+}
+
+}  // namespace
+}  // namespace kvlearn
