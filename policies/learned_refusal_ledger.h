@@ -25,6 +25,10 @@
 // without silencing the ranges it gets right. Each settlement decays its
 // class's balance by 0.99, as the deviation guard's regrets.
 //
+// Memory: at most kMaxOpen bets are waiting to settle (a bet entered while
+// that many are, at most one per request over the last E, is not entered:
+// the ledger learns from a sample of the traffic then).
+//
 // Deterministic; not thread-safe.
 #pragma once
 
@@ -45,6 +49,7 @@ namespace kvlearn {
 class LearnedRefusalLedger {
  public:
   static constexpr size_t kClasses = 8;
+  static constexpr size_t kMaxOpen = size_t{1} << 16;  // ~2 MiB of bets and queue
 
   // The class of a refusal whose block the model gives probability `p` of
   // coming back within E: octaves of that claim, [0, 1/128), [1/128, 1/64),
@@ -64,6 +69,7 @@ class LearnedRefusalLedger {
   // staking `stake`, settled by b's next use before `until_ms`. A block
   // with an open bet keeps it (the request's first refusal speaks for it).
   void Enter(BlockIndex b, size_t c, double saved, double stake, int64_t until_ms) {
+    if (expiry_.size() >= kMaxOpen) return;  // the queue bounds the open bets too
     const auto [it, added] = open_.try_emplace(b, Bet{until_ms, saved, stake, c});
     if (added) expiry_.emplace_back(until_ms, b);
   }

@@ -70,6 +70,19 @@ TEST(LearnedRefusalLedgerTest, BetsSettleByHand) {
   EXPECT_EQ(ledger.open_bets(), 0u);
 }
 
+// Memory is bounded: past kMaxOpen waiting bets, new ones are not entered
+// until some settle.
+TEST(LearnedRefusalLedgerTest, AtMostKMaxOpenBetsWait) {
+  LearnedRefusalLedger ledger;
+  const auto n = static_cast<BlockIndex>(LearnedRefusalLedger::kMaxOpen);
+  for (BlockIndex b = 0; b <= n; ++b) ledger.Enter(b, 0, 1, 10, 1000 + b);
+  EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen);
+  ledger.OnAccess({}, 1002);  // bets 0 and 1 have passed their windows: won
+  EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen - 2);
+  ledger.Enter(n + 1, 0, 1, 10, 5000);
+  EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen - 1);
+}
+
 TEST(LearnedRefusalLedgerTest, SavedAndLoadedItSettlesAsTheOriginal) {
   LearnedRefusalLedger original;
   original.Enter(5, 2, 3, 50, 100);
