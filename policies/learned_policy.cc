@@ -98,7 +98,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
-    refusals_.OnAccess(chain, access.time_ms);
+    refusals_.OnAccess(chain, access.time_ms, Horizon() * 1000);
     chain_.assign(chain.begin(), chain.end());
     bet_entered_ = false;
     value_horizon_s_ = Horizon();

@@ -22,8 +22,9 @@
 // [1/2, 1]: each class tests one range of the model's claims (the bet is
 // won when the claim was right), so a range it is wrong about on this
 // traffic, as on the rare long conversations it saw few of, stops refusing
-// without silencing the ranges it gets right. Each settlement decays its
-// class's balance by 0.99, as the deviation guard's regrets.
+// without silencing the ranges it gets right. The balances decay with time
+// constant E, as the price of space's sums do: a class's bankroll is what
+// its bets won over about the last E, however many that was.
 //
 // Memory: at most kMaxOpen bets are waiting to settle (a bet entered while
 // that many are, at most one per request over the last E, is not entered:
@@ -34,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -74,9 +76,16 @@ class LearnedRefusalLedger {
     if (added) expiry_.emplace_back(until_ms, b);
   }
 
-  // A request used `chain` at `now_ms`: bets whose window has passed are
-  // won; bets on the chain's blocks still open are lost.
-  void OnAccess(std::span<const BlockIndex> chain, int64_t now_ms) {
+  // A request used `chain` at `now_ms`, with E = `e_ms`: the balances
+  // decay for the time since the last request, then bets whose window has
+  // passed are won and bets on the chain's blocks still open are lost.
+  void OnAccess(std::span<const BlockIndex> chain, int64_t now_ms, double e_ms) {
+    // A clock that steps back (a sidecar's caller) decays nothing.
+    if (last_ms_ != kNever && now_ms > last_ms_ && e_ms > 0) {
+      const double decay = std::exp(-static_cast<double>(now_ms - last_ms_) / e_ms);
+      for (double& b : balance_) b *= decay;
+    }
+    last_ms_ = now_ms;
     // Windows are E at entry, which moves, so the queue is only roughly in
     // order: a bet may settle after its window, never before.
     while (!expiry_.empty() && expiry_.front().first < now_ms) {
@@ -104,6 +113,7 @@ class LearnedRefusalLedger {
   // dropped: that block cannot come back as itself.
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     for (const double b : balance_) out.Double(b);
+    out.Signed(last_ms_);
     std::vector<std::pair<BlockIndex, Bet>> kept;
     for (const auto& [until_ms, b] : expiry_) {
       const auto it = open_.find(b);
@@ -123,6 +133,7 @@ class LearnedRefusalLedger {
   // REQUIRES: a ledger that saw nothing yet.
   void Load(PolicyStateReader& in) {
     for (double& b : balance_) b = in.Double("refusal ledger balance");
+    last_ms_ = in.Signed("refusal ledger clock");
     const uint64_t n = in.Count("refusal ledger bets", 4);
     for (uint64_t k = 0; k < n && in.ok(); ++k) {
       const BlockIndex b = in.Block("refusal ledger block");
@@ -141,7 +152,7 @@ class LearnedRefusalLedger {
   }
 
  private:
-  static constexpr double kDecay = 0.99;
+  static constexpr int64_t kNever = INT64_MIN;
   struct Bet {
     int64_t until_ms = 0;
     double saved = 0;  // T + d * bytes of the run: what refusing it saves
@@ -151,10 +162,11 @@ class LearnedRefusalLedger {
 
   void Settle(const Bet& bet, bool lost) {
     double& balance = balance_[bet.refusal_class];
-    balance = kDecay * balance + bet.saved - (lost ? bet.stake : 0.0);
+    balance += bet.saved - (lost ? bet.stake : 0.0);
   }
 
   std::array<double, kClasses> balance_{};
+  int64_t last_ms_ = kNever;  // the latest request
   absl::flat_hash_map<BlockIndex, Bet> open_;
   std::deque<std::pair<int64_t, BlockIndex>> expiry_;  // (until_ms, block), entry order
 };

@@ -34,39 +34,41 @@ TEST(LearnedRefusalLedgerTest, ClassesAreOctavesOfTheClaimedProbability) {
   EXPECT_EQ(LearnedRefusalLedger::ClassOf(1), 7u);
 }
 
-// Block ids are plain numbers here; the ledger only compares them.
+// Block ids are plain numbers here; the ledger only compares them. E = 1 s
+// throughout; the balances decay by e^(-dt / E) from one request to the next.
 //   bet 1 (class 0, saves 3, stakes 50, window to 100 ms): nothing uses
 //     block 1 by 101 ms: won, balance 3.
 //   bet 2 (class 0, window to 200 ms): block 2 used at 150 ms: lost,
-//     0.99 * 3 + 3 - 50 = -44.03.
+//     3 e^(-0.049) + 3 - 50.
 //   bet 3 (class 1): its own balance; block 3 used at 400 ms, after its
 //     window (300 ms): won, 3.
 //   a second bet on block 4 while one is open is ignored: the first's stake
-//     is lost.
+//     is lost at 450 ms: 3 e^(-0.05) + 3 - 50.
 TEST(LearnedRefusalLedgerTest, BetsSettleByHand) {
+  constexpr double kE = 1000;
   LearnedRefusalLedger ledger;
   EXPECT_TRUE(ledger.Covers(0, 0));  // staking nothing needs nothing
   EXPECT_FALSE(ledger.Covers(0, 1));
   ledger.Enter(1, 0, 3, 50, 100);
-  ledger.OnAccess({}, 100);  // the window's last instant: still open
+  ledger.OnAccess({}, 100, kE);  // the window's last instant: still open
   EXPECT_EQ(ledger.open_bets(), 1u);
-  ledger.OnAccess({}, 101);
+  ledger.OnAccess({}, 101, kE);
   EXPECT_DOUBLE_EQ(ledger.balance(0), 3);
   EXPECT_TRUE(ledger.Covers(0, 3));
   EXPECT_FALSE(ledger.Covers(0, 3.5));
 
   ledger.Enter(2, 0, 3, 50, 200);
-  ledger.OnAccess(std::vector<BlockIndex>{2}, 150);
-  EXPECT_DOUBLE_EQ(ledger.balance(0), 0.99 * 3 + 3 - 50);
+  ledger.OnAccess(std::vector<BlockIndex>{2}, 150, kE);
+  EXPECT_NEAR(ledger.balance(0), 3 * std::exp(-0.049) + 3 - 50, 1e-12);
 
   ledger.Enter(3, 1, 3, 50, 300);
-  ledger.OnAccess(std::vector<BlockIndex>{3}, 400);
+  ledger.OnAccess(std::vector<BlockIndex>{3}, 400, kE);
   EXPECT_DOUBLE_EQ(ledger.balance(1), 3);
 
   ledger.Enter(4, 1, 3, 50, 500);
   ledger.Enter(4, 1, 100, 0, 600);
-  ledger.OnAccess(std::vector<BlockIndex>{4}, 450);
-  EXPECT_DOUBLE_EQ(ledger.balance(1), 0.99 * 3 + 3 - 50);
+  ledger.OnAccess(std::vector<BlockIndex>{4}, 450, kE);
+  EXPECT_NEAR(ledger.balance(1), 3 * std::exp(-0.05) + 3 - 50, 1e-12);
   EXPECT_EQ(ledger.open_bets(), 0u);
 }
 
@@ -77,7 +79,7 @@ TEST(LearnedRefusalLedgerTest, AtMostKMaxOpenBetsWait) {
   const auto n = static_cast<BlockIndex>(LearnedRefusalLedger::kMaxOpen);
   for (BlockIndex b = 0; b <= n; ++b) ledger.Enter(b, 0, 1, 10, 1000 + b);
   EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen);
-  ledger.OnAccess({}, 1002);  // bets 0 and 1 have passed their windows: won
+  ledger.OnAccess({}, 1002, 1000);  // bets 0 and 1 have passed their windows: won
   EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen - 2);
   ledger.Enter(n + 1, 0, 1, 10, 5000);
   EXPECT_EQ(ledger.open_bets(), LearnedRefusalLedger::kMaxOpen - 1);
@@ -86,7 +88,7 @@ TEST(LearnedRefusalLedgerTest, AtMostKMaxOpenBetsWait) {
 TEST(LearnedRefusalLedgerTest, SavedAndLoadedItSettlesAsTheOriginal) {
   LearnedRefusalLedger original;
   original.Enter(5, 2, 3, 50, 100);
-  original.OnAccess({}, 101);
+  original.OnAccess({}, 101, 1000);
   original.Enter(6, 2, 4, 40, 1000);
   original.Enter(7, 3, 5, 30, 1100);
   original.Enter(8, 3, 6, 20, 1200);  // forgotten by the compaction below
@@ -104,10 +106,10 @@ TEST(LearnedRefusalLedgerTest, SavedAndLoadedItSettlesAsTheOriginal) {
   ASSERT_TRUE(finished.ok()) << finished;
   EXPECT_EQ(loaded.open_bets(), 2u);
   EXPECT_DOUBLE_EQ(loaded.balance(2), original.balance(2));
-  original.OnAccess(std::vector<BlockIndex>{6}, 500);
-  loaded.OnAccess(std::vector<BlockIndex>{0}, 500);
-  original.OnAccess({}, 1150);
-  loaded.OnAccess({}, 1150);
+  original.OnAccess(std::vector<BlockIndex>{6}, 500, 1000);
+  loaded.OnAccess(std::vector<BlockIndex>{0}, 500, 1000);
+  original.OnAccess({}, 1150, 1000);
+  loaded.OnAccess({}, 1150, 1000);
   for (size_t c = 0; c < LearnedRefusalLedger::kClasses; ++c) {
     EXPECT_DOUBLE_EQ(loaded.balance(c), original.balance(c)) << "class " << c;
   }
@@ -182,8 +184,9 @@ std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids
 // evicted, so E stays the longest rung (100 s) and the price of space is 0:
 // each would-be refusal is a bet (class 0) saving T and staking S = R - T,
 // its window 100 s. Bet j (at j s) settles as won at the first request
-// after j + 100 s, request j + 101, so request k sees k - 100 won bets and
-// a balance of T (1 - 0.99^n) / 0.01 with n = k - 100. The first refusal is
+// after j + 100 s, request j + 101, and the balances decay by e^(-0.01)
+// from one request to the next, so request k sees n = k - 100 won bets and
+// a balance of T (1 - e^(-0.01 n)) / (1 - e^(-0.01)). The first refusal is
 // at the first k whose balance covers S; every block before it is admitted,
 // every one after it refused (the balance only grows).
 TEST(LearnedRefusalLedgerTest, TheModelRefusesOnlyOnceItsRefusalsHaveWonTheStake) {
@@ -196,7 +199,10 @@ TEST(LearnedRefusalLedgerTest, TheModelRefusesOnlyOnceItsRefusalsHaveWonTheStake
   const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
   const double s_ms = m.recompute_ms - t_ms;
   size_t first_refused = 100;
-  while (t_ms * (1 - std::pow(0.99, static_cast<double>(first_refused - 100))) / 0.01 < s_ms) {
+  const auto balance = [t_ms](size_t n) {
+    return t_ms * (1 - std::exp(-0.01 * static_cast<double>(n))) / (1 - std::exp(-0.01));
+  };
+  while (balance(first_refused - 100) < s_ms) {
     ++first_refused;
   }
   ASSERT_LT(first_refused, ids.size()) << "the trace must be long enough to see a refusal";
