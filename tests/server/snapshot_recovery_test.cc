@@ -62,6 +62,46 @@ void Suffix(v1::Retention::Stub& stub, uint64_t pool_bytes) {
   }
 }
 
+// Two servers under one policy fed the same trace; the one to restart writes
+// a snapshot, both then get the same suffix (events and decisions after it),
+// and the one to restart is stopped, its log ready to start from.
+struct SnapshottedPair {
+  const Fed fed{SmallChatTrace(150)};
+  TempDir never_dir, restarted_dir;
+  std::unique_ptr<SidecarServer> never;
+  std::unique_ptr<v1::Retention::Stub> never_stub;
+};
+void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
+  ASSERT_TRUE(p.fed.replay.ok());
+  p.never = StartServer(Options(p.never_dir.path(), policy));
+  auto restarted = StartServer(Options(p.restarted_dir.path(), policy));
+  ASSERT_NE(p.never, nullptr);
+  ASSERT_NE(restarted, nullptr);
+  Feed(p.fed, p.never->port());
+  Feed(p.fed, restarted->port());
+  ASSERT_TRUE(restarted->SnapshotNow().ok());
+  p.never_stub = Connect(p.never->port());
+  auto restarted_stub = Connect(restarted->port());
+  for (auto* stub : {p.never_stub.get(), restarted_stub.get()}) Suffix(*stub, p.fed.pool_bytes);
+}
+
+// Rewrites the latest snapshot in the log at `dir` as format 2 (written
+// before policies saved their state) would have stored it.
+void RewriteLatestSnapshotAsFormat2(const std::string& dir) {
+  auto log = EventLog::Open(dir, EventLogOptions{});
+  ASSERT_TRUE(log.ok()) << log.status();
+  auto latest = (*log)->LatestSnapshot();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  auto snapshot = DecodePoolsSnapshot(latest->bytes);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  snapshot->format = 2;  // encoded without the policies' state
+  ASSERT_TRUE(
+      (*log)
+          ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
+          .ok());
+  EXPECT_EQ(DecodePoolsSnapshot((*log)->LatestSnapshot()->bytes)->format, 2);
+}
+
 class SnapshotPolicyTest : public ::testing::TestWithParam<std::string> {};
 
 // Every online policy saves its own state in the snapshot, so a restart from
@@ -69,32 +109,17 @@ class SnapshotPolicyTest : public ::testing::TestWithParam<std::string> {};
 // status, victims with the same scores, the same admissions and drain order.
 // (Before policies saved their state only lru passed this.)
 TEST_P(SnapshotPolicyTest, FromASnapshotAndTheLogAfterItEqualsNeverStopping) {
-  const Fed fed(SmallChatTrace(150));
-  ASSERT_TRUE(fed.replay.ok());
-  TempDir never_dir, restarted_dir;
-  auto never = StartServer(Options(never_dir.path(), GetParam()));
-  auto restarted = StartServer(Options(restarted_dir.path(), GetParam()));
-  ASSERT_NE(never, nullptr);
-  ASSERT_NE(restarted, nullptr);
-  // The trace, a snapshot, then events and decisions after it.
-  Feed(fed, never->port());
-  Feed(fed, restarted->port());
-  ASSERT_TRUE(restarted->SnapshotNow().ok());
-  auto never_stub = Connect(never->port());
-  auto restarted_stub = Connect(restarted->port());
-  for (auto* stub : {never_stub.get(), restarted_stub.get()}) Suffix(*stub, fed.pool_bytes);
-  const uint64_t total = EventLog::OpenReadOnly(restarted_dir.path()).value()->next_sequence();
-
-  restarted.reset();
-  restarted = StartServer(Options(restarted_dir.path(), GetParam()));
+  SnapshottedPair p;
+  ASSERT_NO_FATAL_FAILURE(FeedSnapshotAndStop(GetParam(), p));
+  const uint64_t total = EventLog::OpenReadOnly(p.restarted_dir.path()).value()->next_sequence();
+  auto restarted = StartServer(Options(p.restarted_dir.path(), GetParam()));
   ASSERT_NE(restarted, nullptr);
   EXPECT_TRUE(restarted->replayed_from_snapshot());
   EXPECT_GT(restarted->replay_snapshot_sequence(), 0u);
   EXPECT_EQ(restarted->replayed_events(), total - restarted->replay_snapshot_sequence());
   EXPECT_GT(restarted->replayed_events(), 0u);
   EXPECT_GT(restarted->replayed_decisions(), 0u);
-  restarted_stub = Connect(restarted->port());
-  ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
+  ExpectSameAnswers(*p.never_stub, *Connect(restarted->port()), p.fed.pool_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SnapshotPolicyTest,
@@ -167,45 +192,17 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
 // restart them approximately: with the whole log retained it is not used,
 // the start-up notes say so, and the full replay equals never stopping.
 TEST(SnapshotRecoveryTest, AFormat2SnapshotIsSkippedAndTheWholeLogReplayed) {
-  const Fed fed(SmallChatTrace(150));
-  ASSERT_TRUE(fed.replay.ok());
-  TempDir never_dir, restarted_dir;
-  auto never = StartServer(Options(never_dir.path(), "lfu"));
-  auto restarted = StartServer(Options(restarted_dir.path(), "lfu"));
-  ASSERT_NE(never, nullptr);
-  ASSERT_NE(restarted, nullptr);
-  Feed(fed, never->port());
-  Feed(fed, restarted->port());
-  ASSERT_TRUE(restarted->SnapshotNow().ok());
-  auto never_stub = Connect(never->port());
-  auto restarted_stub = Connect(restarted->port());
-  for (auto* stub : {never_stub.get(), restarted_stub.get()}) Suffix(*stub, fed.pool_bytes);
-  restarted.reset();
-  {
-    // Rewrite the snapshot as format 2 would have stored it.
-    auto log = EventLog::Open(restarted_dir.path(), EventLogOptions{});
-    ASSERT_TRUE(log.ok()) << log.status();
-    auto latest = (*log)->LatestSnapshot();
-    ASSERT_TRUE(latest.ok()) << latest.status();
-    auto snapshot = DecodePoolsSnapshot(latest->bytes);
-    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    snapshot->format = 2;
-    for (auto& pool : snapshot->pools) pool.image.policy_state.reset();
-    ASSERT_TRUE(
-        (*log)
-            ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
-            .ok());
-    EXPECT_EQ(DecodePoolsSnapshot((*log)->LatestSnapshot()->bytes)->format, 2);
-  }
-  const uint64_t total = EventLog::OpenReadOnly(restarted_dir.path()).value()->next_sequence();
-  restarted = StartServer(Options(restarted_dir.path(), "lfu"));
+  SnapshottedPair p;
+  ASSERT_NO_FATAL_FAILURE(FeedSnapshotAndStop("lfu", p));
+  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat2(p.restarted_dir.path()));
+  const uint64_t total = EventLog::OpenReadOnly(p.restarted_dir.path()).value()->next_sequence();
+  auto restarted = StartServer(Options(p.restarted_dir.path(), "lfu"));
   ASSERT_NE(restarted, nullptr);
   EXPECT_FALSE(restarted->replayed_from_snapshot());
   EXPECT_EQ(restarted->replayed_events(), total);
   EXPECT_NE(restarted->startup_notes().find("format 2"), std::string::npos)
       << restarted->startup_notes();
-  restarted_stub = Connect(restarted->port());
-  ExpectSameAnswers(*never_stub, *restarted_stub, fed.pool_bytes);
+  ExpectSameAnswers(*p.never_stub, *Connect(restarted->port()), p.fed.pool_bytes);
 }
 
 // With the log before it trimmed, the whole log cannot be replayed: a format-2
@@ -223,20 +220,9 @@ TEST(SnapshotRecoveryTest, AFormat2SnapshotOfATrimmedLogIsLoadedApproximately) {
   ASSERT_TRUE(server->SnapshotNow().ok());
   const std::string pools = PoolsOf(*Connect(server->port()));
   server.reset();
-  {
-    auto log = EventLog::Open(dir.path(), EventLogOptions{});
-    ASSERT_TRUE(log.ok()) << log.status();
-    ASSERT_GT((*log)->first_sequence(), 0u) << "nothing trimmed: a weak test";
-    auto latest = (*log)->LatestSnapshot();
-    ASSERT_TRUE(latest.ok()) << latest.status();
-    auto snapshot = DecodePoolsSnapshot(latest->bytes);
-    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    snapshot->format = 2;
-    ASSERT_TRUE(
-        (*log)
-            ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
-            .ok());
-  }
+  ASSERT_GT(EventLog::OpenReadOnly(dir.path()).value()->first_sequence(), 0u)
+      << "nothing trimmed: a weak test";
+  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat2(dir.path()));
   server = StartServer(o);
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(server->replayed_from_snapshot());
