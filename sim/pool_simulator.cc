@@ -10,12 +10,7 @@
 #include "sim/replay_accounting.h"
 
 namespace kvlearn {
-namespace {
 
-// Serves one request against the pool; returns what it hit and admitted.
-// The pool's half of serving a request, shared with the cluster simulator
-// through PolicyDriver: the hit is the resident prefix; the rest is recomputed
-// and offered for admission root first.
 absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, PolicyDriver& tier,
                           RequestOutcome& out) {
   const TraceRequest& r = replay.trace->requests[request_index];
@@ -33,8 +28,6 @@ absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, Pol
   return tier.Admit(chain, hits, r.num_blocks, access, out.admitted_bytes, out.evicted_blocks,
                     [](BlockIndex) {});
 }
-
-}  // namespace
 
 absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostModel& cost,
                                         std::string_view policy_name,

@@ -42,6 +42,15 @@ struct PoolReplayOptions {
   std::function<void(uint32_t, const PoolState&)> after_request;
 };
 
+// Serves request `request_index` of `replay` against the pool `tier` drives:
+// the resident prefix hits (pinned, reported to the policy deepest first),
+// the rest is recomputed and offered for admission root first. Fills `out`
+// (start it empty): the blocks hit, and the tokens hit and the bytes loaded,
+// admitted and evicted blocks added. The replay's one step, and the tests'
+// way to drive a policy request by request.
+absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, PolicyDriver& tier,
+                          RequestOutcome& out);
+
 // Runs `policy_name` over `replay`. Fails on an unknown policy or when the
 // policy breaks the contract (e.g. names a victim that is not an evictable
 // leaf).

@@ -191,16 +191,11 @@ std::vector<Step> DriveLearned(const HandTrace& h, uint64_t pool_blocks,
   PolicyDriver driver(&h.replay.catalog, pool_blocks * HandBlockBytes());
   EXPECT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
+    RequestOutcome outcome;
+    EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
     const TraceRequest& req = h.trace.requests[r];
     const auto chain =
         std::span<const BlockIndex>(h.replay.blocks).subspan(req.first_block, req.num_blocks);
-    const AccessInfo access{req.timestamp_ms, r, req.first_block};
-    const uint32_t resident = driver.Lookup(chain);
-    driver.Touch(chain, resident, access);
-    uint64_t admitted = 0, evicted = 0;
-    EXPECT_TRUE(
-        driver.Admit(chain, resident, req.num_blocks, access, admitted, evicted, [](BlockIndex) {})
-            .ok());
     Step step{h.Resident(driver.pool()), {}};
     for (const BlockIndex b : chain) step.gains.push_back(driver.policy().AdmissionScore(b, false));
     steps.push_back(std::move(step));
@@ -268,17 +263,9 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<AccessCountModel>());
   ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
   for (uint32_t r = 0; r < h->trace.requests.size(); ++r) {
-    const TraceRequest& req = h->trace.requests[r];
-    const auto chain =
-        std::span<const BlockIndex>(h->replay.blocks).subspan(req.first_block, req.num_blocks);
-    const AccessInfo access{req.timestamp_ms, r, req.first_block};
-    const uint32_t resident = driver.Lookup(chain);
-    driver.Touch(chain, resident, access);
-    uint64_t admitted = 0, evicted = 0;
-    ASSERT_TRUE(
-        driver.Admit(chain, resident, req.num_blocks, access, admitted, evicted, [](BlockIndex) {})
-            .ok());
-    ASSERT_EQ(evicted, 0u);
+    RequestOutcome outcome;
+    ASSERT_TRUE(ServeRequest(h->replay, r, driver, outcome).ok());
+    ASSERT_EQ(outcome.evicted_blocks, 0u);
   }
   driver.UnpinAll();
   std::vector<BlockIndex> leaves;

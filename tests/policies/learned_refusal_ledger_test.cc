@@ -14,6 +14,7 @@
 #include "models/learned_model.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
+#include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/hand_trace.h"
@@ -165,13 +166,8 @@ std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids
   EXPECT_TRUE(driver.StartPolicy("learned", env).ok());
   std::vector<std::vector<bool>> resident;
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
-    const TraceRequest& req = h.trace.requests[r];
-    const auto chain = std::span<const BlockIndex>(h.replay.blocks).subspan(req.first_block, 1);
-    const AccessInfo access{req.timestamp_ms, r, req.first_block};
-    const uint32_t hits = driver.Lookup(chain);
-    driver.Touch(chain, hits, access);
-    uint64_t admitted = 0, evicted = 0;
-    EXPECT_TRUE(driver.Admit(chain, hits, 1, access, admitted, evicted, [](BlockIndex) {}).ok());
+    RequestOutcome outcome;
+    EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
     std::vector<bool> now;
     for (const uint64_t id : ids)
       now.push_back(driver.pool().IsResident(h.replay.catalog.Find(id)));

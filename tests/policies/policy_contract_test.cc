@@ -301,17 +301,8 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
 // pool replay does, through the one driver.
 absl::Status DriveRequests(const ReplayTrace& replay, uint32_t requests, PolicyDriver& driver) {
   for (uint32_t ri = 0; ri < requests; ++ri) {
-    const TraceRequest& r = replay.trace->requests[ri];
-    const std::span<const BlockIndex> chain(replay.blocks.data() + r.first_block, r.num_blocks);
-    const AccessInfo access{r.timestamp_ms, ri, r.first_block};
-    const uint32_t hits = driver.Lookup(chain);
-    driver.Touch(chain, hits, access);
-    uint64_t inserted = 0, evicted = 0;
-    if (auto s =
-            driver.Admit(chain, hits, r.num_blocks, access, inserted, evicted, [](BlockIndex) {});
-        !s.ok()) {
-      return s;
-    }
+    RequestOutcome outcome;
+    if (auto s = ServeRequest(replay, ri, driver, outcome); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

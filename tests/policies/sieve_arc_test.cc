@@ -165,16 +165,9 @@ TEST(ArcTest, OneOffBlocksDoNotPushOutAFrequentOne) {
 // ends the last request's pins.
 void ServeWithoutEvictions(const HandTrace& h, PolicyDriver& driver) {
   for (uint32_t ri = 0; ri < h.trace.requests.size(); ++ri) {
-    const TraceRequest& r = h.trace.requests[ri];
-    const std::span<const BlockIndex> chain(h.replay.blocks.data() + r.first_block, r.num_blocks);
-    const AccessInfo access{r.timestamp_ms, ri, r.first_block};
-    const uint32_t hits = driver.Lookup(chain);
-    driver.Touch(chain, hits, access);
-    uint64_t inserted = 0;
-    uint64_t evicted = 0;
-    ASSERT_TRUE(
-        driver.Admit(chain, hits, r.num_blocks, access, inserted, evicted, [](BlockIndex) {}).ok());
-    ASSERT_EQ(evicted, 0u);
+    RequestOutcome outcome;
+    ASSERT_TRUE(ServeRequest(h.replay, ri, driver, outcome).ok());
+    ASSERT_EQ(outcome.evicted_blocks, 0u);
   }
   driver.UnpinAll();
 }
@@ -251,16 +244,9 @@ TEST(RankVictimsTest, RankingIsTheDrainOrderOnAGeneratedTrace) {
         ASSERT_TRUE(driver.StartPolicy(policy, MakePolicyEnv(DefaultCost())).ok());
         uint64_t evicted = 0;
         for (uint32_t ri = 0; ri < stop_after; ++ri) {
-          const TraceRequest& r = trace.requests[ri];
-          const std::span<const BlockIndex> chain(replay->blocks.data() + r.first_block,
-                                                  r.num_blocks);
-          const AccessInfo access{r.timestamp_ms, ri, r.first_block};
-          const uint32_t hits = driver.Lookup(chain);
-          driver.Touch(chain, hits, access);
-          uint64_t inserted = 0;
-          ASSERT_TRUE(
-              driver.Admit(chain, hits, r.num_blocks, access, inserted, evicted, [](BlockIndex) {})
-                  .ok());
+          RequestOutcome outcome;
+          ASSERT_TRUE(ServeRequest(*replay, ri, driver, outcome).ok());
+          evicted += outcome.evicted_blocks;
         }
         if (stop_after == 600) {
           ASSERT_GT(evicted, 0u) << "the pool never filled";

@@ -19,6 +19,7 @@
 #include "models/model_file.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
+#include "sim/pool_simulator.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/test_model.h"
@@ -293,14 +294,8 @@ TEST_P(EveryPolicyTest, VictimsComeInTheOrderOfTheirScores) {
   }
   ASSERT_TRUE(twin.StartPolicy(GetParam(), MakePolicyEnv(cost, model)).ok());
   for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
-    const TraceRequest& r = trace.requests[ri];
-    const std::span<const BlockIndex> chain(replay->blocks.data() + r.first_block, r.num_blocks);
-    const AccessInfo access{r.timestamp_ms, ri, r.first_block};
-    const uint32_t hits = twin.Lookup(chain);
-    twin.Touch(chain, hits, access);
-    uint64_t admitted = 0, evicted = 0;
-    ASSERT_TRUE(
-        twin.Admit(chain, hits, r.num_blocks, access, admitted, evicted, [](BlockIndex) {}).ok());
+    RequestOutcome outcome;
+    ASSERT_TRUE(ServeRequest(*replay, ri, twin, outcome).ok());
   }
   twin.UnpinAll();  // loadgen finished every request
 
