@@ -23,27 +23,20 @@
 #include "sim/pool_simulator.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/hand_trace.h"
+#include "tests/support/stand_in_model.h"
 
 namespace kvlearn {
 namespace {
 
-class AccessCountModel final : public LearnedModel {
- public:
-  AccessCountModel() {
-    meta_.schema_version = kFeatureSchemaVersion;
-    meta_.horizons_seconds = {10, 100};
-  }
-  const ModelMetadata& metadata() const override { return meta_; }
-  void Predict(std::span<const float> x, std::span<float> out) const override {
-    const bool again = x[kAccessesLog] > std::log1p(1.5);
-    out[0] = again ? 0.5f : 0.0f;
-    out[1] = again ? 0.9f : 0.2f;
-  }
-  std::string version() const override { return "access-count"; }
-
- private:
-  ModelMetadata meta_;
-};
+// The stand-in model of the header comment.
+std::shared_ptr<const LearnedModel> AccessCountModel() {
+  return std::make_shared<StandInModel>("access-count",
+                                        [](std::span<const float> x, std::span<float> out) {
+                                          const bool again = x[kAccessesLog] > std::log1p(1.5);
+                                          out[0] = again ? 0.5f : 0.0f;
+                                          out[1] = again ? 0.9f : 0.2f;
+                                        });
+}
 
 constexpr std::array<double, 2> kRungs = {10, 100};
 
@@ -123,7 +116,7 @@ PoolReplayOptions StandInOptions(uint64_t pool_blocks,
                                  std::function<void(uint32_t, const PoolState&)> after) {
   PoolReplayOptions o;
   o.pool_bytes = pool_blocks * HandBlockBytes();
-  o.model = std::make_shared<AccessCountModel>();
+  o.model = AccessCountModel();
   o.after_request = std::move(after);
   return o;
 }
@@ -224,7 +217,7 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   const double t_ms = TransferMs(m), s_ms = m.recompute_ms - TransferMs(m);
   ASSERT_GT(0.1 * s_ms, t_ms) << "a must be refused for the price alone";
 
-  const std::vector<Step> steps = DriveLearned(*h, 2, std::make_shared<AccessCountModel>());
+  const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
   ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(steps[2].resident, "bc");
   const double blocks_admitted = ((std::exp(-0.01) + 1) * std::exp(-0.01) + 1) * std::exp(-0.5);
@@ -243,7 +236,7 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
 //     would still carry the price (d > 0 since R3): G < -T.
 TEST(LearnedAdmissionTest, ThePriceLapsesWhenNothingWasAdmittedForE) {
   const auto h = MakeHandTrace({"a", "b", "c", "a", "c", "c", "y"});
-  const std::vector<Step> steps = DriveLearned(*h, 2, std::make_shared<AccessCountModel>());
+  const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
   ASSERT_EQ(steps.size(), 7u);
   const BlockMeta& m = h->replay.catalog[h->Block('y')];
   EXPECT_EQ(steps[5].resident, "ac");
@@ -260,7 +253,7 @@ TEST(LearnedAdmissionTest, ThePriceLapsesWhenNothingWasAdmittedForE) {
 TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
-  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<AccessCountModel>());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), AccessCountModel());
   ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
   for (uint32_t r = 0; r < h->trace.requests.size(); ++r) {
     RequestOutcome outcome;
@@ -300,7 +293,7 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
 TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
   const auto h = MakeHandTrace({"a", "b"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
-  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<AccessCountModel>());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), AccessCountModel());
   ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
   driver.Insert(h->Block('a'), AccessInfo{1000, 0, 0});
   driver.Insert(h->Block('b'), AccessInfo{2000, 1, 1});

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "datasets/trace.h"
-#include "features/feature_schema.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
 #include "policies/policy_driver.h"
@@ -18,6 +17,7 @@
 #include "sim/replay_trace.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/hand_trace.h"
+#include "tests/support/stand_in_model.h"
 
 namespace kvlearn {
 namespace {
@@ -134,19 +134,10 @@ TEST(LearnedRefusalLedgerTest, DamagedBytesAreRefusedNamingTheField) {
 // A stand-in model sure that nothing is used again: every block reads
 // P = 0 on both rungs (10 s, 100 s), so g = -T and the model would refuse
 // every block it is asked about.
-class NeverAgainModel final : public LearnedModel {
- public:
-  NeverAgainModel() {
-    meta_.schema_version = kFeatureSchemaVersion;
-    meta_.horizons_seconds = {10, 100};
-  }
-  const ModelMetadata& metadata() const override { return meta_; }
-  void Predict(std::span<const float>, std::span<float> out) const override { out[0] = out[1] = 0; }
-  std::string version() const override { return "never-again"; }
-
- private:
-  ModelMetadata meta_;
-};
+std::shared_ptr<const LearnedModel> NeverAgainModel() {
+  return std::make_shared<StandInModel>(
+      "never-again", [](std::span<const float>, std::span<float> out) { out[0] = out[1] = 0; });
+}
 
 // One-block requests, request i at i seconds, ids from `ids` (each a full
 // hand block); the residents after each, under learned with the stand-in
@@ -162,7 +153,7 @@ std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids
   EXPECT_TRUE(replay.ok()) << replay.status();
   h.replay = *std::move(replay);
   PolicyDriver driver(&h.replay.catalog, (ids.size() + 1) * HandBlockBytes());
-  PolicyEnv env = MakePolicyEnv(DefaultCost(), std::make_shared<NeverAgainModel>());
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), NeverAgainModel());
   EXPECT_TRUE(driver.StartPolicy("learned", env).ok());
   std::vector<std::vector<bool>> resident;
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
