@@ -372,9 +372,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     value_ms_[b] = kStale;
     const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
     const BlockMeta& m = catalog_[b];
-    const double t_ms = extractor_.TransferMs(m);
-    gain_[b] = static_cast<float>(p * (m.recompute_ms - t_ms) - t_ms -
-                                  SpacePrice() * static_cast<double>(m.bytes));
+    gain_[b] =
+        static_cast<float>(p * (m.recompute_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
   }
 
   // The price of a byte of pool space, ms (CountGhosts).
