@@ -11,12 +11,22 @@ void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
     if (deepest >= blocks_.size())
       blocks_.resize(std::max<size_t>(deepest + 1, blocks_.size() * 2));
   }
+  bool previous_new = false;  // chain[i - 1] was first used by this request
   for (size_t i = 0; i < chain.size(); ++i) {
     BlockHistory& h = blocks_[chain[i]];
-    if (h.accesses == 0) {
-      const BlockIndex parent = (*catalog_)[chain[i]].parent;
-      if (parent != kNoBlock) ++blocks_[parent].children;
+    const bool is_new = h.accesses == 0;
+    const BlockIndex parent = (*catalog_)[chain[i]].parent;
+    if (parent != kNoBlock) {
+      BlockHistory& up = blocks_[parent];
+      if (is_new) {
+        ++up.children;
+        // A run of new blocks forks where its request left known ground.
+        h.fork = i > 0 && chain[i - 1] == parent && previous_new ? up.fork : parent;
+      } else if (h.accesses == 1) {
+        ++up.reused_children;
+      }
     }
+    previous_new = is_new;
     if (h.kept > 0) {
       const double dt_s = static_cast<double>(time_ms - h.times_ms[0]) / 1000.0;
       for (size_t k = 0; k < h.decayed.size(); ++k) {

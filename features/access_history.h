@@ -23,10 +23,15 @@ struct BlockHistory {
   std::array<int64_t, kKeptTimes> times_ms{};
   uint8_t kept = 0;
   uint32_t accesses = 0;
-  uint32_t subtree_accesses = 0;   // accesses whose request continued deeper
-  uint32_t children = 0;           // distinct children seen
-  uint32_t request_blocks = 0;     // chain length of the latest request using it
-  uint32_t tail_blocks = 0;        // blocks after it in that chain
+  uint32_t subtree_accesses = 0;  // accesses whose request continued deeper
+  uint32_t children = 0;          // distinct children seen
+  uint32_t request_blocks = 0;    // chain length of the latest request using it
+  uint32_t tail_blocks = 0;       // blocks after it in that chain
+  uint32_t reused_children = 0;   // children accessed more than once
+  // Where the run of new blocks it arrived in left known ground: the
+  // deepest block of its first request seen before that request (kNoBlock
+  // for a run from the root). Fixed at the first access.
+  BlockIndex fork = kNoBlock;
   std::array<float, 3> decayed{};  // at times_ms[0], time constants kDecaySeconds
 };
 

@@ -23,10 +23,11 @@ void AccessHistory::Save(std::span<const BlockIndex> renumber, uint64_t eviction
     out.Varint(renumber[b]);  // increasing: renumbering keeps the order
     out.Varint(h.kept);
     for (int k = 0; k < h.kept; ++k) out.Signed(h.times_ms[k]);
-    for (uint32_t v :
-         {h.accesses, h.subtree_accesses, h.children, h.request_blocks, h.tail_blocks}) {
+    for (uint32_t v : {h.accesses, h.subtree_accesses, h.children, h.request_blocks, h.tail_blocks,
+                       h.reused_children}) {
       out.Varint(v);
     }
+    out.Varint(OptionalBlock(renumber, h.fork));  // a forgotten fork is none
     out.Floats(h.decayed);
   }
 }
@@ -34,8 +35,8 @@ void AccessHistory::Save(std::span<const BlockIndex> renumber, uint64_t eviction
 void AccessHistory::Load(PolicyStateReader& in, uint64_t evictions_total) {
   last_evictions_ = evictions_total - in.Varint("history evictions");
   eviction_rate_ = in.Float("history eviction rate");
-  // At least a block number, kept, five counts and three floats each.
-  const uint64_t n = in.Count("history records", 7 + 12);
+  // At least a block number, kept, six counts, the fork and three floats each.
+  const uint64_t n = in.Count("history records", 9 + 12);
   int64_t last = -1;
   for (uint64_t i = 0; i < n && in.ok(); ++i) {
     const BlockIndex b = in.Block("history block");
@@ -46,10 +47,11 @@ void AccessHistory::Load(PolicyStateReader& in, uint64_t evictions_total) {
     BlockHistory& h = blocks_[b];
     h.kept = static_cast<uint8_t>(in.Bounded("history kept times", BlockHistory::kKeptTimes));
     for (int k = 0; k < h.kept; ++k) h.times_ms[k] = in.Signed("history time");
-    for (uint32_t* v :
-         {&h.accesses, &h.subtree_accesses, &h.children, &h.request_blocks, &h.tail_blocks}) {
+    for (uint32_t* v : {&h.accesses, &h.subtree_accesses, &h.children, &h.request_blocks,
+                        &h.tail_blocks, &h.reused_children}) {
       *v = static_cast<uint32_t>(in.Bounded("history count", UINT32_MAX));
     }
+    h.fork = OptionalBlock(in, "history fork");
     in.Floats("history decayed counts", h.decayed);
     if (in.ok() && h.accesses == 0) in.Fail("history: a record without accesses");
   }

@@ -61,6 +61,11 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
   out[kEvictionRate] = history.eviction_rate();
   out[kTailBlocksLog] = Log1p(h.tail_blocks);
   out[kRequestBlocksLog] = Log1p(h.request_blocks);
+  const BlockHistory& fork = history.Of(h.fork);  // all zero for a run from the root
+  out[kForkRunsLog] = Log1p(fork.children);
+  out[kForkReusedLog] = Log1p(fork.reused_children);
+  out[kForkGapLog] = Log1p(fork.kept >= 2 ? seconds_between(fork.times_ms[0], fork.times_ms[1])
+                                          : kMissingGapSeconds);
 }
 
 }  // namespace kvlearn

@@ -10,7 +10,7 @@
 
 namespace kvlearn {
 
-inline constexpr uint32_t kFeatureSchemaVersion = 2;
+inline constexpr uint32_t kFeatureSchemaVersion = 3;
 
 // Index of each feature in a feature vector. Logs are natural logs of 1 + x.
 enum Feature : uint32_t {
@@ -43,6 +43,14 @@ enum Feature : uint32_t {
   // where depth alone (prompts differ in length) does not.
   kTailBlocksLog,     // log1p(blocks after this one in its latest request)
   kRequestBlocksLog,  // log1p(blocks in its latest request)
+  // Version 3: the block's siblings at its fork (the deepest known block of
+  // the request that first used it): runs that left the same known prefix,
+  // and how many of them were used again. Fresh sub-tasks of a fan-out or
+  // documents of a batch job fork from one prefix and never return; a
+  // conversation's first turns fork from its system prompt and often do.
+  kForkRunsLog,    // log1p(children of the fork)
+  kForkReusedLog,  // log1p(children of the fork accessed more than once)
+  kForkGapLog,     // log1p(seconds between the fork's last two accesses)
   kNumFeatures
 };
 
@@ -72,6 +80,9 @@ inline constexpr std::array<std::string_view, kNumFeatures> kFeatureNames = {
     "eviction_rate",
     "tail_blocks_log",
     "request_blocks_log",
+    "fork_runs_log",
+    "fork_reused_log",
+    "fork_gap_log",
 };
 
 }  // namespace kvlearn

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/block_catalog.h"
+#include "core/policy_state.h"
 #include "core/pool_state.h"
 #include "features/access_history.h"
 #include "features/feature_schema.h"
@@ -125,6 +126,10 @@ TEST_F(ThreeRequestsTest, ResidentLeafUsedTwice) {
   EXPECT_FLOAT_EQ(f[kSubtreeAccessesLog], 0);  // both requests ended at B
   EXPECT_FLOAT_EQ(f[kTailBlocksLog], 0);       // last of [A, B]
   EXPECT_FLOAT_EQ(f[kRequestBlocksLog], std::log1p(2.0));
+  // B arrived with A, a run from the root: no fork, its gap a day.
+  EXPECT_FLOAT_EQ(f[kForkRunsLog], 0);
+  EXPECT_FLOAT_EQ(f[kForkReusedLog], 0);
+  EXPECT_FLOAT_EQ(f[kForkGapLog], std::log1p(86400.0));
 }
 
 TEST_F(ThreeRequestsTest, BlockOutsideThePoolIsNoLeaf) {
@@ -132,6 +137,70 @@ TEST_F(ThreeRequestsTest, BlockOutsideThePoolIsNoLeaf) {
   EXPECT_FLOAT_EQ(f[kIsLeaf], 0);  // not resident
   EXPECT_FLOAT_EQ(f[kAgeLog], std::log1p(60.0));
   EXPECT_FLOAT_EQ(f[kAccessesLog], std::log1p(1.0));
+  // C left known ground at A, whose runs are B (used again) and C, and whose
+  // last two accesses were at 70 and 10 s.
+  EXPECT_FLOAT_EQ(f[kForkRunsLog], std::log1p(2.0));
+  EXPECT_FLOAT_EQ(f[kForkReusedLog], std::log1p(1.0));
+  EXPECT_FLOAT_EQ(f[kForkGapLog], std::log1p(60.0));
+}
+
+// Fan-out: S, then [S, X1, Y1] at 0 s, [S, X2, Y2] at 1 s and [S, X1] at
+// 2 s. Y2 is the second block of a run that left S: its fork is S (not its
+// parent X2, new with it), whose runs X1 and X2 came 1 s apart and of which
+// X1 was used again. Y1's run started at the root's request too, but S was
+// new then: no fork.
+TEST(FeatureExtractorTest, ARunOfNewBlocksForksWhereItsRequestLeftKnownBlocks) {
+  BlockCatalog catalog;
+  const auto add = [&catalog](uint64_t id, BlockIndex parent, uint32_t depth) {
+    return catalog.Add({.hash_id = id,
+                        .parent = parent,
+                        .depth = depth,
+                        .tokens = 512,
+                        .bytes = 1,
+                        .recompute_ms = 1});
+  };
+  const BlockIndex s = add(1, kNoBlock, 0);
+  const BlockIndex x1 = add(2, s, 1), y1 = add(3, x1, 2);
+  const BlockIndex x2 = add(4, s, 1), y2 = add(5, x2, 2);
+  PoolState pool(&catalog, 0);
+  AccessHistory history(&catalog);
+  history.Record(std::array{s, x1, y1}, 0);
+  history.Record(std::array{s, x2, y2}, 1'000);
+  history.Record(std::array{s, x1}, 2'000);
+  std::array<float, kNumFeatures> f{};
+  const FeatureExtractor extractor(FeatureConfig{});
+  extractor.Extract(y2, 3'000, catalog, history, pool, f);
+  EXPECT_FLOAT_EQ(f[kForkRunsLog], std::log1p(2.0));
+  EXPECT_FLOAT_EQ(f[kForkReusedLog], std::log1p(1.0));
+  EXPECT_FLOAT_EQ(f[kForkGapLog], std::log1p(1.0));  // S at 2 s and 1 s
+  extractor.Extract(y1, 3'000, catalog, history, pool, f);
+  EXPECT_FLOAT_EQ(f[kForkRunsLog], 0);
+  EXPECT_FLOAT_EQ(f[kForkGapLog], std::log1p(86400.0));
+
+  // Saved and loaded whole, every block reads the same; with S forgotten (a
+  // compaction renumbering the others down by one), Y2 has no fork left.
+  PolicyStateWriter out;
+  const std::array<BlockIndex, 5> same = {0, 1, 2, 3, 4};
+  history.Save(same, 0, out);
+  AccessHistory loaded(&catalog);
+  PolicyStateReader in(out.bytes(), catalog.size());
+  loaded.Load(in, 0);
+  ASSERT_TRUE(in.Finish().ok()) << in.status();
+  std::array<float, kNumFeatures> g{};
+  for (const BlockIndex b : {s, x1, y1, x2, y2}) {
+    extractor.Extract(b, 3'000, catalog, history, pool, f);
+    extractor.Extract(b, 3'000, catalog, loaded, pool, g);
+    EXPECT_EQ(f, g) << "block " << b;
+  }
+  PolicyStateWriter without_s;
+  const std::array<BlockIndex, 5> forget_s = {kNoBlock, 0, 1, 2, 3};
+  history.Save(forget_s, 0, without_s);
+  AccessHistory compacted(&catalog);
+  PolicyStateReader in2(without_s.bytes(), catalog.size());
+  compacted.Load(in2, 0);
+  ASSERT_TRUE(in2.Finish().ok()) << in2.status();
+  EXPECT_EQ(compacted.Of(3).fork, kNoBlock);  // Y2, renumbered 4 -> 3
+  EXPECT_EQ(compacted.Of(3).accesses, 1u);
 }
 
 TEST(FeatureExtractorTest, BurstCountsAccessesWithinOneAndTenSeconds) {
