@@ -59,17 +59,23 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
                                                 latest->sequence, ": ",
                                                 decoded.status().message()));
       }
-      if (decoded->format == 2 && log.first_sequence() == 0) {
+      // Formats 2 and 3 hold no policy state this build can load (none, or
+      // one of an older layout): the pools restart from their eviction
+      // order only.
+      const char* const why =
+          decoded->format == 2 ? "no policy state" : "policy states of an older layout";
+      if (decoded->format < 4 && log.first_sequence() == 0) {
         // Its policies would restart approximately; the whole log is exact.
         stats.snapshot_note =
-            absl::StrCat("the snapshot at sequence ", latest->sequence,
-                         " is of format 2 (no policy state): not used, the whole log is replayed");
+            absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
+                         int{decoded->format}, " (", why, "): not used, the whole log is replayed");
       } else {
-        if (decoded->format == 2) {
-          stats.snapshot_note = absl::StrCat(
-              "the snapshot at sequence ", latest->sequence,
-              " is of format 2 (no policy state) and the log before it was trimmed: loaded the "
-              "approximate way, policies other than lru restart from their eviction order only");
+        if (decoded->format < 4) {
+          stats.snapshot_note =
+              absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
+                           int{decoded->format}, " (", why,
+                           ") and the log before it was trimmed: loaded the approximate way, "
+                           "policies other than lru restart from their eviction order only");
         }
         snapshot = *std::move(decoded);
         first_event = latest->sequence;

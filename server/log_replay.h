@@ -32,7 +32,8 @@
 // snapshot interval. A loaded pool is rebuilt with a fresh policy that loads
 // the state the old one saved (server/shard_image.h), so the result equals
 // replaying the whole log. A snapshot of format 2 (written before policies
-// saved their state) would restart policies other than lru approximately:
+// saved their state) or 3 (policy states of an older layout, dropped) would
+// restart policies other than lru approximately:
 // it is not used, and the whole log is replayed, unless the log before it
 // was trimmed, when it is loaded the approximate way; either way
 // ReplayStats::snapshot_note says so in one line.

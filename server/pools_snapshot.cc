@@ -8,7 +8,8 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 3;
+constexpr char kFormat = 4;
+constexpr char kFormatWithOldPolicyState = 3;
 constexpr char kFormatWithoutPolicyState = 2;
 
 void PutString(std::string& out, std::string_view s) {
@@ -127,7 +128,8 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutPolicyState)) {
+  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithOldPolicyState &&
+                        bytes[0] != kFormatWithoutPolicyState)) {
     return bad("unknown format");
   }
   Reader in(bytes.substr(1));
@@ -184,10 +186,12 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       m.requests_in_flight.emplace_back(std::move(id), in.List(blocks));
     }
     m.unnamed_request = in.List(blocks);
-    if (snapshot.format == kFormat) {
+    if (snapshot.format != kFormatWithoutPolicyState) {
       const uint64_t has_state = in.Varint();
       if (has_state > 1) return bad(absl::StrCat("pool ", p, ": bad policy state flag"));
       if (has_state == 1) m.policy_state = in.String();
+      // Saved by a build whose policies' layout differs: not loadable.
+      if (snapshot.format == kFormatWithOldPolicyState) m.policy_state.reset();
     }
     if (!in.ok()) return bad(absl::StrCat("pool ", p, ": truncated or a block out of range"));
     // The resident set must be prefix-closed, without repeats.

@@ -5,16 +5,19 @@
 // model swap, so a restart loads it and replays only the log after it
 // (server/log_replay.h).
 //
-// Encoding (little-endian doubles, varints elsewhere): a format byte (3), the
+// Encoding (little-endian doubles, varints elsewhere): a format byte (4), the
 // model-swap record, the pool count, and per pool its node, tier, capacity,
 // counters, blocks (hash id, parent + 1, depth, tokens, bytes, recompute
 // cost, last seen), the resident blocks and proposals as block numbers, the
 // proposals' scores, the in-flight requests (id, chain), the last request
 // without an id, and the policy state: 1 and its bytes
 // (core/policy_state.h), or 0 for a policy that cannot save one (its
-// residents are then in eviction order). Format 2, written before policies
-// saved their state, is the same without the policy state, residents in
-// eviction order; it still decodes (log_replay.h says when it is used).
+// residents are then in eviction order). Format 3 is the same, its policy
+// states of the layout before feature schema 3 (access histories without
+// forks): it decodes with them dropped, residents in catalog order. Format 2,
+// written before policies saved their state, is the same without the policy
+// state, residents in eviction order. Both still decode (log_replay.h says
+// when they are used).
 // Decoding checks every number it will index with; the policy state's
 // bytes are checked when the policy loads them.
 #pragma once
@@ -30,9 +33,10 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 3; 2 as decoded from an older snapshot (no policy state: residents in
-  // eviction order). Encoding a 2 leaves the policy states out (tests).
-  char format = 3;
+  // 4; 3 or 2 as decoded from an older snapshot (no policy state to load).
+  // Encoding a 2 leaves the policy states out (tests); any other value
+  // encodes format 4.
+  char format = 4;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

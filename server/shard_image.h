@@ -17,8 +17,9 @@
 // dropped from s3fifo's and arc's ghost lists), everything else stays.
 //
 // The approximate way, for a policy that cannot save its state and for a
-// snapshot of format 2 (written before policies could): `residents` holds
-// the old eviction order, and a fresh policy gets every resident block
+// snapshot of format 2 (written before policies could) or 3 (policy states
+// this build cannot read; its residents are in catalog order): `residents`
+// holds the old eviction order, and a fresh policy gets every resident block
 // inserted root first, then one hit per block in that order, first victim
 // first. Exact for lru only; the others lose what they counted.
 //

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "models/model_file.h"
 #include "policies/policy_factory.h"
 #include "server/event_log.h"
@@ -85,21 +86,21 @@ void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
   for (auto* stub : {p.never_stub.get(), restarted_stub.get()}) Suffix(*stub, p.fed.pool_bytes);
 }
 
-// Rewrites the latest snapshot in the log at `dir` as format 2 (written
-// before policies saved their state) would have stored it.
-void RewriteLatestSnapshotAsFormat2(const std::string& dir) {
+// Rewrites the latest snapshot in the log at `dir` as an older format would
+// have stored it: 2 (written before policies saved their state) or 3 (the
+// same bytes as 4, its policy states of an older layout).
+void RewriteLatestSnapshotAsFormat(const std::string& dir, char format) {
   auto log = EventLog::Open(dir, EventLogOptions{});
   ASSERT_TRUE(log.ok()) << log.status();
   auto latest = (*log)->LatestSnapshot();
   ASSERT_TRUE(latest.ok()) << latest.status();
   auto snapshot = DecodePoolsSnapshot(latest->bytes);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  snapshot->format = 2;  // encoded without the policies' state
-  ASSERT_TRUE(
-      (*log)
-          ->WriteSnapshot(latest->sequence, latest->decision, EncodePoolsSnapshot(*snapshot))
-          .ok());
-  EXPECT_EQ(DecodePoolsSnapshot((*log)->LatestSnapshot()->bytes)->format, 2);
+  snapshot->format = format;  // 2: encoded without the policies' state
+  std::string bytes = EncodePoolsSnapshot(*snapshot);
+  bytes[0] = format;
+  ASSERT_TRUE((*log)->WriteSnapshot(latest->sequence, latest->decision, bytes).ok());
+  EXPECT_EQ(DecodePoolsSnapshot((*log)->LatestSnapshot()->bytes)->format, format);
 }
 
 class SnapshotPolicyTest : public ::testing::TestWithParam<std::string> {};
@@ -188,27 +189,39 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
   EXPECT_TRUE(server->SnapshotNow().ok());
 }
 
-// A snapshot written before policies saved their state (format 2) would
-// restart them approximately: with the whole log retained it is not used,
-// the start-up notes say so, and the full replay equals never stopping.
-TEST(SnapshotRecoveryTest, AFormat2SnapshotIsSkippedAndTheWholeLogReplayed) {
+// A snapshot of format 2 (written before policies saved their state) or 3
+// (their states of an older layout) would restart them approximately.
+class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
+ protected:
+  std::string Why() const {
+    return absl::StrCat("format ", int{GetParam()}, " (",
+                        GetParam() == 2 ? "no policy state" : "policy states of an older layout",
+                        ")");
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest, ::testing::Values(char{2}, char{3}),
+                         [](const auto& info) { return absl::StrCat("Format", int{info.param}); });
+
+// With the whole log retained it is not used, the start-up notes say so, and
+// the full replay equals never stopping.
+TEST_P(OldSnapshotFormatTest, IsSkippedAndTheWholeLogReplayed) {
   SnapshottedPair p;
   ASSERT_NO_FATAL_FAILURE(FeedSnapshotAndStop("lfu", p));
-  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat2(p.restarted_dir.path()));
+  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat(p.restarted_dir.path(), GetParam()));
   const uint64_t total = EventLog::OpenReadOnly(p.restarted_dir.path()).value()->next_sequence();
   auto restarted = StartServer(Options(p.restarted_dir.path(), "lfu"));
   ASSERT_NE(restarted, nullptr);
   EXPECT_FALSE(restarted->replayed_from_snapshot());
   EXPECT_EQ(restarted->replayed_events(), total);
-  EXPECT_NE(restarted->startup_notes().find("format 2"), std::string::npos)
+  EXPECT_NE(restarted->startup_notes().find(Why() + ": not used"), std::string::npos)
       << restarted->startup_notes();
   ExpectSameAnswers(*p.never_stub, *Connect(restarted->port()), p.fed.pool_bytes);
 }
 
-// With the log before it trimmed, the whole log cannot be replayed: a format-2
+// With the log before it trimmed, the whole log cannot be replayed: the
 // snapshot is then loaded the old, approximate way (exact for the resident
 // set and counters), and the start-up notes say so.
-TEST(SnapshotRecoveryTest, AFormat2SnapshotOfATrimmedLogIsLoadedApproximately) {
+TEST_P(OldSnapshotFormatTest, OfATrimmedLogIsLoadedApproximately) {
   const Fed fed(SmallChatTrace(150));
   ASSERT_TRUE(fed.replay.ok());
   TempDir dir;
@@ -222,12 +235,11 @@ TEST(SnapshotRecoveryTest, AFormat2SnapshotOfATrimmedLogIsLoadedApproximately) {
   server.reset();
   ASSERT_GT(EventLog::OpenReadOnly(dir.path()).value()->first_sequence(), 0u)
       << "nothing trimmed: a weak test";
-  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat2(dir.path()));
+  ASSERT_NO_FATAL_FAILURE(RewriteLatestSnapshotAsFormat(dir.path(), GetParam()));
   server = StartServer(o);
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(server->replayed_from_snapshot());
-  EXPECT_NE(server->startup_notes().find("format 2 (no policy state) and the log before it was "
-                                         "trimmed"),
+  EXPECT_NE(server->startup_notes().find(Why() + " and the log before it was trimmed"),
             std::string::npos)
       << server->startup_notes();
   EXPECT_EQ(PoolsOf(*Connect(server->port())), pools);
@@ -261,13 +273,21 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state, and as format 2 (which leaves it out).
+  // With a policy state; as format 3 (the same bytes, the state of an older
+  // layout: dropped); and as format 2 (which leaves it out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
-  auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+  std::string encoded = EncodePoolsSnapshot(with_state);
+  auto state_back = DecodePoolsSnapshot(encoded);
+  ASSERT_TRUE(state_back.ok()) << state_back.status();
+  EXPECT_EQ(state_back->format, 4);
+  EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  encoded[0] = 3;
+  state_back = DecodePoolsSnapshot(encoded);
   ASSERT_TRUE(state_back.ok()) << state_back.status();
   EXPECT_EQ(state_back->format, 3);
-  EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+  EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
   with_state.format = 2;
   state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
