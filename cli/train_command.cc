@@ -30,8 +30,8 @@ struct TrainFlags {
   double horizon = 0;
   double pool_fraction = 0.1;
   std::string record_policy = "lru";
-  int epochs = 40;
-  int patience = 5;
+  int epochs = TrainOptions{}.max_epochs;
+  int patience = TrainOptions{}.patience;
   uint64_t seed = 1;
   CostFlags cost;
   uint32_t block_size = 512;

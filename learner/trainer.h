@@ -19,7 +19,11 @@ namespace kvlearn {
 struct TrainOptions {
   uint64_t seed = 1;
   int max_epochs = 40;
-  int patience = 5;  // epochs without validation improvement before stopping
+  // Epochs without validation improvement before stopping. The validation
+  // loss is noisy from epoch to epoch while the rare confident claims (a
+  // block that will not return) are still sharpening: 5 stopped mixed
+  // traffic's models about 10 epochs early (docs/learned_policy.md, round 4).
+  int patience = 15;
   int batch_size = 512;
   double learning_rate = 1e-3;
   std::vector<int> hidden = {32, 32};
