@@ -198,8 +198,9 @@ void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
 
 // Forgets proposal b (confirmed or withdrawn); the caller updates the pool.
 void DropProposal(NodePools::Shard& s, BlockIndex b) {
-  s.proposal_score.erase(b);
-  s.proposals.erase(std::find(s.proposals.begin(), s.proposals.end(), b));
+  const auto it = s.proposal_score.find(b);
+  s.proposals.erase(it->second.order);
+  s.proposal_score.erase(it);
   s.proposed_bytes -= s.catalog[b].bytes;
   const BlockIndex parent = s.catalog[b].parent;
   if (parent != kNoBlock) {
@@ -508,7 +509,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
-      for (const BlockIndex b : s.proposals) LeaveView(s, b, counters_);
+      for (const auto& [order, b] : s.proposals) LeaveView(s, b, counters_);
       s.proposals.clear();
       s.proposal_score.clear();
       s.proposed_children.clear();
@@ -637,7 +638,7 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
   // Victims proposed before and not confirmed yet come first: the node may
   // not have applied (or even received) that answer.
   if (candidates.empty()) {
-    for (const BlockIndex b : s.proposals) {
+    for (const auto& [order, b] : s.proposals) {
       if (freed >= want) break;
       answer(b, s.proposal_score.at(b).score);
     }

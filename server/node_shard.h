@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,8 +30,9 @@ struct NodePools::Shard {
   PolicyDriver driver ABSL_GUARDED_BY(mu);
   // RankEviction victims not yet confirmed by block_removed nor withdrawn:
   // gone from the policy and its pool, still held by the node (the view).
-  // In the order proposed, with the score each was proposed with.
-  std::vector<BlockIndex> proposals ABSL_GUARDED_BY(mu);
+  // By the order proposed (Proposal::order), so that a confirmation drops
+  // one in O(log proposals); proposal_score has each one's score.
+  std::map<uint64_t, BlockIndex> proposals ABSL_GUARDED_BY(mu);
   struct Proposal {
     double score = 0;
     uint64_t order = 0;  // increasing in the order proposed, as `proposals`
@@ -51,7 +53,7 @@ struct NodePools::Shard {
 
   // Records b as proposed with `score` (the policy has let it go already).
   void AddProposal(BlockIndex b, double score) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    proposals.push_back(b);
+    proposals.emplace(proposals_made, b);
     proposal_score.emplace(b, Proposal{score, proposals_made++});
     proposed_bytes += catalog[b].bytes;
     if (const BlockIndex parent = catalog[b].parent; parent != kNoBlock) {

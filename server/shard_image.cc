@@ -15,7 +15,7 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
   // What the node holds or uses is always kept: resident blocks (prefix-
   // closed), proposals (each under a resident block or another proposal) and
   // in-flight chains (prefix-closed by construction).
-  for (BlockIndex b : s.proposals) keep[b] = 1;
+  for (const auto& [order, b] : s.proposals) keep[b] = 1;
   for (const auto& [id, chain] : s.requests_in_flight) {
     for (BlockIndex b : chain) keep[b] = 1;
   }
@@ -70,8 +70,12 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
   } else {
     image.residents = renumbered(s.driver.RankVictims(residents));
   }
-  image.proposals = renumbered(s.proposals);
-  for (BlockIndex b : s.proposals) image.proposal_scores.push_back(s.proposal_score.at(b).score);
+  std::vector<BlockIndex> proposals;
+  for (const auto& [order, b] : s.proposals) {
+    proposals.push_back(b);
+    image.proposal_scores.push_back(s.proposal_score.at(b).score);
+  }
+  image.proposals = renumbered(proposals);
   for (const auto& [id, chain] : s.requests_in_flight) {
     image.requests_in_flight.emplace_back(id, renumbered(chain));
   }

@@ -164,6 +164,26 @@ TEST_F(ProtocolTest, DeclinedProposalKeepsSidecarAndEngineInSync) {
   EXPECT_EQ(Ids(Rank(1)), std::vector<uint64_t>{1});
 }
 
+// Proposals are kept by the order they were made in: confirming one in the
+// middle leaves the others re-offered first, still in that order.
+TEST_F(ProtocolTest, OutstandingVictimsKeepTheirOrderWhenOneInTheMiddleIsConfirmed) {
+  Start();
+  v1::EventBatch b;
+  for (const uint64_t id : {1, 2, 3, 4}) {
+    const std::string request = "r" + std::to_string(id);
+    Arrive(b, {id}, request);
+    Store(b, id, std::nullopt);
+    Finish(b, request);
+  }
+  Send(b);
+  EXPECT_EQ(Ids(Rank(3 * kBlockBytes)), (std::vector<uint64_t>{1, 2, 3}));  // LRU order
+  v1::EventBatch confirm;
+  Add(confirm)->mutable_block_removed()->set_block_id(2);
+  Send(confirm);
+  EXPECT_EQ(Pool().proposed_blocks(), 2u);
+  EXPECT_EQ(Ids(Rank(3 * kBlockBytes)), (std::vector<uint64_t>{1, 3, 4}));
+}
+
 TEST_F(ProtocolTest, AProposedParentStaysUntilItsChildIsRemoved) {
   Start();
   v1::EventBatch b;
