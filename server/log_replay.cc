@@ -59,18 +59,16 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
                                                 latest->sequence, ": ",
                                                 decoded.status().message()));
       }
-      // Formats 2 and 3 hold no policy state this build can load (none, or
-      // one of an older layout): the pools restart from their eviction
-      // order only.
-      const char* const why =
-          decoded->format == 2 ? "no policy state" : "policy states of an older layout";
-      if (decoded->format < 4 && log.first_sequence() == 0) {
+      // An older format holds no policy state this build can load: its pools
+      // would restart from their eviction order only.
+      const absl::string_view why = MissingPolicyStates(*decoded);
+      if (!why.empty() && log.first_sequence() == 0) {
         // Its policies would restart approximately; the whole log is exact.
         stats.snapshot_note =
             absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
                          int{decoded->format}, " (", why, "): not used, the whole log is replayed");
       } else {
-        if (decoded->format < 4) {
+        if (!why.empty()) {
           stats.snapshot_note =
               absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
                            int{decoded->format}, " (", why,

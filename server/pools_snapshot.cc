@@ -124,6 +124,17 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
   return out;
 }
 
+absl::string_view MissingPolicyStates(const PoolsSnapshot& snapshot) {
+  switch (snapshot.format) {
+    case kFormatWithoutPolicyState:
+      return "no policy state";
+    case kFormatWithOldPolicyState:
+      return "policy states of an older layout";
+    default:
+      return {};
+  }
+}
+
 absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));

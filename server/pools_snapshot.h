@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/shard_image.h"
 
@@ -49,5 +50,9 @@ struct PoolsSnapshot {
 std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot);
 // DATA_LOSS naming what is wrong when `bytes` is not a well-formed snapshot.
 absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes);
+// Why a decoded snapshot's policies cannot restart exactly from it, or empty
+// when they can (the current format): "no policy state" (format 2) or
+// "policy states of an older layout" (format 3).
+absl::string_view MissingPolicyStates(const PoolsSnapshot& snapshot);
 
 }  // namespace kvlearn
