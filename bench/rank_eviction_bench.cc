@@ -192,6 +192,18 @@ void BM_GetStatusCall(benchmark::State& state) {
   Report(state, us);
 }
 
+// One timed RankEviction of 64 resident candidates; the victim leaves
+// `f.resident`. False if the call failed.
+bool RankOnce(Fixture& f, std::mt19937_64& rng, std::vector<double>& us) {
+  const v1::RankRequest req = SampleCandidates(f.resident, rng);
+  v1::RankResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = TimedUs(us, [&] { return f.stub->RankEviction(&ctx, req, &resp); });
+  if (!s.ok() || resp.victims_size() != 1) return false;
+  Forget(f.resident, resp.victims(0).block_id());
+  return true;
+}
+
 // Ranks 64 distinct random resident blocks and frees one block's bytes: the
 // sidecar evicts the first-ranked one in its view. The pool starts with
 // kResident blocks and loses one per call; candidates are drawn from what is
@@ -200,18 +212,12 @@ void BM_GetStatusCall(benchmark::State& state) {
 // between timed calls, which inflates the next call's latency on loopback.)
 void RankEviction64(benchmark::State& state, Fixture& f) {
   std::mt19937_64 rng(1);
-  std::vector<uint64_t>& resident = f.resident;
   std::vector<double> us;
   for (auto _ : state) {
-    const v1::RankRequest req = SampleCandidates(resident, rng);
-    v1::RankResponse resp;
-    grpc::ClientContext ctx;
-    const grpc::Status s = TimedUs(us, [&] { return f.stub->RankEviction(&ctx, req, &resp); });
-    if (!s.ok() || resp.victims_size() != 1) {
+    if (!RankOnce(f, rng, us)) {
       state.SkipWithError("RankEviction failed");
       break;
     }
-    Forget(resident, resp.victims(0).block_id());
   }
   Report(state, us);
   // Server-side decision time (no transport), from /metrics.
@@ -237,7 +243,6 @@ void RankEviction64(benchmark::State& state, Fixture& f) {
 // call"), paired_p50_us the median of each pair's own difference.
 void RankEvictionOverEmpty(benchmark::State& state, Fixture& f) {
   std::mt19937_64 rng(2);
-  std::vector<uint64_t>& resident = f.resident;
   std::vector<double> empty_us, rank_us, paired_us;
   for (auto _ : state) {
     grpc::ClientContext health_ctx;
@@ -247,15 +252,10 @@ void RankEvictionOverEmpty(benchmark::State& state, Fixture& f) {
       state.SkipWithError("health Check failed");
       break;
     }
-    const v1::RankRequest req = SampleCandidates(resident, rng);
-    v1::RankResponse resp;
-    grpc::ClientContext ctx;
-    const grpc::Status s = TimedUs(rank_us, [&] { return f.stub->RankEviction(&ctx, req, &resp); });
-    if (!s.ok() || resp.victims_size() != 1) {
+    if (!RankOnce(f, rng, rank_us)) {
       state.SkipWithError("RankEviction failed");
       break;
     }
-    Forget(resident, resp.victims(0).block_id());
     paired_us.push_back(rank_us.back() - empty_us.back());
   }
   if (rank_us.empty()) return;
