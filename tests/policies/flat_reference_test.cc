@@ -58,40 +58,6 @@ class FlatQueue final : public FlatCache {
   std::list<uint64_t> order_;
 };
 
-// Fewest uses since entering (1 at entry), ties to the least recently used.
-class FlatLfu final : public FlatCache {
- public:
-  explicit FlatLfu(size_t capacity) : capacity_(capacity) {}
-  bool Access(uint64_t id, uint64_t time) override {
-    if (auto it = entries_.find(id); it != entries_.end()) {
-      ++it->second.uses;
-      it->second.last = time;
-      return true;
-    }
-    if (entries_.size() == capacity_) {
-      const auto victim = std::min_element(entries_.begin(), entries_.end(), [](auto& a, auto& b) {
-        return std::make_pair(a.second.uses, a.second.last) <
-               std::make_pair(b.second.uses, b.second.last);
-      });
-      entries_.erase(victim);
-    }
-    entries_[id] = {1, time};
-    return false;
-  }
-  std::set<uint64_t> Resident() const override {
-    std::set<uint64_t> ids;
-    for (const auto& [id, e] : entries_) ids.insert(id);
-    return ids;
-  }
-
- private:
-  struct Entry {
-    uint64_t uses, last;
-  };
-  size_t capacity_;
-  std::map<uint64_t, Entry> entries_;
-};
-
 // Zhang et al. (NSDI '24): a FIFO queue with a visited bit per object; new
 // objects enter at the head; the hand walks from the tail towards the head,
 // clearing bits, and evicts the first unvisited object, then rests on the
@@ -136,11 +102,134 @@ class FlatSieve final : public FlatCache {
   std::list<Slot>::iterator hand_ = queue_.end();
 };
 
-std::unique_ptr<FlatCache> MakeFlat(const std::string& policy, size_t capacity) {
+// GreedyDual-Size-Frequency (Cherkasova, 1998): H = L + freq * cost / size,
+// the smallest H leaves (ties: least recently used) and L becomes its H;
+// freq counts uses since entering (1 at entry). Without the inflation L
+// (which stays 0) it is LFU, ties to the least recently used. Every block
+// here has the same cost and size.
+class FlatFrequency final : public FlatCache {
+ public:
+  FlatFrequency(size_t capacity, double cost_ms, double bytes, bool inflate)
+      : capacity_(capacity), cost_ms_(cost_ms), bytes_(bytes), inflate_(inflate) {}
+  bool Access(uint64_t id, uint64_t time) override {
+    if (auto it = entries_.find(id); it != entries_.end()) {
+      ++it->second.freq;
+      it->second.h = H(it->second.freq);
+      it->second.last = time;
+      return true;
+    }
+    if (entries_.size() == capacity_) {
+      const auto victim = std::min_element(entries_.begin(), entries_.end(), [](auto& a, auto& b) {
+        return std::make_pair(a.second.h, a.second.last) <
+               std::make_pair(b.second.h, b.second.last);
+      });
+      if (inflate_) l_ = std::max(l_, victim->second.h);
+      entries_.erase(victim);
+    }
+    entries_[id] = {1, H(1), time};
+    return false;
+  }
+  std::set<uint64_t> Resident() const override {
+    std::set<uint64_t> ids;
+    for (const auto& [id, e] : entries_) ids.insert(id);
+    return ids;
+  }
+
+ private:
+  struct Entry {
+    uint64_t freq;
+    double h;
+    uint64_t last;
+  };
+  double H(uint64_t freq) const { return l_ + static_cast<double>(freq) * cost_ms_ / bytes_; }
+
+  size_t capacity_;
+  double cost_ms_, bytes_;
+  bool inflate_;
+  double l_ = 0;
+  std::map<uint64_t, Entry> entries_;
+};
+
+// Megiddo & Modha (FAST '03), Fig. 4, for a cache of c pages: T1 and T2
+// resident (seen once, seen twice or more), B1 and B2 their ghosts; each
+// list's front is its LRU end.
+class FlatArc final : public FlatCache {
+ public:
+  explicit FlatArc(size_t capacity) : c_(static_cast<double>(capacity)) {}
+  bool Access(uint64_t x, uint64_t) override {
+    if (Take(t1_, x) || Take(t2_, x)) {  // case I
+      t2_.push_back(x);
+      return true;
+    }
+    // |B1| and |B2| with x still in its ghost list, as the paper's ratios read them.
+    const double b1 = static_cast<double>(b1_.size()), b2 = static_cast<double>(b2_.size());
+    if (Take(b1_, x)) {  // case II
+      p_ = std::min(p_ + std::max(b2 / b1, 1.0), c_);
+      Replace(false);
+      t2_.push_back(x);
+      return false;
+    }
+    if (Take(b2_, x)) {  // case III
+      p_ = std::max(p_ - std::max(b1 / b2, 1.0), 0.0);
+      Replace(true);
+      t2_.push_back(x);
+      return false;
+    }
+    const double l1 = static_cast<double>(t1_.size() + b1_.size());
+    const double all = l1 + static_cast<double>(t2_.size() + b2_.size());
+    if (l1 == c_) {  // case IV A
+      if (static_cast<double>(t1_.size()) < c_) {
+        b1_.pop_front();
+        Replace(false);
+      } else {
+        t1_.pop_front();
+      }
+    } else if (all >= c_) {  // case IV B
+      if (all == 2 * c_) b2_.pop_front();
+      Replace(false);
+    }
+    t1_.push_back(x);
+    return false;
+  }
+  std::set<uint64_t> Resident() const override {
+    std::set<uint64_t> ids(t1_.begin(), t1_.end());
+    ids.insert(t2_.begin(), t2_.end());
+    return ids;
+  }
+
+ private:
+  static bool Take(std::list<uint64_t>& list, uint64_t x) {
+    const auto it = std::find(list.begin(), list.end(), x);
+    if (it == list.end()) return false;
+    list.erase(it);
+    return true;
+  }
+  void Replace(bool x_in_b2) {
+    const double t1 = static_cast<double>(t1_.size());
+    if (!t1_.empty() && ((x_in_b2 && t1 == p_) || t1 > p_)) {
+      b1_.push_back(t1_.front());
+      t1_.pop_front();
+    } else {
+      b2_.push_back(t2_.front());
+      t2_.pop_front();
+    }
+  }
+
+  double c_, p_ = 0;
+  std::list<uint64_t> t1_, t2_, b1_, b2_;
+};
+
+// `block`: what every block of the flat traces costs and weighs.
+std::unique_ptr<FlatCache> MakeFlat(const std::string& policy, size_t capacity,
+                                    const BlockMeta& block) {
   if (policy == "lru" || policy == "fifo") {
     return std::make_unique<FlatQueue>(capacity, policy == "lru");
   }
-  if (policy == "lfu") return std::make_unique<FlatLfu>(capacity);
+  if (policy == "arc") return std::make_unique<FlatArc>(capacity);
+  if (policy == "lfu" || policy == "gdsf") {
+    return std::make_unique<FlatFrequency>(capacity, block.recompute_ms,
+                                           static_cast<double>(block.bytes), policy == "gdsf");
+  }
   return std::make_unique<FlatSieve>(capacity);
 }
 
@@ -177,7 +266,7 @@ TEST_P(FlatReferenceTest, PoolMatchesTheTextbookPolicyAfterEveryRequest) {
       auto replay = BuildReplayTrace(trace, DefaultCost());
       ASSERT_TRUE(replay.ok()) << replay.status();
 
-      const auto flat = MakeFlat(policy, capacity);
+      const auto flat = MakeFlat(policy, capacity, replay->catalog[0]);
       uint64_t flat_hits = 0;
       int mismatches = 0;
       PoolReplayOptions options;
@@ -205,7 +294,7 @@ TEST_P(FlatReferenceTest, PoolMatchesTheTextbookPolicyAfterEveryRequest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, FlatReferenceTest,
-                         ::testing::Values("lru", "fifo", "lfu", "sieve"),
+                         ::testing::Values("lru", "fifo", "lfu", "gdsf", "sieve", "arc"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
