@@ -14,6 +14,7 @@ packages=(
   openssl  # the sidecar's TLS tests make their certificates with it
   python3-matplotlib
   python3-grpcio python3-protobuf  # the Python retention client (clients/python)
+  python3-torch  # a test opens kvlearn's model files with Python torch
 )
 
 missing=()
