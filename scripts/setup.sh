@@ -15,6 +15,7 @@ packages=(
   python3-matplotlib
   python3-grpcio python3-protobuf  # the Python retention client (clients/python)
   python3-torch  # a test opens kvlearn's model files with Python torch
+  python3-prometheus-client  # a test parses /metrics with Prometheus' own parser
 )
 
 missing=()
