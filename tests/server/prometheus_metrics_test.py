@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`kvlearn serve`'s /metrics is text that Prometheus' own client library parses.
 
-Runs the real `kvlearn serve` on loopback, drives it with `kvlearn loadgen` (two nodes
+Runs the real `kvlearn serve` on loopback (with an engine event stream configured, so
+its families are there too), drives it with `kvlearn loadgen` (two nodes
 replaying the first 300 requests of the sample trace: Admit, RankEviction and the event
 stream all run), then reads /metrics and parses it with Debian's python3-prometheus-client
 (prometheus_client.parser, the reference parser of the text format). Checks what a
@@ -33,7 +34,9 @@ class PrometheusMetricsTest(unittest.TestCase):
         kvlearn = os.environ["KVLEARN_BINARY"]
         cls.server = subprocess.Popen(
             [kvlearn, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-             "--data-dir", os.path.join(cls.work, "data")],
+             "--data-dir", os.path.join(cls.work, "data"),
+             # An engine stream nobody publishes on: its families are rendered too.
+             "--engine-events", "engine0=tcp://127.0.0.1:9"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         # First stdout line: "port P metrics_port M" (docs/sidecar.md).
         ready, _, _ = select.select([cls.server.stdout], [], [], 60)
@@ -74,6 +77,7 @@ class PrometheusMetricsTest(unittest.TestCase):
         for name, kind in typed.items():
             self.assertIn(kind, ("counter", "gauge", "histogram"), name)
         self.assertGreater(len(self.families()), 10)
+        self.assertIn("kvlearn_engine_batches", self.families())
 
     def test_counters_end_in_total(self):
         for family in self.families().values():
