@@ -8,6 +8,7 @@
 // can be evicted.
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -170,6 +171,38 @@ TEST(HandWorkedPolicyTest, GdsfKeepsTheCostlierDeepBlock) {
   EXPECT_EQ(BlockHits(*h, "lru", 6), 2u);
   EXPECT_EQ(BlockHits(*h, "lfu", 6), 2u);
   EXPECT_EQ(BlockHits(*h, "belady", 6), 4u);
+}
+
+// S3-FIFO (policies/s3fifo_policy.cc), pool of 4 blocks: the small queue S
+// targets 10% of the bytes (0.4 blocks), the main queue M the other 3.6; a
+// victim comes from M only when M holds more than 3.6 blocks (all 4) or S is
+// empty. Single-block prompts; queues front (next to leave) first, f = the
+// 2-bit counter, G = the ghost FIFO.
+//   R0-R3 a b c d: all enter S.                 S [a b c d]
+//   R4, R5 a: hits, a f=2.  R6 b: hit, b f=1.   (3 hits)
+//   R7 e: scan S: a (f 2) moves to M with f 0; b (f 1 < 2) is evicted into G.
+//                                               S [c d e]  M [a]  G [b]
+//   R8 b: in G. Scan S: c evicted into G; b enters M, leaving G.
+//                                               S [d e]  M [a b]  G [c]
+//   R9 a: hit, a f=1.                           (4 hits)
+//   R10 f: d evicted into G.                    S [e f]  M [a b]  G [c d]
+//   R11 c: in G: e evicted into G; c enters M.  S [f]  M [a b c]  G [d e]
+//   R12 d: in G: f evicted into G; d enters M.  S []  M [a b c d]  G [e f]
+//   R13 g: M is over 3.6 blocks: CLOCK over M: a (f 1) goes to the back with
+//          f 0; b (f 0) is evicted (from M: not into G). g enters S.
+//                                               S [g]  M [c d a]
+//   R14 b: not in G: g is evicted from S, b enters S.   total 4 hits.
+TEST(HandWorkedPolicyTest, S3FifoPromotesTwiceHitBlocksAndRemembersWhatLeftTheSmallQueue) {
+  const auto h =
+      MakeHandTrace({"a", "b", "c", "d", "a", "a", "b", "e", "b", "a", "f", "c", "d", "g", "b"});
+  std::vector<std::string> resident;
+  EXPECT_EQ(
+      BlockHits(*h, "s3fifo", 4,
+                [&](uint32_t, const PoolState& pool) { resident.push_back(h->Resident(pool)); }),
+      4u);
+  EXPECT_EQ(resident,
+            (std::vector<std::string>{"a", "ab", "abc", "abcd", "abcd", "abcd", "abcd", "acde",
+                                      "abde", "abde", "abef", "abcf", "abcd", "acdg", "abcd"}));
 }
 
 // Serves `h`'s requests against a pool large enough to never evict, the way
