@@ -56,15 +56,13 @@ class PrometheusMetricsTest(unittest.TestCase):
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
             cls.content_type = r.headers.get("Content-Type", "")
             cls.text = r.read().decode()
+        cls.families = {f.name: f for f in text_string_to_metric_families(cls.text)}
 
     @classmethod
     def tearDownClass(cls):
         cls.server.kill()
         cls.server.wait()
         shutil.rmtree(cls.work, ignore_errors=True)
-
-    def families(self):
-        return {f.name: f for f in text_string_to_metric_families(self.text)}
 
     def test_text_format_version(self):
         self.assertTrue(self.content_type.startswith("text/plain"), self.content_type)
@@ -76,17 +74,17 @@ class PrometheusMetricsTest(unittest.TestCase):
         self.assertEqual(helped, set(typed))
         for name, kind in typed.items():
             self.assertIn(kind, ("counter", "gauge", "histogram"), name)
-        self.assertGreater(len(self.families()), 10)
-        self.assertIn("kvlearn_engine_batches", self.families())
+        self.assertGreater(len(self.families), 10)
+        self.assertIn("kvlearn_engine_batches", self.families)
 
     def test_counters_end_in_total(self):
-        for family in self.families().values():
+        for family in self.families.values():
             if family.type == "counter":
                 for sample in family.samples:
                     self.assertTrue(sample.name.endswith(("_total", "_created")), sample.name)
 
     def test_histograms_are_cumulative_and_end_at_inf(self):
-        histograms = [f for f in self.families().values() if f.type == "histogram"]
+        histograms = [f for f in self.families.values() if f.type == "histogram"]
         self.assertTrue(histograms)
         for family in histograms:
             series = defaultdict(lambda: {"buckets": [], "count": None})
@@ -106,7 +104,7 @@ class PrometheusMetricsTest(unittest.TestCase):
 
     def test_traffic_shows(self):
         samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for f in self.families().values() for s in f.samples}
+                   for f in self.families.values() for s in f.samples}
 
         def total(name, **labels):
             return sum(v for (n, l), v in samples.items()
