@@ -62,18 +62,19 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
       // An older format holds no policy state this build can load: its pools
       // would restart from their eviction order only.
       const absl::string_view why = MissingPolicyStates(*decoded);
+      const std::string old_format =
+          why.empty() ? ""
+                      : absl::StrCat("the snapshot at sequence ", latest->sequence,
+                                     " is of format ", int{decoded->format}, " (", why, ")");
       if (!why.empty() && log.first_sequence() == 0) {
         // Its policies would restart approximately; the whole log is exact.
-        stats.snapshot_note =
-            absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
-                         int{decoded->format}, " (", why, "): not used, the whole log is replayed");
+        stats.snapshot_note = absl::StrCat(old_format, ": not used, the whole log is replayed");
       } else {
         if (!why.empty()) {
-          stats.snapshot_note =
-              absl::StrCat("the snapshot at sequence ", latest->sequence, " is of format ",
-                           int{decoded->format}, " (", why,
-                           ") and the log before it was trimmed: loaded the approximate way, "
-                           "policies other than lru restart from their eviction order only");
+          stats.snapshot_note = absl::StrCat(
+              old_format,
+              " and the log before it was trimmed: loaded the approximate way, policies other "
+              "than lru restart from their eviction order only");
         }
         snapshot = *std::move(decoded);
         first_event = latest->sequence;
