@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "models/learned_model.h"
@@ -326,4 +327,13 @@ BENCHMARK(BM_RankEviction64InProcessLearned)->Iterations(20000);
 }  // namespace
 }  // namespace kvlearn
 
-BENCHMARK_MAIN();
+// As `kvlearn serve` (cli/main.cc): the sidecar runs with Abseil's
+// lock-order check off, so the bench measures it that way.
+int main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

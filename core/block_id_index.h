@@ -58,6 +58,21 @@ class BlockIdIndex {
     }
   }
 
+  // For a caller about to Find many ids (FindAll in block_catalog.h): loads
+  // the line Find reads first for `id` without waiting for it.
+  void Prefetch(uint64_t id) const {
+    if (!buckets_.empty()) __builtin_prefetch(&buckets_[Hash(id) & mask_]);
+  }
+  // The block in `id`'s home bucket whose tag matches, unconfirmed: the
+  // catalog entry Find will most likely read next (kNoBlock if none).
+  BlockIndex Guess(uint64_t id) const {
+    if (buckets_.empty()) return kNoBlock;
+    const size_t h = Hash(id);
+    const Bucket& k = buckets_[h & mask_];
+    const uint32_t m = Matches(k, Tag(h));
+    return m == 0 ? kNoBlock : k.slots[std::countr_zero(m)];
+  }
+
   // Indexes block size() (whose id is id_of(size())).
   // REQUIRES: that id is not indexed yet; size() < kNoBlock.
   template <class IdOf>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -622,10 +623,14 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
 
   std::vector<BlockIndex> candidates;
   if (!request.candidate_ids().empty()) {
-    candidates.reserve(request.candidate_ids_size());
+    const std::span<const uint64_t> ids(request.candidate_ids().data(),
+                                        static_cast<size_t>(request.candidate_ids_size()));
+    std::vector<BlockIndex> found(ids.size());
+    s.catalog.FindAll(ids, found);
+    candidates.reserve(ids.size());
     for (int i = 0; i < request.candidate_ids_size(); ++i) {
       const uint64_t id = request.candidate_ids(i);
-      const BlockIndex b = s.catalog.Find(id);
+      const BlockIndex b = found[static_cast<size_t>(i)];
       if (b == kNoBlock) {
         return absl::NotFoundError(absl::StrCat("candidate_ids[", i, "]: block ", id,
                                                 " was never seen on ", ShardName(s.node, s.tier)));

@@ -143,5 +143,28 @@ TEST(BlockIdIndexTest, TheCatalogFindsWhatItAddedAndNothingElse) {
   for (const auto& [id, b] : ref) ASSERT_EQ(moved.Find(id), b);
 }
 
+TEST(BlockIdIndexTest, FindAllAnswersAsFindDoesIdByIdIncludingAbsentAndRepeatedIds) {
+  BlockCatalog catalog;
+  std::vector<uint64_t> ids;
+  std::vector<BlockIndex> out(3);
+  catalog.FindAll(std::vector<uint64_t>{1, 2, 3}, out);  // an empty catalog finds nothing
+  EXPECT_EQ(out, std::vector<BlockIndex>(3, kNoBlock));
+  uint64_t rng = 11;
+  for (int i = 0; i < 3'000; ++i) catalog.Add({.hash_id = SplitMix64(rng), .tokens = 16});
+  for (int i = 0; i < 3'000; ++i) {
+    // Present (some twice), then never added.
+    ids.push_back(catalog[static_cast<BlockIndex>((i * 7919) % 3'000)].hash_id);
+    if (i % 3 == 0) ids.push_back(SplitMix64(rng));
+  }
+  out.assign(ids.size(), 0);
+  catalog.FindAll(ids, out);
+  size_t absent = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(out[i], catalog.Find(ids[i])) << i;
+    absent += out[i] == kNoBlock;
+  }
+  EXPECT_EQ(absent, 1'000u);  // the ids never added, and only those
+}
+
 }  // namespace
 }  // namespace kvlearn
