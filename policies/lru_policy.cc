@@ -6,9 +6,11 @@
 // same recency, deeper goes first). Hence every block sits behind all of its
 // ancestors and the list tail is always a leaf: eviction is O(1) except when
 // the tail is the current request's pinned block.
+#include <algorithm>
 #include <vector>
 
 #include "policies/policy_env.h"
+#include "policies/recency_list.h"
 #include "policies/retention_policy.h"
 
 namespace kvlearn {
@@ -21,27 +23,30 @@ class LruPolicy final : public RetentionPolicy {
   std::string_view name() const override { return "lru"; }
 
   void OnHit(BlockIndex b, const AccessInfo&) override {
-    Unlink(b);
-    LinkAfter(kHead, b);
+    list_.Remove(b);
+    list_.PushFront(b);
     stamp_[b] = ++clock_;
   }
 
   void OnInsert(BlockIndex b, const AccessInfo&) override {
     Grow(b);
     const BlockIndex parent = catalog_[b].parent;
-    LinkAfter(parent == kNoBlock ? kHead : Slot(parent), b);
+    if (parent == kNoBlock) {
+      list_.PushFront(b);
+    } else {
+      list_.InsertBehind(parent, b);
+    }
     stamp_[b] = parent == kNoBlock ? ++clock_ : stamp_[parent];
   }
 
   BlockIndex SelectVictim() override {
-    for (uint32_t s = prev_[kHead]; s != kHead; s = prev_[s]) {
-      const BlockIndex b = s - 1;
+    for (BlockIndex b = list_.Back(); b != kNoBlock; b = list_.Prev(b)) {
       if (pool_.IsEvictable(b)) return b;
     }
     return kNoBlock;
   }
 
-  void OnEvict(BlockIndex b) override { Unlink(b); }
+  void OnEvict(BlockIndex b) override { list_.Remove(b); }
 
   // Older = evicted sooner; a descendant shares its ancestor's stamp at insert,
   // so ties between them rank by depth.
@@ -54,9 +59,9 @@ class LruPolicy final : public RetentionPolicy {
                          PolicyStateWriter& out) const override {
     out.Varint(clock_);
     out.Varint(pool_.resident_blocks());
-    for (uint32_t s = next_[kHead]; s != kHead; s = next_[s]) {
-      out.Varint(Renumbered(renumber, s - 1));
-      out.Varint(stamp_[s - 1]);
+    for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) {
+      out.Varint(Renumbered(renumber, b));
+      out.Varint(stamp_[b]);
     }
     return absl::OkStatus();
   }
@@ -70,44 +75,21 @@ class LruPolicy final : public RetentionPolicy {
       const uint64_t stamp = in.Varint("lru stamp");
       if (!in.ok()) break;
       Grow(b);
-      LinkAfter(prev_[kHead], b);
+      list_.PushBack(b);
       stamp_[b] = stamp;
     }
     return in.status();
   }
 
  private:
-  // Slot 0 is the list head sentinel; block b lives in slot b + 1.
-  static constexpr uint32_t kHead = 0;
-  static uint32_t Slot(BlockIndex b) { return b + 1; }
-
   void Grow(BlockIndex b) {
-    if (Slot(b) < next_.size()) return;
-    const size_t n = std::max<size_t>(Slot(b) + 1, next_.size() * 2);
-    next_.resize(n, kHead);
-    prev_.resize(n, kHead);
-    stamp_.resize(n - 1, 0);
-  }
-
-  void LinkAfter(uint32_t at, BlockIndex b) {
-    const uint32_t s = Slot(b);
-    const uint32_t after = next_[at];
-    prev_[s] = at;
-    next_[s] = after;
-    next_[at] = s;
-    prev_[after] = s;
-  }
-
-  void Unlink(BlockIndex b) {
-    const uint32_t s = Slot(b);
-    next_[prev_[s]] = next_[s];
-    prev_[next_[s]] = prev_[s];
+    list_.Grow(b);
+    if (b >= stamp_.size()) stamp_.resize(std::max<size_t>(b + 1, stamp_.size() * 2), 0);
   }
 
   const BlockCatalog& catalog_;
   const PoolState& pool_;
-  std::vector<uint32_t> next_{kHead};
-  std::vector<uint32_t> prev_{kHead};
+  RecencyList list_;
   std::vector<uint64_t> stamp_;
   uint64_t clock_ = 0;
 };
