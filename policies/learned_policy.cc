@@ -48,7 +48,14 @@
 // evicting. On the tuning traces unguarded curve eviction lost cost wherever
 // LRU already has about Belady's hits (docs/learned_policy.md, "Learning
 // eviction").
-// While the guard trusts the model, EvictionPriority is V / (1 + V) (below
+// Shadow (learned_shadow_pool.h). A recency-evicting copy of the pool, fed
+// the same requests and this pool's admissions, counts what its hits would
+// have saved; the model evicts only while this pool's hits have saved at
+// least as much since the model was loaded. The guard's per-block regrets
+// let through model evictions that lost to recency on every chat trace at
+// the tightest pool (docs/learned_policy.md, round 6); the shadow measures
+// the whole effect of evicting otherwise.
+// While both trust the model, EvictionPriority is V / (1 + V) (below
 // 1) for the leaves in the window and 1 + the last use (ms) for the others,
 // so the victim always has the lowest; RankVictims replays the windowed
 // choice over the candidates. Otherwise both are recency's: the last use, ms.
@@ -72,6 +79,7 @@
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_refusal_ledger.h"
 #include "policies/learned_reuse_curve.h"
+#include "policies/learned_shadow_pool.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
@@ -90,11 +98,13 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         model_(std::move(model)),
         feature_sink_(env.feature_sink),
         admission_moves_bytes_(env.admission_moves_bytes),
+        shadow_(env.catalog, env.pool->capacity_bytes()),
         value_horizon_s_(Horizon()) {}
 
   std::string_view name() const override { return "learned"; }
 
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
+    CountShadowHits(chain);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
@@ -144,7 +154,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     for (const BlockIndex b : window_) {
       if (b == window_.front() || ModelRanksBefore(b, model_choice_)) model_choice_ = b;
     }
-    return guard_.Trusted() ? model_choice_ : recency_choice_;
+    return ModelRanks() ? model_choice_ : recency_choice_;
   }
 
   void OnEvict(BlockIndex b) override {
@@ -245,6 +255,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     std::fill(value_ms_.begin(), value_ms_.end(), kStale);
     curves_.assign(scored_.size() * model_->num_outputs(), 0.0f);
     value_horizon_s_ = Horizon();
+    shadow_advantage_ = 0;  // a new model earns its evictions afresh
     return absl::OkStatus();
   }
 
@@ -262,6 +273,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     SaveOrder(renumber, out);
     history_.Save(renumber, pool_.evictions(), out);
     guard_.Save(renumber, out);
+    out.Double(shadow_advantage_);
+    shadow_.Save(renumber, out);
     refusals_.Save(renumber, out);
     std::vector<BlockIndex> chain;
     for (const BlockIndex b : chain_) {
@@ -304,6 +317,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     LoadOrder(in);
     history_.Load(in, pool_.evictions());
     guard_.Load(in);
+    shadow_advantage_ = in.Double("learned shadow advantage");
+    shadow_.Load(in);
     refusals_.Load(in);
     const uint64_t chain = in.Count("learned request chain");
     for (uint64_t i = 0; i < chain && in.ok(); ++i)
@@ -521,7 +536,22 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
   }
 
-  bool ModelRanks() const { return guard_.Trusted(); }
+  // The guard trusts the model, and its evictions have saved at least what
+  // evicting by recency would have with the same admissions (the shadow).
+  bool ModelRanks() const { return guard_.Trusted() && shadow_advantage_ >= 0; }
+
+  // Adds to shadow_advantage_ the savings of the blocks of `chain` that hit
+  // in one pool and not in the other: only those (a prefix is held in
+  // both), so pools that agree add exactly 0, whatever the rounding.
+  void CountShadowHits(std::span<const BlockIndex> chain) {
+    size_t real = 0;
+    while (real < chain.size() && pool_.IsResident(chain[real])) ++real;
+    const size_t shadow =
+        shadow_.OnRequest(chain, [this](BlockIndex b) { return pool_.IsResident(b); });
+    for (size_t i = std::min(real, shadow); i < std::max(real, shadow); ++i) {
+      shadow_advantage_ += real > shadow ? Saving(chain[i]) : -Saving(chain[i]);
+    }
+  }
 
   // The model's order: lower V first, then the least recent, deeper first.
   bool ModelRanksBefore(BlockIndex a, BlockIndex b) const {
@@ -545,6 +575,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   mutable std::vector<float> value_;
   mutable std::vector<int64_t> value_ms_;
   LearnedDeviationGuard guard_;
+  // Recency eviction with this pool's admissions, and what this pool's hits
+  // saved beyond the shadow's since the model was loaded (R - T summed).
+  LearnedShadowPool shadow_;
+  double shadow_advantage_ = 0;
   LearnedRefusalLedger refusals_;
   std::vector<BlockIndex> chain_;  // of the latest request
   // E as the latest request began: V's window, fixed while that request's

@@ -32,7 +32,7 @@
 // snapshot interval. A loaded pool is rebuilt with a fresh policy that loads
 // the state the old one saved (server/shard_image.h), so the result equals
 // replaying the whole log. A snapshot of format 2 (written before policies
-// saved their state) or 3 (policy states of an older layout, dropped) would
+// saved their state) or 3 and 4 (policy states of older layouts, dropped) would
 // restart policies other than lru approximately:
 // it is not used, and the whole log is replayed, unless the log before it
 // was trimmed, when it is loaded the approximate way; either way

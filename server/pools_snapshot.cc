@@ -8,9 +8,11 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 4;
-constexpr char kFormatWithOldPolicyState = 3;
+constexpr char kFormat = 5;
 constexpr char kFormatWithoutPolicyState = 2;
+// Policy states of an older layout: 3 (access histories without forks), 4
+// (learned without its shadow pool).
+bool HasOldPolicyStates(char format) { return format == 3 || format == 4; }
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());
@@ -125,21 +127,16 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
 }
 
 absl::string_view MissingPolicyStates(const PoolsSnapshot& snapshot) {
-  switch (snapshot.format) {
-    case kFormatWithoutPolicyState:
-      return "no policy state";
-    case kFormatWithOldPolicyState:
-      return "policy states of an older layout";
-    default:
-      return {};
-  }
+  if (snapshot.format == kFormatWithoutPolicyState) return "no policy state";
+  if (HasOldPolicyStates(snapshot.format)) return "policy states of an older layout";
+  return {};
 }
 
 absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithOldPolicyState &&
+  if (bytes.empty() || (bytes[0] != kFormat && !HasOldPolicyStates(bytes[0]) &&
                         bytes[0] != kFormatWithoutPolicyState)) {
     return bad("unknown format");
   }
@@ -202,7 +199,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       if (has_state > 1) return bad(absl::StrCat("pool ", p, ": bad policy state flag"));
       if (has_state == 1) m.policy_state = in.String();
       // Saved by a build whose policies' layout differs: not loadable.
-      if (snapshot.format == kFormatWithOldPolicyState) m.policy_state.reset();
+      if (HasOldPolicyStates(snapshot.format)) m.policy_state.reset();
     }
     if (!in.ok()) return bad(absl::StrCat("pool ", p, ": truncated or a block out of range"));
     // The resident set must be prefix-closed, without repeats.

@@ -171,6 +171,29 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   EXPECT_EQ(r.lru[5], "cde");
 }
 
+// The model evicts only while its pool's hits have saved at least what a
+// shadow evicting by recency, with the same admissions, would have
+// (learned_shadow_pool.h). The trace above, then R6 c (t = 6 s):
+//   the shadow copies the real admissions but evicts its least recent leaf:
+//     R4 copies c {a b c}; R5 copies d, evicting a {b c d}; R6 copies e,
+//     evicting b {c d e}.
+//   R5's eviction of c was the model's (recency's choice was a); c's idle
+//     time, 2 s, is E, so the guard opens no verdict on it (no swap window)
+//     and, with nothing settled, still trusts the model at R6.
+//   R6 c: the real pool {a d e} misses c, the shadow hits it: the real pool
+//     has saved c's R - T less, so recency evicts. Pool full, leaves a (used
+//     at 1 s), d (4 s), e (5 s): a goes, as LRU's would.       {c d e}
+//   Trusting the model (its V over the next E = 2 s: a 0.133, d 0, e 0), d
+//   would have gone instead: {a c e}.
+TEST(LearnedEvictionTest, StopsEvictingByTheModelOnceRecencyWouldHaveSavedMore) {
+  const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "e", "c"});
+  const Residents r = ReplayBoth(*h, 3);
+  ASSERT_EQ(r.learned.size(), 7u);
+  EXPECT_EQ(r.learned[5], "ade");  // as in the test above
+  EXPECT_EQ(r.learned[6], "cde");
+  EXPECT_EQ(r.lru[6], "cde");
+}
+
 // After each request of `h` under learned (stand-in `model`) in a pool of
 // `pool_blocks`, driven as the pool replay drives it: the residents and the
 // admission score G of each block of the request.

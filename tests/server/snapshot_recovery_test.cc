@@ -87,8 +87,8 @@ void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
 }
 
 // Rewrites the latest snapshot in the log at `dir` as an older format would
-// have stored it: 2 (written before policies saved their state) or 3 (the
-// same bytes as 4, its policy states of an older layout).
+// have stored it: 2 (written before policies saved their state), or 3 or 4
+// (the same bytes as 5, their policy states of older layouts).
 void RewriteLatestSnapshotAsFormat(const std::string& dir, char format) {
   auto log = EventLog::Open(dir, EventLogOptions{});
   ASSERT_TRUE(log.ok()) << log.status();
@@ -189,8 +189,8 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
   EXPECT_TRUE(server->SnapshotNow().ok());
 }
 
-// A snapshot of format 2 (written before policies saved their state) or 3
-// (their states of an older layout) would restart them approximately.
+// A snapshot of format 2 (written before policies saved their state), 3 or 4
+// (their states of older layouts) would restart them approximately.
 class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
  protected:
   std::string Why() const {
@@ -199,7 +199,8 @@ class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
                         ")");
   }
 };
-INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest, ::testing::Values(char{2}, char{3}),
+INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest,
+                         ::testing::Values(char{2}, char{3}, char{4}),
                          [](const auto& info) { return absl::StrCat("Format", int{info.param}); });
 
 // With the whole log retained it is not used, the start-up notes say so, and
@@ -273,21 +274,23 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as format 3 (the same bytes, the state of an older
-  // layout: dropped); and as format 2 (which leaves it out).
+  // With a policy state; as formats 3 and 4 (the same bytes, states of older
+  // layouts: dropped); and as format 2 (which leaves it out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   std::string encoded = EncodePoolsSnapshot(with_state);
   auto state_back = DecodePoolsSnapshot(encoded);
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 4);
+  EXPECT_EQ(state_back->format, 5);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
-  encoded[0] = 3;
-  state_back = DecodePoolsSnapshot(encoded);
-  ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 3);
-  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
-  EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
+  for (const char old : {char{3}, char{4}}) {
+    encoded[0] = old;
+    state_back = DecodePoolsSnapshot(encoded);
+    ASSERT_TRUE(state_back.ok()) << state_back.status();
+    EXPECT_EQ(state_back->format, old);
+    EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+    EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
+  }
   with_state.format = 2;
   state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();

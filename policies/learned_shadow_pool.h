@@ -1,0 +1,168 @@
+// What the learned policy's pool would have saved had it evicted by recency.
+//
+// A shadow of the pool: the same capacity, block numbers only, fed the same
+// requests and the same admissions (a block of a request's chain enters the
+// shadow when the real pool holds it once that request is done), evicting
+// its least recently used evictable leaf, as `lru` does. Both pools see the
+// same requests, and a hit saves the block's R - T in either. The learned
+// policy lets its model evict only while the real pool's hits have saved at
+// least what the shadow's would have (docs/learned_policy.md): the guard of
+// learned_deviation_guard.h charges each expert per returning block, and
+// that accounting let through model evictions that lost to recency on
+// every chat trace at the tightest pool; this compares what each way of
+// evicting actually saved, with the admissions held equal.
+//
+// The list is LRU's (policies/recency_list.h): most recent first, a hit moves
+// to the front (hits are replayed deepest first, so a chain ends up root
+// first), a new block goes right behind its parent, so every block sits
+// behind its ancestors and the tail is a leaf unless pinned.
+//
+// Deterministic; not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/block_catalog.h"
+#include "core/policy_state.h"
+#include "core/pool_state.h"
+#include "policies/recency_list.h"
+
+namespace kvlearn {
+
+class LearnedShadowPool {
+ public:
+  LearnedShadowPool(const BlockCatalog* catalog, uint64_t capacity_bytes)
+      : catalog_(catalog), pool_(catalog, capacity_bytes) {}
+
+  const PoolState& pool() const { return pool_; }
+
+  // A request needing `chain` (root first) starts. First the previous
+  // request's admissions are copied: its blocks past what the shadow held,
+  // root first, while `held(b)` (the real pool holds b now) and room can be
+  // made. Then the leading blocks of `chain` the shadow holds are used and
+  // pinned until the next request. Returns how many there are (its hits).
+  template <class Held>
+  size_t OnRequest(std::span<const BlockIndex> chain, const Held& held) {
+    Grow();
+    for (size_t i = Hits(pending_); i < pending_.size(); ++i) {
+      const BlockIndex b = pending_[i];
+      const BlockIndex parent = (*catalog_)[b].parent;
+      if (!held(b) || !MakeRoom((*catalog_)[b].bytes)) break;
+      if (parent != kNoBlock && !pool_.IsResident(parent)) break;  // pinned: cannot happen
+      pool_.Insert(b);
+      pool_.Pin(b);
+      if (parent == kNoBlock) {
+        list_.PushFront(b);
+      } else {
+        list_.InsertBehind(parent, b);
+      }
+    }
+    pool_.BeginRequest();
+    const size_t hits = Hits(chain);
+    for (size_t i = hits; i-- > 0;) {
+      pool_.Pin(chain[i]);
+      list_.Remove(chain[i]);
+      list_.PushFront(chain[i]);
+    }
+    pending_.assign(chain.begin(), chain.end());
+    return hits;
+  }
+
+  // The resident blocks in list order and the request whose admissions are
+  // still to copy (its hits, the only pinned blocks, are the chain's resident
+  // prefix, so Load pins them again), numbered through `renumber`. A block a compaction forgets
+  // leaves the shadow with everything below it (the real pool keeps what it
+  // holds, so only blocks the shadow alone holds can be forgotten); the
+  // pending chain ends before its first forgotten block.
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
+    const size_t n = pool_.catalog().size();
+    std::vector<uint8_t> keep(n, 0);
+    uint64_t kept = 0;
+    for (BlockIndex b = 0; b < n; ++b) {  // parents come before children
+      const BlockIndex parent = (*catalog_)[b].parent;
+      keep[b] = pool_.IsResident(b) && Renumbered(renumber, b) != kNoBlock &&
+                (parent == kNoBlock || keep[parent]);
+      kept += keep[b];
+    }
+    out.Varint(kept);
+    for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) {
+      if (keep[b]) out.Varint(Renumbered(renumber, b));
+    }
+    size_t pending = 0;
+    while (pending < pending_.size() && Renumbered(renumber, pending_[pending]) != kNoBlock) {
+      ++pending;
+    }
+    out.Varint(pending);
+    for (size_t i = 0; i < pending; ++i) out.Varint(Renumbered(renumber, pending_[i]));
+  }
+
+  // REQUIRES: a shadow that saw nothing yet, over the catalog Save's blocks
+  // were renumbered into.
+  void Load(PolicyStateReader& in) {
+    Grow();
+    const uint64_t n = in.Count("shadow residents");
+    std::vector<BlockIndex> order;
+    order.reserve(n);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) order.push_back(in.Block("shadow resident"));
+    std::vector<BlockIndex> by_number(order);
+    std::sort(by_number.begin(), by_number.end());
+    for (size_t i = 0; i < by_number.size() && in.ok(); ++i) {
+      const BlockIndex b = by_number[i];
+      const BlockIndex parent = (*catalog_)[b].parent;
+      if (i > 0 && by_number[i - 1] == b) {
+        in.Fail("shadow residents: a block twice");
+      } else if (parent != kNoBlock && !pool_.IsResident(parent)) {
+        in.Fail("shadow residents: a block without its parent");
+      } else if ((*catalog_)[b].bytes > pool_.free_bytes()) {
+        in.Fail("shadow residents: over the capacity");
+      } else {
+        pool_.Insert(b);
+      }
+    }
+    if (!in.ok()) return;
+    for (const BlockIndex b : order) list_.PushBack(b);
+    const uint64_t pending = in.Count("shadow pending chain");
+    for (uint64_t i = 0; i < pending && in.ok(); ++i) {
+      pending_.push_back(in.Block("shadow pending block"));
+    }
+    // That request's hits are pinned until the next one, as they were.
+    for (size_t i = 0; i < Hits(pending_); ++i) pool_.Pin(pending_[i]);
+  }
+
+ private:
+  void Grow() {
+    const size_t n = catalog_->size();
+    pool_.Grow(n);
+    if (n > 0) list_.Grow(static_cast<BlockIndex>(n - 1));
+  }
+
+  size_t Hits(std::span<const BlockIndex> chain) const {
+    size_t k = 0;
+    while (k < chain.size() && pool_.IsResident(chain[k])) ++k;
+    return k;
+  }
+
+  // Evicts least recent evictable leaves until `bytes` fit; false when the
+  // rest is pinned.
+  bool MakeRoom(uint64_t bytes) {
+    if (bytes > pool_.capacity_bytes()) return false;
+    while (pool_.free_bytes() < bytes) {
+      BlockIndex b = list_.Back();
+      while (b != kNoBlock && !pool_.IsEvictable(b)) b = list_.Prev(b);
+      if (b == kNoBlock) return false;
+      pool_.Evict(b);
+      list_.Remove(b);
+    }
+    return true;
+  }
+
+  const BlockCatalog* catalog_;
+  PoolState pool_;
+  RecencyList list_;                 // most recent first
+  std::vector<BlockIndex> pending_;  // the latest request's chain
+};
+
+}  // namespace kvlearn
