@@ -126,8 +126,14 @@ class LearnedShadowPool {
     for (const BlockIndex b : order) list_.PushBack(b);
     const uint64_t pending = in.Count("shadow pending chain");
     for (uint64_t i = 0; i < pending && in.ok(); ++i) {
-      pending_.push_back(in.Block("shadow pending block"));
+      const BlockIndex b = in.Block("shadow pending block");
+      const BlockIndex parent = pending_.empty() ? kNoBlock : pending_.back();
+      if (in.ok() && (*catalog_)[b].parent != parent) {
+        in.Fail("shadow pending chain: not a chain from a root");
+      }
+      pending_.push_back(b);
     }
+    if (!in.ok()) return;
     // That request's hits are pinned until the next one, as they were.
     for (size_t i = 0; i < Hits(pending_); ++i) pool_.Pin(pending_[i]);
   }

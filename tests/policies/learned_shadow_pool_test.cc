@@ -199,7 +199,7 @@ TEST(LearnedShadowPoolTest, ALoadedShadowKeepsTheLastRequestsHitsPinned) {
 }
 
 // Damaged state is refused, naming what is wrong.
-TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParent) {
+TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParentAndAPendingChainThatIsNotOne) {
   Blocks n;
   const auto a = n.Chain({"a0", "a1"});
   PolicyStateWriter out;
@@ -210,6 +210,15 @@ TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParent) {
   PolicyStateReader in(out.bytes(), n.catalog.size());
   shadow.Load(in);
   EXPECT_NE(in.status().message().find("without its parent"), std::string::npos) << in.status();
+
+  PolicyStateWriter skips;
+  skips.Varint(0);  // nothing resident
+  skips.Varint(1);  // a pending chain that starts below the root
+  skips.Varint(a[1]);
+  LearnedShadowPool other(&n.catalog, 3);
+  PolicyStateReader in2(skips.bytes(), n.catalog.size());
+  other.Load(in2);
+  EXPECT_NE(in2.status().message().find("not a chain"), std::string::npos) << in2.status();
 }
 
 }  // namespace
