@@ -72,11 +72,12 @@ class LearnedShadowPool {
   }
 
   // The resident blocks in list order and the request whose admissions are
-  // still to copy (its hits, the only pinned blocks, are the chain's resident
-  // prefix, so Load pins them again), numbered through `renumber`. A block a compaction forgets
-  // leaves the shadow with everything below it (the real pool keeps what it
-  // holds, so only blocks the shadow alone holds can be forgotten); the
-  // pending chain ends before its first forgotten block.
+  // still to copy (its hits, the only pinned blocks, are the chain's
+  // resident prefix, so Load pins them again), numbered through `renumber`.
+  // A block a compaction forgets leaves the shadow with everything below it
+  // (the real pool keeps what it holds, so only blocks the shadow alone
+  // holds can be forgotten); the pending chain ends before its first
+  // forgotten block.
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     const size_t n = pool_.catalog().size();
     std::vector<uint8_t> keep(n, 0);
