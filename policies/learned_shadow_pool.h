@@ -12,6 +12,11 @@
 // every chat trace at the tightest pool; this compares what each way of
 // evicting actually saved, with the admissions held equal.
 //
+// Bytes are counted as each block was copied in: the sidecar may resize a
+// block the real pool no longer holds (BlockCatalog::Resize) while the
+// shadow still does, and the catalog's current size would then unbalance
+// the count.
+//
 // The list is LRU's (policies/recency_list.h): most recent first, a hit moves
 // to the front (hits are replayed deepest first, so a chain ends up root
 // first), a new block goes right behind its parent, so every block sits
@@ -23,6 +28,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/block_catalog.h"
@@ -35,9 +41,10 @@ namespace kvlearn {
 class LearnedShadowPool {
  public:
   LearnedShadowPool(const BlockCatalog* catalog, uint64_t capacity_bytes)
-      : catalog_(catalog), pool_(catalog, capacity_bytes) {}
+      : catalog_(catalog), pool_(catalog, capacity_bytes), capacity_(capacity_bytes) {}
 
   const PoolState& pool() const { return pool_; }
+  uint64_t used_bytes() const { return used_; }  // as the resident blocks were copied in
 
   // A request needing `chain` (root first) starts. First the previous
   // request's admissions are copied: its blocks past what the shadow held,
@@ -52,7 +59,7 @@ class LearnedShadowPool {
       const BlockIndex parent = (*catalog_)[b].parent;
       if (!held(b) || !MakeRoom((*catalog_)[b].bytes)) break;
       if (parent != kNoBlock && !pool_.IsResident(parent)) break;  // pinned: cannot happen
-      pool_.Insert(b);
+      Insert(b, (*catalog_)[b].bytes);
       pool_.Pin(b);
       if (parent == kNoBlock) {
         list_.PushFront(b);
@@ -71,13 +78,12 @@ class LearnedShadowPool {
     return hits;
   }
 
-  // The resident blocks in list order and the request whose admissions are
-  // still to copy (its hits, the only pinned blocks, are the chain's
-  // resident prefix, so Load pins them again), numbered through `renumber`.
-  // A block a compaction forgets leaves the shadow with everything below it
-  // (the real pool keeps what it holds, so only blocks the shadow alone
-  // holds can be forgotten); the pending chain ends before its first
-  // forgotten block.
+  // The resident blocks in list order, each with the bytes it was copied
+  // with, and the request whose admissions are still to copy (its hits, the only pinned blocks, are
+  // the chain's resident prefix, so Load pins them again), numbered through `renumber`. A block a
+  // compaction forgets leaves the shadow with everything below it (the real pool keeps what it
+  // holds, so only blocks the shadow alone holds can be forgotten); the pending chain ends before
+  // its first forgotten block.
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     const size_t n = pool_.catalog().size();
     std::vector<uint8_t> keep(n, 0);
@@ -90,7 +96,9 @@ class LearnedShadowPool {
     }
     out.Varint(kept);
     for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) {
-      if (keep[b]) out.Varint(Renumbered(renumber, b));
+      if (!keep[b]) continue;
+      out.Varint(Renumbered(renumber, b));
+      out.Varint(bytes_[b]);
     }
     size_t pending = 0;
     while (pending < pending_.size() && Renumbered(renumber, pending_[pending]) != kNoBlock) {
@@ -104,27 +112,30 @@ class LearnedShadowPool {
   // were renumbered into.
   void Load(PolicyStateReader& in) {
     Grow();
-    const uint64_t n = in.Count("shadow residents");
-    std::vector<BlockIndex> order;
+    const uint64_t n = in.Count("shadow residents", 2);
+    std::vector<std::pair<BlockIndex, uint64_t>> order;  // (block, bytes) in list order
     order.reserve(n);
-    for (uint64_t i = 0; i < n && in.ok(); ++i) order.push_back(in.Block("shadow resident"));
-    std::vector<BlockIndex> by_number(order);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      const BlockIndex b = in.Block("shadow resident");
+      order.emplace_back(b, in.Varint("shadow resident bytes"));
+    }
+    std::vector<std::pair<BlockIndex, uint64_t>> by_number(order);
     std::sort(by_number.begin(), by_number.end());
     for (size_t i = 0; i < by_number.size() && in.ok(); ++i) {
-      const BlockIndex b = by_number[i];
+      const auto [b, bytes] = by_number[i];
       const BlockIndex parent = (*catalog_)[b].parent;
-      if (i > 0 && by_number[i - 1] == b) {
+      if (i > 0 && by_number[i - 1].first == b) {
         in.Fail("shadow residents: a block twice");
       } else if (parent != kNoBlock && !pool_.IsResident(parent)) {
         in.Fail("shadow residents: a block without its parent");
-      } else if ((*catalog_)[b].bytes > pool_.free_bytes()) {
+      } else if (bytes > capacity_ - used_) {
         in.Fail("shadow residents: over the capacity");
       } else {
-        pool_.Insert(b);
+        Insert(b, bytes);
       }
     }
     if (!in.ok()) return;
-    for (const BlockIndex b : order) list_.PushBack(b);
+    for (const auto& [b, bytes] : order) list_.PushBack(b);
     const uint64_t pending = in.Count("shadow pending chain");
     for (uint64_t i = 0; i < pending && in.ok(); ++i) {
       const BlockIndex b = in.Block("shadow pending block");
@@ -144,6 +155,15 @@ class LearnedShadowPool {
     const size_t n = catalog_->size();
     pool_.Grow(n);
     if (n > 0) list_.Grow(static_cast<BlockIndex>(n - 1));
+    if (bytes_.size() < n) bytes_.resize(std::max(n, 2 * bytes_.size()), 0);
+  }
+
+  // The pool's own byte count is the catalog's (PoolState), which a resize
+  // would skew; the shadow keeps its own in used_.
+  void Insert(BlockIndex b, uint64_t bytes) {
+    pool_.Insert(b);
+    bytes_[b] = bytes;
+    used_ += bytes;
   }
 
   size_t Hits(std::span<const BlockIndex> chain) const {
@@ -155,19 +175,23 @@ class LearnedShadowPool {
   // Evicts least recent evictable leaves until `bytes` fit; false when the
   // rest is pinned.
   bool MakeRoom(uint64_t bytes) {
-    if (bytes > pool_.capacity_bytes()) return false;
-    while (pool_.free_bytes() < bytes) {
+    if (bytes > capacity_) return false;
+    while (capacity_ - used_ < bytes) {
       BlockIndex b = list_.Back();
       while (b != kNoBlock && !pool_.IsEvictable(b)) b = list_.Prev(b);
       if (b == kNoBlock) return false;
       pool_.Evict(b);
       list_.Remove(b);
+      used_ -= bytes_[b];
     }
     return true;
   }
 
   const BlockCatalog* catalog_;
-  PoolState pool_;
+  PoolState pool_;  // residency, children and pins; its byte count is not used
+  uint64_t capacity_;
+  uint64_t used_ = 0;
+  std::vector<uint64_t> bytes_;      // per block: its bytes when copied in (if resident)
   RecencyList list_;                 // most recent first
   std::vector<BlockIndex> pending_;  // the latest request's chain
 };

@@ -198,13 +198,35 @@ TEST(LearnedShadowPoolTest, ALoadedShadowKeepsTheLastRequestsHitsPinned) {
   }
 }
 
+// The sidecar may resize a block the real pool no longer holds while the
+// shadow still does; the shadow counts the bytes it copied. Capacity 2:
+//   R1 x0, R2 y0 (copies x0), R3 z0 (copies y0).           {x0 y0}
+//   y0 grows to 2 bytes.
+//   R4 w0: copies z0, evicting x0 (least recent leaf).     {y0 z0}
+//   R5 v0: copies w0, evicting y0: 1 byte freed, as it came in.
+//                                                          {z0 w0}
+//   R6 u0: copies v0, evicting z0.                         {w0 v0}
+// Counting y0 at its new size would have freed 2 bytes at R5 and let R6
+// copy v0 without evicting: three blocks in two bytes.
+TEST(LearnedShadowPoolTest, CountsTheBytesABlockWasCopiedWith) {
+  Blocks n;
+  const auto x = n.Chain({"x0"}), y = n.Chain({"y0"}), z = n.Chain({"z0"}), w = n.Chain({"w0"}),
+             v = n.Chain({"v0"}), u = n.Chain({"u0"});
+  LearnedShadowPool shadow(&n.catalog, 2);
+  Play(shadow, n, {{x, {}, 0, ""}, {y, {x[0]}, 0, "x0"}, {z, {y[0]}, 0, "x0 y0"}});
+  n.catalog.Resize(y[0], 2, 2, 0);
+  Play(shadow, n, {{w, {z[0]}, 0, "y0 z0"}, {v, {w[0]}, 0, "w0 z0"}, {u, {v[0]}, 0, "v0 w0"}});
+  EXPECT_EQ(shadow.used_bytes(), 2u);
+}
+
 // Damaged state is refused, naming what is wrong.
 TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParentAndAPendingChainThatIsNotOne) {
   Blocks n;
   const auto a = n.Chain({"a0", "a1"});
   PolicyStateWriter out;
   out.Varint(1);     // one resident...
-  out.Varint(a[1]);  // ...whose parent is not
+  out.Varint(a[1]);  // ...whose parent is not,
+  out.Varint(1);     // of 1 byte
   out.Varint(0);     // no pending chain
   LearnedShadowPool shadow(&n.catalog, 3);
   PolicyStateReader in(out.bytes(), n.catalog.size());
