@@ -64,8 +64,7 @@ class Node {
       arrival->add_block_bytes(static_cast<int64_t>(catalog[chain[i]].bytes));
     }
     pool_.BeginRequest();
-    uint32_t hits = 0;
-    while (hits < r.num_blocks && pool_.IsResident(chain[hits])) ++hits;
+    const uint32_t hits = pool_.ResidentPrefix({chain, r.num_blocks});
     for (uint32_t i = hits; i-- > 0;) {
       pool_.Pin(chain[i]);
       NewEvent(batch, ts_us)->mutable_block_hit()->set_block_id(catalog[chain[i]].hash_id);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/block_catalog.h"
@@ -44,6 +45,13 @@ class PoolState {
            (b < holds_.size() && holds_[b] != 0);
   }
   bool IsEvictable(BlockIndex b) const { return IsLeaf(b) && !IsPinned(b); }
+  // Leading blocks of `chain` (root first) resident here: residents are
+  // prefix-closed, so everything before the first miss.
+  uint32_t ResidentPrefix(std::span<const BlockIndex> chain) const {
+    uint32_t k = 0;
+    while (k < chain.size() && IsResident(chain[k])) ++k;
+    return k;
+  }
 
   // Starts a new request: unpins everything pinned by the previous one.
   void BeginRequest() { ++epoch_; }

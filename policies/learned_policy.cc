@@ -544,8 +544,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // in one pool and not in the other: only those (a prefix is held in
   // both), so pools that agree add exactly 0, whatever the rounding.
   void CountShadowHits(std::span<const BlockIndex> chain) {
-    size_t real = 0;
-    while (real < chain.size() && pool_.IsResident(chain[real])) ++real;
+    const size_t real = pool_.ResidentPrefix(chain);
     const size_t shadow =
         shadow_.OnRequest(chain, [this](BlockIndex b) { return pool_.IsResident(b); });
     for (size_t i = std::min(real, shadow); i < std::max(real, shadow); ++i) {

@@ -54,25 +54,20 @@ class LearnedShadowPool {
   template <class Held>
   size_t OnRequest(std::span<const BlockIndex> chain, const Held& held) {
     Grow();
-    for (size_t i = Hits(pending_); i < pending_.size(); ++i) {
+    for (size_t i = pool_.ResidentPrefix(pending_); i < pending_.size(); ++i) {
       const BlockIndex b = pending_[i];
       const BlockIndex parent = (*catalog_)[b].parent;
       if (!held(b) || !MakeRoom((*catalog_)[b].bytes)) break;
       if (parent != kNoBlock && !pool_.IsResident(parent)) break;  // pinned: cannot happen
       Insert(b, (*catalog_)[b].bytes);
       pool_.Pin(b);
-      if (parent == kNoBlock) {
-        list_.PushFront(b);
-      } else {
-        list_.InsertBehind(parent, b);
-      }
+      list_.InsertBehindParent(parent, b);
     }
     pool_.BeginRequest();
-    const size_t hits = Hits(chain);
+    const size_t hits = pool_.ResidentPrefix(chain);
     for (size_t i = hits; i-- > 0;) {
       pool_.Pin(chain[i]);
-      list_.Remove(chain[i]);
-      list_.PushFront(chain[i]);
+      list_.MoveToFront(chain[i]);
     }
     pending_.assign(chain.begin(), chain.end());
     return hits;
@@ -147,7 +142,8 @@ class LearnedShadowPool {
     }
     if (!in.ok()) return;
     // That request's hits are pinned until the next one, as they were.
-    for (size_t i = 0; i < Hits(pending_); ++i) pool_.Pin(pending_[i]);
+    const uint32_t hits = pool_.ResidentPrefix(pending_);
+    for (uint32_t i = 0; i < hits; ++i) pool_.Pin(pending_[i]);
   }
 
  private:
@@ -164,12 +160,6 @@ class LearnedShadowPool {
     pool_.Insert(b);
     bytes_[b] = bytes;
     used_ += bytes;
-  }
-
-  size_t Hits(std::span<const BlockIndex> chain) const {
-    size_t k = 0;
-    while (k < chain.size() && pool_.IsResident(chain[k])) ++k;
-    return k;
   }
 
   // Evicts least recent evictable leaves until `bytes` fit; false when the

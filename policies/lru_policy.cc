@@ -23,19 +23,14 @@ class LruPolicy final : public RetentionPolicy {
   std::string_view name() const override { return "lru"; }
 
   void OnHit(BlockIndex b, const AccessInfo&) override {
-    list_.Remove(b);
-    list_.PushFront(b);
+    list_.MoveToFront(b);
     stamp_[b] = ++clock_;
   }
 
   void OnInsert(BlockIndex b, const AccessInfo&) override {
     Grow(b);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent == kNoBlock) {
-      list_.PushFront(b);
-    } else {
-      list_.InsertBehind(parent, b);
-    }
+    list_.InsertBehindParent(parent, b);
     stamp_[b] = parent == kNoBlock ? ++clock_ : stamp_[parent];
   }
 

@@ -96,11 +96,7 @@ class PolicyDriver {
 
   // Leading blocks of `chain` resident here (residents are prefix-closed, so
   // this is everything before the first miss).
-  uint32_t Lookup(std::span<const BlockIndex> chain) const {
-    uint32_t k = 0;
-    while (k < chain.size() && pool_.IsResident(chain[k])) ++k;
-    return k;
-  }
+  uint32_t Lookup(std::span<const BlockIndex> chain) const { return pool_.ResidentPrefix(chain); }
 
   // Starts a request: unpins the previous one's blocks, announces `chain` and
   // reports its first `hits` blocks as used, deepest first, pinning them.

@@ -25,11 +25,19 @@ class RecencyList {
     prev_.resize(n, kHead);
   }
 
-  // REQUIRES (these three): Grow(b) done, b not linked.
-  void PushFront(BlockIndex b) { LinkAfter(kHead, Slot(b)); }
+  // REQUIRES (these two): Grow(b) done, b not linked.
   void PushBack(BlockIndex b) { LinkAfter(prev_[kHead], Slot(b)); }
-  // Links b right behind `at`, which is linked.
-  void InsertBehind(BlockIndex at, BlockIndex b) { LinkAfter(Slot(at), Slot(b)); }
+  // Links b right behind its parent in the prefix tree (linked), or at the
+  // front for a root (parent kNoBlock): a new block is as recent as the
+  // request that brought it, and below the blocks it extends.
+  void InsertBehindParent(BlockIndex parent, BlockIndex b) {
+    LinkAfter(parent == kNoBlock ? kHead : Slot(parent), Slot(b));
+  }
+  // REQUIRES: b linked.
+  void MoveToFront(BlockIndex b) {
+    Remove(b);
+    LinkAfter(kHead, Slot(b));
+  }
 
   // REQUIRES: b linked.
   void Remove(BlockIndex b) {
