@@ -202,9 +202,14 @@ absl::StatusOr<ReplayStats> ReplayEventLog(const EventLog& log, NodePools& pools
     if (!snapshot->model_swap.empty()) {
       if (auto st = swap_model(first_decision, snapshot->model_swap, true); !st.ok()) return st;
     }
-    if (auto st = pools.RestoreAll(*snapshot); !st.ok()) {
+    std::string refused;
+    if (auto st = pools.RestoreAll(*snapshot, &refused); !st.ok()) {
       return absl::DataLossError(absl::StrCat("event log: the snapshot at sequence ", first_event,
                                               " does not load: ", st.message()));
+    }
+    if (!refused.empty()) {
+      absl::StrAppend(&stats.snapshot_note, stats.snapshot_note.empty() ? "" : "; ",
+                      "the snapshot at sequence ", first_event, ": ", refused);
     }
   }
   // A trimmed log's pools start with the model its history ended with.

@@ -77,7 +77,9 @@ struct ReplayStats {
   std::string model_note;          // why the last skipped swap was skipped; empty if none
   bool from_snapshot = false;      // the pools started from a snapshot
   uint64_t snapshot_sequence = 0;  // ... taken at this event sequence number
-  std::string snapshot_note;       // why an old-format snapshot was skipped or loaded; or empty
+  // Why an old-format snapshot was skipped or loaded, and which pools'
+  // policies refused their saved states; or empty.
+  std::string snapshot_note;
 };
 
 // Loads a model file (server/model_loader.h's LoadModelForServing in the

@@ -821,7 +821,7 @@ bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* ou
   return captured;
 }
 
-absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
+absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* note) {
   std::shared_ptr<const LearnedModel> model;
   {
     absl::ReaderMutexLock lock(&table_mu_);
@@ -836,9 +836,19 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot) {
           !st.ok()) {
         return st;
       }
-      if (auto st = RestoreShard(*shard, pool.image, ShardEnv(*options_.cost, model, pool.tier));
+      absl::Status refused;
+      if (auto st = RestoreShard(*shard, pool.image, ShardEnv(*options_.cost, model, pool.tier),
+                                 &refused);
           !st.ok()) {
         return st;
+      }
+      if (!refused.ok()) {
+        counters_.policy_states_refused.fetch_add(1, std::memory_order_relaxed);
+        if (note != nullptr) {
+          absl::StrAppend(note, note->empty() ? "" : "; ", ShardName(pool.node, pool.tier),
+                          ": its policy refused its saved state (", refused.message(),
+                          "), restarted from its residents");
+        }
       }
       shard->model = model;
       counters_.blocks_tracked.fetch_add(shard->catalog.size(), std::memory_order_relaxed);
@@ -875,8 +885,10 @@ void NodePools::CompactLocked(Shard& s) {
   const ShardImage image = CaptureShard(s, options_.ghost_blocks / 2);
   if (image.blocks.size() == before) return;
   // The policy was built before from the same name and environment, so it
-  // builds again.
-  RestoreShard(s, image, ShardEnv(*options_.cost, s.model, s.tier)).IgnoreError();
+  // builds again; a state it refuses restarts it from the residents.
+  absl::Status refused;
+  RestoreShard(s, image, ShardEnv(*options_.cost, s.model, s.tier), &refused).IgnoreError();
+  if (!refused.ok()) counters_.policy_states_refused.fetch_add(1, std::memory_order_relaxed);
   counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
   ++s.compactions;
 }

@@ -102,6 +102,9 @@ struct PoolCounters {
   std::atomic<uint64_t> resident_blocks{0};
   std::atomic<uint64_t> resident_bytes{0};
   std::atomic<uint64_t> shards{0};
+  // Pools whose policy refused its own saved state at a restore or a
+  // compaction, and restarted from their residents (server/shard_image.h).
+  std::atomic<uint64_t> policy_states_refused{0};
 };
 
 class NodePools {
@@ -160,8 +163,10 @@ class NodePools {
   bool CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* out);
   // Creates the snapshot's pools (REQUIRES: none exists yet), each rebuilt
   // from its image with a fresh policy (server/shard_image.h) scoring with
-  // the model pools get now (SetModelForNewPools).
-  absl::Status RestoreAll(const PoolsSnapshot& snapshot);
+  // the model pools get now (SetModelForNewPools). A pool whose policy
+  // refuses its saved state restarts from its residents (counted in
+  // policy_states_refused); `note`, when given, gets a line naming each.
+  absl::Status RestoreAll(const PoolsSnapshot& snapshot, std::string* note = nullptr);
   // For the start-up replay: the model-swap record redone last, which the
   // next snapshot carries.
   void NoteModelSwap(std::string record);

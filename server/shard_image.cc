@@ -1,6 +1,7 @@
 #include "server/shard_image.h"
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 namespace kvlearn {
@@ -92,12 +93,31 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
   return image;
 }
 
-absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env) {
+namespace {
+
+// The approximate way (file comment of shard_image.h): every resident root
+// first, then one hit each in the order of `order`, first victim first.
+void InsertApproximately(NodePools::Shard& s, const ShardImage& image,
+                         std::span<const BlockIndex> parents_first,
+                         std::span<const BlockIndex> order) {
+  AccessInfo access;
+  access.time_ms = image.last_timestamp_us / 1000;
+  access.request = image.current_request;
+  for (BlockIndex b : parents_first) s.driver.Insert(b, access);
+  for (BlockIndex b : order) s.driver.Hit(b, access);
+  s.driver.UnpinAll();
+}
+
+}  // namespace
+
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env,
+                          absl::Status* refused) {
+  if (refused != nullptr) *refused = absl::OkStatus();
   BlockCatalog catalog;
   catalog.Reserve(image.blocks.size());
   for (const BlockMeta& meta : image.blocks) catalog.Add(meta);
   s.catalog = std::move(catalog);  // the driver's pool points at s.catalog
-  if (auto st = s.driver.Restart(image.capacity_bytes, std::move(env)); !st.ok()) return st;
+  if (auto st = s.driver.Restart(image.capacity_bytes, env); !st.ok()) return st;
   s.last_seen = image.last_seen;
   s.touch_clock = image.touch_clock;
   s.next_request = image.next_request;
@@ -112,16 +132,19 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEn
   std::sort(residents.begin(), residents.end());
   if (image.policy_state) {
     s.driver.RestoreResidents(residents);
-    if (auto st = s.driver.LoadPolicyState(*image.policy_state); !st.ok()) return st;
+    if (auto st = s.driver.LoadPolicyState(*image.policy_state); !st.ok()) {
+      // A fresh policy over the same residents (its residents are in catalog
+      // order, so recency follows the catalog).
+      if (refused != nullptr) *refused = st;
+      if (auto restart = s.driver.Restart(image.capacity_bytes, std::move(env)); !restart.ok()) {
+        return restart;
+      }
+      InsertApproximately(s, image, residents, residents);
+    }
   } else {
-    // The approximate way: one hit per block in the old eviction order, the
-    // last hit being the last victim.
-    AccessInfo access;
-    access.time_ms = image.last_timestamp_us / 1000;
-    access.request = image.current_request;
-    for (BlockIndex b : residents) s.driver.Insert(b, access);
-    for (BlockIndex b : image.residents) s.driver.Hit(b, access);
-    s.driver.UnpinAll();
+    // One hit per block in the old eviction order, the last hit being the
+    // last victim.
+    InsertApproximately(s, image, residents, image.residents);
   }
 
   // Proposals stay out of the policy's pool, in the view.

@@ -70,8 +70,14 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
 
 // Replaces the catalog, pool and policy of `s` by `image`, the policy
 // started afresh from `env` and loaded with the image's policy state (see
-// the file comment). Fails as the policy's factory does, or DATA_LOSS if
-// the policy state does not load. REQUIRES: s.mu held.
-absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env);
+// the file comment). Fails as the policy's factory does. A policy state the
+// policy refuses (a bug, or damage the snapshot's checks missed) does not
+// fail the restore, which would stop the sidecar from starting or leave a
+// compacted pool half rebuilt: the pool keeps its residents and the policy
+// starts afresh over them the approximate way (catalog order for recency),
+// and `refused`, when given, gets the policy's error (else OK).
+// REQUIRES: s.mu held.
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env,
+                          absl::Status* refused = nullptr);
 
 }  // namespace kvlearn

@@ -159,6 +159,10 @@ std::string SidecarMetrics::Render(const MetricsGauges& g) const {
   absl::StrAppend(&out, "kvlearn_blocks_resident ", g.resident_blocks, "\n");
   Header(out, "kvlearn_resident_bytes", "gauge", "KV bytes of the resident blocks.");
   absl::StrAppend(&out, "kvlearn_resident_bytes ", g.resident_bytes, "\n");
+  Header(out, "kvlearn_policy_states_refused_total", "counter",
+         "Pools whose policy refused its own saved state at a restart or compaction and "
+         "restarted from the resident blocks (a bug to report; decisions stay valid).");
+  absl::StrAppend(&out, "kvlearn_policy_states_refused_total ", g.policy_states_refused, "\n");
   Header(out, "kvlearn_event_log_bytes", "gauge",
          "Bytes (keys + values) of the event-log entries retained.");
   absl::StrAppend(&out, "kvlearn_event_log_bytes ", g.log_bytes, "\n");

@@ -49,6 +49,7 @@ struct MetricsGauges {
   uint64_t blocks_tracked = 0;
   uint64_t resident_blocks = 0;
   uint64_t resident_bytes = 0;
+  uint64_t policy_states_refused = 0;
   uint64_t log_bytes = 0;
   uint64_t log_trimmed_bytes = 0;
   uint64_t log_next_sequence = 0;

@@ -294,6 +294,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       g.blocks_tracked = c.blocks_tracked.load(std::memory_order_relaxed);
       g.resident_blocks = c.resident_blocks.load(std::memory_order_relaxed);
       g.resident_bytes = c.resident_bytes.load(std::memory_order_relaxed);
+      g.policy_states_refused = c.policy_states_refused.load(std::memory_order_relaxed);
       g.log_bytes = self->log_->retained_bytes();
       g.log_trimmed_bytes = self->log_->trimmed_bytes();
       g.log_next_sequence = self->log_->next_sequence();
