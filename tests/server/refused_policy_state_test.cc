@@ -14,6 +14,7 @@
 
 #include "server/node_pools.h"
 #include "server/pools_snapshot.h"
+#include "tests/server/pool_events.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/test_model.h"
 
@@ -26,24 +27,6 @@ NodePoolsOptions Options(const std::string& policy) {
   o.cost = std::make_shared<CostModel>(DefaultCost());
   if (policy == "learned") o.model = MakeTestModel();
   return o;
-}
-
-v1::Event Arrival(std::vector<uint64_t> ids) {
-  v1::Event e;
-  e.set_node_id("n");
-  for (uint64_t id : ids) e.mutable_request_arrival()->add_block_ids(id);
-  return e;
-}
-
-v1::Event Stored(uint64_t id, std::optional<uint64_t> parent) {
-  v1::Event e;
-  e.set_node_id("n");
-  auto* s = e.mutable_block_stored();
-  s->set_block_id(id);
-  if (parent) s->set_parent_id(*parent);
-  s->set_tokens(512);
-  s->set_bytes(static_cast<int64_t>(DefaultCost().BytesForTokens(512)));
-  return e;
 }
 
 // Two chains, {1 2 3} and {4 5}, then 1 2 again with a new child 6; the

@@ -13,6 +13,7 @@
 #include "models/model_file.h"
 #include "policies/policy_factory.h"
 #include "server/node_pools.h"
+#include "tests/server/pool_events.h"
 #include "tests/server/restart_compare.h"
 #include "tests/support/test_model.h"
 
@@ -26,25 +27,6 @@ NodePoolsOptions Options(uint64_t ghosts = kGhosts) {
   o.cost = std::make_shared<CostModel>(DefaultCost());
   o.ghost_blocks = ghosts;
   return o;
-}
-
-v1::Event Arrival(std::vector<uint64_t> ids) {
-  v1::Event e;
-  e.set_node_id("n");
-  for (uint64_t id : ids) e.mutable_request_arrival()->add_block_ids(id);
-  return e;
-}
-
-v1::Event Stored(uint64_t id, std::optional<uint64_t> parent) {
-  v1::Event e;
-  e.set_node_id("n");
-  auto* s = e.mutable_block_stored();
-  s->set_block_id(id);
-  if (parent) s->set_parent_id(*parent);
-  s->set_tokens(512);
-  // As the request_arrival announced it (512 tokens of the default model).
-  s->set_bytes(static_cast<int64_t>(DefaultCost().BytesForTokens(512)));
-  return e;
 }
 
 v1::PoolStatus Pool(const NodePools& pools) {
