@@ -16,10 +16,10 @@ simulator with the cache-aware router. Prints one row per cell:
 
 and, with --cluster, one row per trace: TTFT mean and p95 (seconds) of the tested policy and
 the lowest of the other online policies. The last lines give the cells passed and the mean
-gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 10) instead,
+gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 11) instead,
 which nothing may be tuned on (--held-out-set 1 to 9 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
-Usage: scripts/eval_learned.py [--held-out [--held-out-set 10]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
+Usage: scripts/eval_learned.py [--held-out [--held-out-set 11]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
        [--policy learned] [--cluster] [--kvlearn build/cli/kvlearn] [--work build/eval]
        [--retrain] [--train-arg=--epochs=20 ...]
 """
