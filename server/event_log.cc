@@ -5,6 +5,7 @@
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
 
 #include <algorithm>
 
@@ -21,8 +22,11 @@ constexpr size_t kKeySize = 8;
 // rare: start-up replay, trimming, snapshots).
 constexpr size_t kWriteBufferBytes = 16 << 20;
 constexpr size_t kBlockCacheBytes = 8 << 20;
+// A few bytes per write, the same keys over and over.
+constexpr size_t kEngineSequencesWriteBufferBytes = 1 << 20;
 constexpr const char* kDecisions = "decisions";
 constexpr const char* kSnapshots = "snapshots";
+constexpr const char* kEngineSequences = "engine_sequences";
 // First byte of a model-swap record (server/model_swap_record.h).
 constexpr char kModelSwapRecordByte = 'M';
 
@@ -131,6 +135,8 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   rocksdb::ColumnFamilyOptions snapshot_cf;
   snapshot_cf.table_factory = cf.table_factory;
+  rocksdb::ColumnFamilyOptions engine_sequences_cf = snapshot_cf;
+  engine_sequences_cf.write_buffer_size = kEngineSequencesWriteBufferBytes;
   if (!read_only) {
     cf.compression = rocksdb::kNoCompression;
     cf.write_buffer_size = kWriteBufferBytes;
@@ -152,8 +158,10 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   if (has_decisions || !read_only) families.emplace_back(kDecisions, cf);
   // Snapshots are big values written rarely: the default memtable suits them
   // (WriteSnapshot flushes it).
-  if ((has_decisions && has(kSnapshots)) || !read_only) {
-    families.emplace_back(kSnapshots, snapshot_cf);
+  const bool has_snapshots = has_decisions && has(kSnapshots);
+  if (has_snapshots || !read_only) families.emplace_back(kSnapshots, snapshot_cf);
+  if ((has_snapshots && has(kEngineSequences)) || !read_only) {
+    families.emplace_back(kEngineSequences, engine_sequences_cf);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -320,7 +328,8 @@ absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
   return PutLocked(value, values.size());
 }
 
-absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64_t count) {
+absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64_t count,
+                                                std::span<const EngineSequence> sequences) {
   uint64_t n = 0;
   const bool well_formed = ForEachRecord(records, [&n](std::string_view) {
     ++n;
@@ -333,20 +342,42 @@ absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64
   }
   absl::MutexLock lock(&mu_);
   if (count == 0) return next_sequence_;
-  return PutLocked(records, count);
+  return PutLocked(records, count, sequences);
 }
 
-absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count) {
+absl::StatusOr<uint64_t> EventLog::LoggedEngineSequence(std::string_view node) const {
+  const std::string key(node);
+  const auto missing = [&key] {
+    return absl::NotFoundError(absl::StrCat("event log: no engine sequence for node '", key, "'"));
+  };
+  if (engine_sequences() == nullptr) return missing();
+  std::string value;
+  const rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), engine_sequences(), key, &value);
+  if (got.IsNotFound()) return missing();
+  if (auto s = FromRocks(got, "read an engine sequence"); !s.ok()) return s;
+  if (value.size() != kKeySize) {
+    return absl::DataLossError(absl::StrCat("event log: the engine sequence of node '", key,
+                                            "' is ", value.size(), " bytes, not ", kKeySize));
+  }
+  return DecodeKey(value);
+}
+
+absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count,
+                                             std::span<const EngineSequence> sequences) {
   const uint64_t first = next_sequence_;
   const std::string key = EventLogKey(first);
   const uint64_t bytes = key.size() + value.size();
+  rocksdb::WriteBatch batch;
+  batch.Put(handles_[0], key, rocksdb::Slice(value.data(), value.size()));
+  if (!sequences.empty() && engine_sequences() == nullptr) {
+    return absl::FailedPreconditionError("event log: opened read-only");
+  }
+  for (const EngineSequence& e : sequences) {
+    batch.Put(engine_sequences(), e.node, EventLogKey(e.sequence));
+  }
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Put(w, handles_[0], key, rocksdb::Slice(value.data(), value.size())),
-                         "append");
-      !s.ok()) {
-    return s;
-  }
+  if (auto s = FromRocks(db_->Write(w, &batch), "append"); !s.ok()) return s;
   next_sequence_ = first + count;
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {

@@ -21,6 +21,14 @@
 // above), value = varint of the first decision number not in it, then the
 // snapshot bytes (opaque here). Writing one deletes the older ones.
 //
+// Engine sequences: a fourth column family, "engine_sequences", holds per
+// engine node (key = its node id) the last engine sequence number whose
+// events are in the log (value = 8 bytes big-endian). AppendFramed writes
+// them in the same RocksDB write (one WAL record) as those events, so after a
+// restart each engine's stream resumes right after what was logged
+// (server/engine_ingest.h). Readers of events, decisions and snapshots never
+// iterate it, and trimming leaves it alone.
+//
 // Durability: Append writes its entry through RocksDB's write-ahead log before
 // it returns, so an appended event survives the process being killed
 // (kill -9) once Append has returned. With `sync = true` the WAL is also
@@ -34,8 +42,8 @@
 // RocksDB compacts. retained_bytes counts events and decisions.
 //
 // Memory: fixed whatever the traffic: a 16 MiB memtable per appended family
-// (two while one flushes), snapshots flushed out of theirs as written, one
-// 8 MiB block cache that scans of old entries do not fill
+// (two while one flushes; 1 MiB for engine sequences), snapshots flushed out
+// of theirs as written, one 8 MiB block cache that scans of old entries do not fill
 // (docs/performance.md, "Memory").
 //
 // Thread-safety: Append and the accessors may be called concurrently;
@@ -82,7 +90,17 @@ class EventLog {
   // of tag 0x0a, varint length, serialized event), so a caller that
   // serializes into one buffer writes it without a copy per event.
   // INVALID_ARGUMENT when `records` is not exactly `count` such records.
-  absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count);
+  // `sequences`, when given, are written in the same RocksDB write (see
+  // "Engine sequences" above); nothing at all is written when `count` is 0.
+  struct EngineSequence {
+    std::string node;
+    uint64_t sequence = 0;  // the last of that engine's batches in this write
+  };
+  absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count,
+                                        std::span<const EngineSequence> sequences = {});
+  // The last engine sequence AppendFramed logged for `node`. NOT_FOUND when
+  // there is none, DATA_LOSS when its record is damaged.
+  absl::StatusOr<uint64_t> LoggedEngineSequence(std::string_view node) const;
 
   // Calls `fn` on every retained entry in sequence order; stops at the first
   // error `fn` returns.
@@ -143,15 +161,19 @@ class EventLog {
                                                             bool read_only);
   absl::Status LoadBounds();
   absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count)
+  absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count,
+                                     std::span<const EngineSequence> sequences = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<rocksdb::DB> db_;
   // [0] default (events), [1] decisions when present (absent in a read-only
   // open of a log written before decisions were journaled), [2] snapshots
-  // when present (likewise).
+  // when present (likewise), [3] engine sequences when present (likewise).
   rocksdb::ColumnFamilyHandle* snapshots() const {
     return handles_.size() > 2 ? handles_[2] : nullptr;
+  }
+  rocksdb::ColumnFamilyHandle* engine_sequences() const {
+    return handles_.size() > 3 ? handles_[3] : nullptr;
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   EventLogOptions options_;
