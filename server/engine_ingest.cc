@@ -47,7 +47,8 @@ void PutVarint(std::string& out, uint64_t n) {
 
 // One log write's worth of work: the kvlearn events of the batches taken
 // together, built on an arena (no allocation per event once it has grown),
-// and the accepted ones framed as the log entry's value.
+// the accepted ones framed as the log entry's value, and the last sequence
+// of each engine's batches in it.
 class EngineIngest::Group {
  public:
   // A cleared event on the arena.
@@ -62,18 +63,32 @@ class EngineIngest::Group {
     e.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(records_.data() + at));
     ++accepted_;
   }
+  // Notes that `node`'s batch `sequence` is in the group (batches come in
+  // each engine's order, so the last one noted is its latest).
+  void Took(const std::string& node, uint64_t sequence) {
+    for (EventLog::EngineSequence& e : sequences_) {
+      if (e.node == node) {
+        e.sequence = sequence;
+        return;
+      }
+    }
+    sequences_.push_back({node, sequence});
+  }
   const std::string& records() const { return records_; }
   uint64_t accepted() const { return accepted_; }
+  const std::vector<EventLog::EngineSequence>& sequences() const { return sequences_; }
   void Reset() {
     arena_.Reset();
     records_.clear();
     accepted_ = 0;
+    sequences_.clear();
   }
 
  private:
   google::protobuf::Arena arena_;
   std::string records_;
   uint64_t accepted_ = 0;
+  std::vector<EventLog::EngineSequence> sequences_;  // a few engines: a vector beats a map
 };
 
 v1::Tier TierOfMedium(KvMedium medium) {
@@ -228,8 +243,16 @@ void EngineIngest::Run() {
 }
 
 void EngineIngest::Apply(const Queued& q, Group& group) {
+  auto [seen, first_batch] = tiers_seen_.try_emplace(q.node);
+  if (first_batch) {
+    // The tiers the start-up replay rebuilt for this node count as seen, so
+    // an engine restart (or AllBlocksCleared) clears them too.
+    for (const v1::Tier tier : {v1::TIER_HBM, v1::TIER_DRAM, v1::TIER_SSD, v1::TIER_POOL}) {
+      if (pools_->EventsApplied(q.node, tier) > 0) seen->second.insert(tier);
+    }
+  }
   made_.clear();
-  skipped_.fetch_add(ToKvlearnEvents(q.node, q.batch, mapping_, tiers_seen_[q.node],
+  skipped_.fetch_add(ToKvlearnEvents(q.node, q.batch, mapping_, seen->second,
                                      [this, &group] {
                                        v1::Event* e = group.NewEvent();
                                        made_.push_back(e);
@@ -248,11 +271,12 @@ void EngineIngest::Apply(const Queued& q, Group& group) {
     absl::MutexLock lock(&mu_);
     last_rejection_ = absl::StrCat("engine ", q.node, " sequence ", q.sequence, ": ", s.message());
   }
+  group.Took(q.node, q.sequence);
 }
 
 void EngineIngest::Write(Group& group) {
   if (group.accepted() > 0) {
-    if (log_->AppendFramed(group.records(), group.accepted()).ok()) {
+    if (log_->AppendFramed(group.records(), group.accepted(), group.sequences()).ok()) {
       applied_.fetch_add(group.accepted(), std::memory_order_relaxed);
       log_writes_.fetch_add(1, std::memory_order_relaxed);
     } else {

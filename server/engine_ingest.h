@@ -11,8 +11,9 @@
 // the engine's tokens per block (the sidecar's --block-size when it sent 0)
 // and bytes come from the cost model; BlockRemoved is one block_removed per
 // hash; AllBlocksCleared, or a restarted engine, clears every tier of the node
-// seen so far. Events of a KV cache group other than 0 (hybrid models) are
-// skipped and counted: kvlearn models one cache per tier.
+// seen so far (the pools rebuilt at start-up included). Events of a KV cache
+// group other than 0 (hybrid models) are skipped and counted: kvlearn models
+// one cache per tier.
 //
 // Engine events say what is stored and removed, not what is hit: for a policy
 // to see reuse the engine (or its router) still reports request arrivals and
@@ -28,6 +29,14 @@
 // group's write has returned; a crash loses the queued batches and the group
 // being applied, which the sidecar has no way to ask the engine for again
 // beyond its replay buffer. Engine events carry no acknowledgement.
+//
+// Resume: each group's write also records, per engine, the sequence of its
+// last batch in the group (EventLog::AppendFramed, the same RocksDB write),
+// and `kvlearn serve` starts each engine's stream after it
+// (EngineEndpoint::start_sequence), so a restart logs no batch twice. A group
+// whose every event was refused or skipped writes nothing, its sequences
+// included: after a restart those batches come again, and refused again they
+// still log nothing.
 //
 // Thread-safety: OnBatch from one thread at a time (the subscriber's);
 // Flush, Stop, Render and the counters from any thread.
