@@ -161,6 +161,7 @@ struct Link {
   zmq::socket_t replay;  // DEALER; null without replay
   Counters counters;
 
+  std::optional<uint64_t> start;         // where the stream is expected to begin
   std::optional<uint64_t> next;          // next sequence expected
   std::optional<uint64_t> highest_live;  // highest sequence received on SUB
   bool replay_pending = false;
@@ -306,11 +307,17 @@ void EngineSubscriber::State::EndReplay(Link& l, bool answered) {
 }
 
 void EngineSubscriber::State::OnLive(Link& l, uint64_t seq, std::string_view payload) {
-  if (!l.next.has_value()) l.next = options.start_sequence.value_or(seq);
-  if (seq == 0 && l.highest_live.value_or(0) > 0) {
-    // PUB does not reorder, so live numbering that falls back to 0 started
-    // over: the engine restarted. (A 0 after 0 only arrived from a replay is
-    // a duplicate.) What was outstanding belongs to its previous life.
+  if (!l.next.has_value()) l.next = seq;  // no start: the stream begins here
+  // PUB neither reorders nor repeats, so live numbering that falls back
+  // started over: the engine restarted. Either back to 0 after a later live
+  // sequence (a 0 after 0 only arrived from a replay is a duplicate), or, for
+  // the first live batch, below the start: the sequences before the start
+  // were published before this subscriber joined, so a live one below it
+  // comes from a newer process. What was outstanding belongs to the previous
+  // life.
+  const bool restarted = l.highest_live.has_value() ? seq == 0 && *l.highest_live > 0
+                                                    : l.start.has_value() && seq < *l.start;
+  if (restarted) {
     l.counters.restarts.fetch_add(1);
     if (l.replay_pending) {
       l.replay = MakeDealer(l.config.replay_endpoint);
@@ -406,12 +413,11 @@ void EngineSubscriber::State::DrainReplay(Link& l) {
 }
 
 void EngineSubscriber::State::Run() {
-  if (options.start_sequence.has_value()) {
-    for (auto& l : links) {
-      l->next = *options.start_sequence;
-      SyncNext(*l);
-      if (l->replay) RequestReplay(*l, *options.start_sequence);
-    }
+  for (auto& l : links) {
+    if (!l->start.has_value()) continue;
+    l->next = *l->start;
+    SyncNext(*l);
+    if (l->replay) RequestReplay(*l, *l->start);
   }
   std::vector<zmq::pollitem_t> items;
   std::vector<std::pair<Link*, bool>> owners;  // (link, is the replay socket)
@@ -483,6 +489,7 @@ absl::StatusOr<std::unique_ptr<EngineSubscriber>> EngineSubscriber::Start(
   for (const EngineEndpoint& e : s.options.endpoints) {
     auto link = std::make_unique<Link>();
     link->config = e;
+    link->start = e.start_sequence.has_value() ? e.start_sequence : s.options.start_sequence;
     try {
       link->sub = zmq::socket_t(s.context, zmq::socket_type::sub);
       link->sub.set(zmq::sockopt::linger, 0);

@@ -17,18 +17,28 @@
 //     or when the answer does not come within replay_timeout, the missing
 //     sequences are counted lost at once.
 // A payload that does not decode is counted malformed and skipped; its
-// sequence still counts as received. Unknown event tags are counted. A live
-// sequence 0 after a later live one means the engine restarted (vLLM and
-// SGLang number from 0 per process; PUB does not reorder): the endpoint starts
-// over from it, and the first batch delivered after that has engine_restarted
-// set. (A restart is missed if the new process's 0 is lost to the slow-joiner
-// window: its next batches then look like duplicates until they pass the old
-// numbering.)
+// sequence still counts as received. Unknown event tags are counted.
 //
-// With start_sequence set, the stream is expected to begin there (vLLM
-// numbers from 0), and every endpoint with a replay socket asks for it at
-// start, so batches published before the SUB socket joined are not missed.
-// Unset, the stream starts at the first batch received.
+// With a start sequence (the endpoint's, else options.start_sequence), the
+// stream is expected to begin there (vLLM numbers from 0), and an endpoint
+// with a replay socket asks for it at start, so batches published before the
+// SUB socket joined are not missed. Unset, the stream starts at the first
+// batch received. A start above 0 says that every sequence below it was
+// published before Start (`kvlearn serve` resumes after the last one it
+// logged).
+//
+// Restarts: vLLM and SGLang number from 0 per process, and PUB neither
+// reorders nor repeats live messages (duplicates only come from replay
+// answers), so live numbering that falls back means the engine restarted:
+//   - a live sequence 0 after a later live one;
+//   - a first live sequence below the start sequence: the engine restarted
+//     while no subscriber listened, and numbers below what was dealt with.
+// The endpoint then starts over from 0 (a gap up to that batch is asked of
+// the replay socket like any other), and the first batch delivered after that
+// has engine_restarted set. Missed: a restart whose 0 is lost to the
+// slow-joiner window (its next batches look like duplicates until they pass
+// the old numbering), and one that numbered past the start while no
+// subscriber listened (its batches are taken for the old numbering's next).
 //
 // The callback runs on the subscriber's one background thread, for all
 // endpoints; it must not throw and should not block for long (ZMQ queues up
@@ -56,6 +66,9 @@ struct EngineEndpoint {
   std::string node_id;          // names the engine in callbacks and stats
   std::string endpoint;         // the engine's PUB address, e.g. tcp://10.0.0.5:5557
   std::string replay_endpoint;  // its ROUTER address; empty: no replay
+  // Where this engine's stream begins (see above); unset:
+  // EngineSubscriberOptions::start_sequence.
+  std::optional<uint64_t> start_sequence;
 };
 
 // Parses `kvlearn serve --engine-events` / `--engine-replay` values.
@@ -69,9 +82,9 @@ absl::StatusOr<std::vector<EngineEndpoint>> ParseEngineEndpoints(std::string_vie
                                                                  std::string_view replay);
 
 struct EngineSubscriberOptions {
-  std::vector<EngineEndpoint> endpoints;  // REQUIRES: at least one
-  std::string topic;                      // subscription prefix; "" = every message
-  std::optional<uint64_t> start_sequence;
+  std::vector<EngineEndpoint> endpoints;   // REQUIRES: at least one
+  std::string topic;                       // subscription prefix; "" = every message
+  std::optional<uint64_t> start_sequence;  // of every endpoint that names none
   std::chrono::milliseconds poll_interval{100};
   std::chrono::milliseconds replay_timeout{5000};
   size_t max_held_batches = 100000;  // per endpoint, while a replay is outstanding
@@ -97,7 +110,7 @@ struct EngineEndpointStats {
   uint64_t batches_replayed = 0;  // delivered from a replay answer
   uint64_t events_replayed = 0;
   uint64_t sequences_lost = 0;  // missing and not recoverable
-  uint64_t restarts = 0;        // sequence 0 seen again: the engine restarted
+  uint64_t restarts = 0;        // live numbering fell back: the engine restarted
   int64_t next_sequence = -1;   // next expected; -1 before the first batch
   std::string last_error;       // the last malformed payload's decode error
 };

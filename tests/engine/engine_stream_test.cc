@@ -1,8 +1,9 @@
 // EnginePublisher -> EngineSubscriber over real ZMQ sockets on 127.0.0.1
 // (ports chosen by ZMQ): both encodings and hash types, gaps recovered by
 // replay or counted lost, malformed payloads, unknown tags and fields,
-// duplicates, two engines at once, and a trace replay whose reconstructed
-// resident set must equal the engine's.
+// duplicates, two engines at once, per-endpoint start sequences, restarts,
+// and a trace replay whose reconstructed resident set must equal the
+// engine's.
 //
 // No assertion depends on time: waits poll a condition and give up only
 // after a generous limit, so a loaded machine makes them slower, not flaky.
@@ -449,6 +450,84 @@ TEST(EngineStreamTest, TwoEnginesAreKeptApart) {
   const auto nodes = received.nodes();
   EXPECT_EQ(std::count(nodes.begin(), nodes.end(), "a"), 1);
   EXPECT_EQ(std::count(nodes.begin(), nodes.end(), "b"), 2);
+}
+
+// The sequences `node`'s batches were delivered with.
+std::vector<uint64_t> SeqsOf(const Received& received, const std::string& node) {
+  const std::vector<std::string> nodes = received.nodes();
+  const std::vector<uint64_t> seqs = received.seqs();
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (nodes[i] == node) out.push_back(seqs[i]);
+  }
+  return out;
+}
+
+// An endpoint that names a start sequence begins there, one that does not at
+// the options' start: both engines published 0..4 before anyone listened,
+// "a" resumes at 3 (as after 0..2 were logged) and "b" takes everything.
+TEST(EngineStreamTest, EachEndpointStartsAtItsOwnSequence) {
+  auto a = StartPublisher(WithReplay());
+  auto b = StartPublisher(WithReplay());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const auto publish = [&](uint64_t i) {
+    a->Publish(EncodeKvEventBatch(Batch(i, {Removed({i})}), {}));
+    b->Publish(EncodeKvEventBatch(Batch(i, {Removed({i})}), {}));
+  };
+  for (uint64_t i = 0; i < 5; ++i) publish(i);
+  a->Flush();
+  b->Flush();
+  Received received;
+  EngineSubscriberOptions o;
+  o.endpoints.push_back({"a", a->endpoint(), a->replay_endpoint(), 3});
+  o.endpoints.push_back({"b", b->endpoint(), b->replay_endpoint()});
+  o.start_sequence = 0;
+  auto subscriber = EngineSubscriber::Start(o, received.Callback());
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status();
+  ASSERT_TRUE(a->WaitForSubscribers(1, kPatience));
+  ASSERT_TRUE(b->WaitForSubscribers(1, kPatience));
+  publish(5);  // live
+  ASSERT_TRUE(CaughtUp(**subscriber, 6, 0));
+  ASSERT_TRUE(CaughtUp(**subscriber, 6, 1));
+  EXPECT_THAT(SeqsOf(received, "a"), ElementsAre(3u, 4u, 5u));
+  EXPECT_THAT(SeqsOf(received, "b"), ElementsAre(0u, 1u, 2u, 3u, 4u, 5u));
+  for (const EngineEndpointStats& s : (*subscriber)->Stats()) {
+    EXPECT_EQ(s.restarts, 0u) << s.node_id;
+    EXPECT_EQ(s.sequences_lost, 0u) << s.node_id;
+  }
+}
+
+// An endpoint resuming at 100 whose engine has restarted meanwhile (it
+// numbers from 0 again and published 0..2 while no one listened): the first
+// live batch, 3, is below the start, so the endpoint starts over from 0 and
+// the replay socket gives back 0..2, instead of all of them being dropped as
+// duplicates until the engine passes 100.
+TEST(EngineStreamTest, AFirstLiveSequenceBelowTheStartIsARestart) {
+  auto publisher = StartPublisher(WithReplay());
+  ASSERT_NE(publisher, nullptr);
+  const auto publish = [&](uint64_t i) {
+    publisher->Publish(EncodeKvEventBatch(Batch(i, {Stored({100 + i}, std::nullopt)}), {}));
+  };
+  for (uint64_t i = 0; i < 3; ++i) publish(i);
+  publisher->Flush();
+  Received received;
+  EngineSubscriberOptions o;
+  o.endpoints.push_back({"e", publisher->endpoint(), publisher->replay_endpoint(), 100});
+  auto subscriber = EngineSubscriber::Start(o, received.Callback());
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status();
+  ASSERT_TRUE(publisher->WaitForSubscribers(1, kPatience));
+  publish(3);
+  publish(4);
+  ASSERT_TRUE(WaitUntil([&] { return received.seqs().size() >= 5; }));
+  EXPECT_THAT(received.seqs(), ElementsAre(0u, 1u, 2u, 3u, 4u));
+  const std::vector<EngineEventBatch> batches = received.batches();
+  for (size_t i = 0; i < batches.size(); ++i) EXPECT_EQ(batches[i].engine_restarted, i == 0) << i;
+  const EngineEndpointStats s = (*subscriber)->Stats().at(0);
+  EXPECT_EQ(s.restarts, 1u);
+  EXPECT_EQ(s.duplicates, 0u);
+  EXPECT_EQ(s.sequences_lost, 0u);
+  EXPECT_EQ(s.next_sequence, 5);
 }
 
 TEST(EngineStreamTest, StopsWithNoEngineListening) {
