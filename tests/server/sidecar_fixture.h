@@ -1,14 +1,18 @@
 // Test helpers for the sidecar: a temporary directory, an in-process server
-// on a free loopback port, and a channel to it.
+// on a free loopback port, a channel to it, what a pool holds, and a wait.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "server/sidecar_server.h"
@@ -32,6 +36,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Polls `done` until it holds (true) or a generous limit has passed (false):
+// a loaded machine makes a test slower, not flaky.
+inline bool WaitUntil(const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 inline SidecarOptions TestOptions(const std::string& data_dir, const std::string& policy = "lru") {
   SidecarOptions o;
@@ -63,6 +78,35 @@ inline grpc::Status Report(v1::Retention::Stub& stub, const std::vector<v1::Even
   }
   writer->WritesDone();
   return writer->Finish();
+}
+
+// Expects the (node, tier) pool to hold exactly `resident`: as many resident
+// blocks, and a hit on each accepted (a hit on a block not held is refused).
+// The hits are logged like any event.
+inline void ExpectPoolHolds(v1::Retention::Stub& stub, const std::string& node, v1::Tier tier,
+                            const std::vector<uint64_t>& resident) {
+  v1::GetStatusResponse status;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub.GetStatus(&ctx, {}, &status).ok());
+  }
+  const v1::PoolStatus* pool = nullptr;
+  for (const v1::PoolStatus& p : status.pools()) {
+    if (p.node_id() == node && p.tier() == tier) pool = &p;
+  }
+  ASSERT_NE(pool, nullptr) << "no pool for " << node;
+  EXPECT_EQ(pool->resident_blocks(), resident.size());
+  v1::EventBatch hits;
+  for (const uint64_t id : resident) {
+    auto* e = hits.add_events();
+    e->set_node_id(node);
+    e->set_tier(tier);
+    e->mutable_block_hit()->set_block_id(id);
+  }
+  v1::ReportSummary summary;
+  ASSERT_TRUE(Report(stub, {hits}, &summary).ok());
+  EXPECT_EQ(summary.accepted(), resident.size());
+  EXPECT_EQ(summary.rejected(), 0u);
 }
 
 }  // namespace kvlearn
