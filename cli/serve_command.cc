@@ -219,8 +219,9 @@ Command AddServeCommand(CLI::App& root) {
                   "engine's stores and removals are applied to NODE's pools and logged "
                   "(docs/engine_events.md)");
   cmd->add_option("--engine-replay", o.engine_replay,
-                  "the engines' replay (ZMQ ROUTER) sockets, in --engine-events order: a gap "
-                  "in an engine's sequence numbers is asked for there");
+                  "the engines' replay (ZMQ ROUTER) sockets, in --engine-events order: at "
+                  "start what came after the last batch logged, and a gap in an engine's "
+                  "sequence numbers, are asked for there");
   cmd->add_option("--engine-topic", o.engine_topic,
                   "ZMQ topic prefix to subscribe to (default: every topic)");
   return {cmd, [f] { return RunServe(*f); }};

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
@@ -254,11 +255,21 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   if (!o.engine_events.empty()) {
     auto endpoints = ParseEngineEndpoints(o.engine_events, o.engine_replay);
     if (!endpoints.ok()) return endpoints.status();
-    for (const EngineEndpoint& e : *endpoints) {
+    for (EngineEndpoint& e : *endpoints) {
       if (auto st = ValidateNodeId(e.node_id, absl::StrCat("--engine-events: node of ", e.endpoint,
                                                            " (name it: node=", e.endpoint, ")"));
           !st.ok()) {
         return st;
+      }
+      // Resume after the last batch logged; an engine with none is asked for
+      // everything its replay socket still holds.
+      auto logged = s->log_->LoggedEngineSequence(e.node_id);
+      if (logged.ok()) {
+        e.start_sequence = *logged + 1;
+      } else if (!absl::IsNotFound(logged.status())) {
+        absl::StrAppend(&s->notes_, logged.status().message(), "; engine ", e.node_id,
+                        " is followed from sequence 0, so batches already logged may be logged "
+                        "again\n");
       }
     }
     EngineMapping mapping;
@@ -269,7 +280,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     EngineSubscriberOptions so;
     so.endpoints = *std::move(endpoints);
     so.topic = o.engine_topic;
-    so.start_sequence = 0;  // ask each engine's replay socket for what it still holds
+    so.start_sequence = 0;  // of the engines with nothing logged
     EngineIngest* ingest = s->engine_ingest_.get();
     auto subscriber = EngineSubscriber::Start(
         std::move(so), [ingest](const std::string& node, uint64_t seq, EngineEventBatch& batch) {

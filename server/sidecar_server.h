@@ -5,7 +5,10 @@
 //
 // At start the event log (events and journaled decisions) is replayed through
 // the pools, so every pool's state is what it was before the stop or kill -9
-// (server/log_replay.h); the port opens after that.
+// (server/log_replay.h); the port opens after that. Each engine of
+// engine_events is then followed from the sequence after the last one logged
+// (server/engine_ingest.h); a damaged record of it is a startup_notes() line,
+// and that engine is followed from 0.
 //
 // Plaintext is accepted only on a loopback address unless
 // allow_insecure_remote; with tls_cert/tls_key the server speaks TLS, and
