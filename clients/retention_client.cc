@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <iterator>
+#include <random>
 #include <utility>
 
 namespace kvlearn {
@@ -62,6 +64,21 @@ bool SidecarAlive(grpc::StatusCode code) {
          code == grpc::StatusCode::ALREADY_EXISTS || code == grpc::StatusCode::OUT_OF_RANGE;
 }
 
+// "<node_id>#<tier>": '#' is not a node id character, so pools do not share
+// a source; past the sidecar's 128 bytes the node id, its default.
+std::string SourceOf(const RetentionClientOptions& o) {
+  std::string source = o.node_id + "#" + v1::Tier_Name(o.tier);
+  return source.size() <= 128 ? source : o.node_id;
+}
+
+// 1..2^63, so never 0 (no id) nor wrapping. Random, because the sidecar
+// remembers a source's ids across its restarts and a restarted client with
+// the same source must not resend a predecessor's id with new events.
+uint64_t FirstBatchId() {
+  std::random_device random;
+  return ((uint64_t{random()} << 32 | random()) >> 1) + 1;
+}
+
 int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -78,7 +95,10 @@ void FillCandidate(const ClientBlock& block, v1::BlockCandidate* c) {
 }  // namespace
 
 RetentionClient::RetentionClient(RetentionClientOptions options)
-    : options_(std::move(options)), fallback_(options_.fallback_capacity_blocks) {
+    : options_(std::move(options)),
+      source_(SourceOf(options_)),
+      fallback_(options_.fallback_capacity_blocks),
+      next_batch_id_(FirstBatchId()) {
   auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
   channel_ = grpc::CreateChannel(options_.target, creds);
   stub_ = v1::Retention::NewStub(channel_);
@@ -86,9 +106,19 @@ RetentionClient::RetentionClient(RetentionClientOptions options)
 
 RetentionClient::~RetentionClient() = default;
 
+size_t RetentionClient::BufferedEvents() const {
+  size_t events = pending_.events_size();
+  for (const v1::EventBatch& b : held_) events += b.events_size();
+  return events;
+}
+
+void RetentionClient::Number(v1::EventBatch& batch) {
+  batch.set_batch_id(next_batch_id_++);
+  batch.set_source(source_);
+}
+
 v1::Event* RetentionClient::NewEvent() {
-  if (resync_pending_ ||
-      static_cast<size_t>(pending_.events_size()) >= options_.max_buffered_events) {
+  if (resync_pending_ || BufferedEvents() >= options_.max_buffered_events) {
     ++stats_.events_dropped_total;
     resync_pending_ = true;
     return nullptr;
@@ -187,7 +217,7 @@ bool RetentionClient::Flush() {
     ++stats_.calls_total[kReportEvents];
   }
   return FlushUntil(std::chrono::system_clock::now() + options_.flush_deadline,
-                    /*may_resync=*/true);
+                    /*may_repair=*/true);
 }
 
 std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
@@ -212,38 +242,59 @@ std::vector<v1::EventBatch> RetentionClient::ResyncBatches() {
     stored->set_tokens(b.tokens);
     stored->set_bytes(b.bytes);
   }
+  for (v1::EventBatch& b : batches) Number(b);
   return batches;
 }
 
-bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync) {
+bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline, bool may_repair) {
   std::vector<v1::EventBatch> batches;
   bool resync = false;
+  size_t resent = 0;
   {
     absl::MutexLock lock(&mu_);
+    if ((resync_pending_ || !held_.empty()) && !may_repair) return false;
     if (resync_pending_) {
-      if (!may_resync) return false;
-      // The buffer's events are already reflected in the fallback's blocks.
+      // The held and buffered events are already reflected in the fallback's blocks.
       batches = ResyncBatches();
-      stats_.events_dropped_total += pending_.events_size();
+      stats_.events_dropped_total += BufferedEvents();
       pending_.Clear();
+      held_.clear();
       resync_pending_ = false;
       resync = true;
     } else {
-      if (pending_.events_size() == 0) return true;
-      batches.emplace_back().Swap(&pending_);
+      resent = held_.size();
+      if (pending_.events_size() > 0) {
+        Number(pending_);
+        held_.emplace_back().Swap(&pending_);
+      }
+      if (held_.empty()) return true;
+      batches.swap(held_);
     }
   }
   int events = 0;
   for (const auto& b : batches) events += b.events_size();
-  const auto dropped = [&] {
+  // After a failure other than a refusal the sidecar may have applied the
+  // batches: they are held, resent first by the next Flush() with the same
+  // ids, newer events buffering behind. Refused or skipped (breaker open),
+  // they are dropped and the pool resent.
+  const auto failed = [&](bool hold) {
     absl::MutexLock lock(&mu_);
+    ++stats_.fallbacks_total[kReportEvents];
+    if (hold && !resync) {
+      held_.insert(held_.begin(), std::make_move_iterator(batches.begin()),
+                   std::make_move_iterator(batches.end()));
+      return false;
+    }
     // A resync that failed drops nothing the engine reported: it is redone.
     if (!resync) stats_.events_dropped_total += events;
-    ++stats_.fallbacks_total[kReportEvents];
     resync_pending_ = true;
     return false;
   };
-  if (BeginAttempt(kReportEvents) == Attempt::kSkip) return dropped();
+  if (BeginAttempt(kReportEvents) == Attempt::kSkip) return failed(/*hold=*/false);
+  if (resent > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.batches_resent_total += resent;
+  }
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline);
   v1::ReportSummary summary;
@@ -254,7 +305,7 @@ bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline,
   writer->WritesDone();
   const grpc::Status status = writer->Finish();
   RecordOutcome(status);
-  if (!status.ok()) return dropped();
+  if (!status.ok()) return failed(/*hold=*/!SidecarAlive(status.error_code()));
   absl::MutexLock lock(&mu_);
   stats_.events_sent_total += events;
   stats_.events_rejected_total += summary.rejected();
@@ -279,7 +330,7 @@ ClientAdmitResult RetentionClient::Admit(const std::vector<ClientBlock>& candida
   };
   // Events the decision depends on (this request's arrival, the parent's
   // store) must reach the sidecar first.
-  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
+  if (!FlushUntil(deadline, /*may_repair=*/false)) return fall_back();
   if (BeginAttempt(kAdmit) == Attempt::kSkip) return fall_back();
   v1::AdmitRequest request;
   request.set_node_id(options_.node_id);
@@ -317,7 +368,7 @@ ClientRankResult RetentionClient::RankEviction(int64_t bytes_to_free,
     result.from_fallback = true;
     return result;
   };
-  if (!FlushUntil(deadline, /*may_resync=*/false)) return fall_back();
+  if (!FlushUntil(deadline, /*may_repair=*/false)) return fall_back();
   if (BeginAttempt(kRankEviction) == Attempt::kSkip) return fall_back();
   v1::RankRequest request;
   request.set_node_id(options_.node_id);

@@ -17,16 +17,27 @@
 // picks least recently used leaves among the blocks the client has seen
 // stored (clients/fallback_lru.h).
 //
-// Events that could not be sent are dropped, never retried (the sidecar may
-// have logged part of a batch that timed out): when the buffer is full, the
-// breaker is open or a flush fails. After a drop the sidecar's view of the
-// pool is stale, so until it is repaired Admit and RankEviction answer locally
-// without asking it, events are not buffered, and the next Flush() resends
-// the pool instead: all_blocks_cleared, pool_configured, then block_stored for
-// every block the fallback tracks, parents first (the fallback reflects every
-// reported event). The sidecar's policy state for the pool restarts from
-// there, so an engine calls Flush() regularly (after each request, or from a
-// timer) and picks deadlines above the sidecar's p99, or it resyncs often.
+// Every batch carries a batch_id (a counter from a random start, so a
+// restarted client does not reuse its predecessor's ids) and a source
+// ("<node_id>#<tier>", so two tiers of a node number apart; the node id alone
+// when that is over 128 bytes), which make a resend idempotent in the sidecar.
+// A flush that fails without a refusal (DEADLINE_EXCEEDED, UNAVAILABLE, ...)
+// may have been applied, so its batch is held: the next Flush() sends it
+// again first, same id, same events, and the sidecar acknowledges it as a
+// duplicate if it had it; newer events buffer behind it, the held ones
+// counting in max_buffered_events. Until that resend is acknowledged the
+// sidecar's view is stale, so Admit and RankEviction answer locally without
+// asking it.
+//
+// Events are dropped only when the buffer is full, the breaker is open or the
+// sidecar refused the batch (INVALID_ARGUMENT, ...: it would refuse it again).
+// Then, until it is repaired, Admit and RankEviction answer locally, events
+// are not buffered, and the next Flush() resends the pool instead (a resync):
+// all_blocks_cleared, pool_configured, then block_stored for every block the
+// fallback tracks, parents first (the fallback reflects every reported event).
+// The sidecar's policy state for the pool restarts from there, so an engine
+// calls Flush() regularly (after each request, or from a timer) and picks
+// deadlines above the sidecar's p99.
 //
 // Circuit breaker: after `breaker_failures` consecutive failures that say the
 // sidecar is unreachable or slow (UNAVAILABLE, DEADLINE_EXCEEDED, ...), calls
@@ -126,10 +137,11 @@ struct RetentionClientStats {
   bool breaker_open = false;
   uint64_t events_sent_total = 0;      // acknowledged by the sidecar (accepted or rejected)
   uint64_t events_rejected_total = 0;  // refused by the sidecar (its summary)
-  // Never sent as such: buffer full, breaker open, failed flush, or superseded
-  // by a pending resync (which carries their effect).
+  // Never acknowledged as such: buffer full, breaker open, refused flush, or
+  // held or buffered when a resync (which carries their effect) superseded them.
   uint64_t events_dropped_total = 0;
-  uint64_t resyncs_total = 0;  // pools resent after dropped events
+  uint64_t resyncs_total = 0;         // pools resent after dropped events
+  uint64_t batches_resent_total = 0;  // held batches sent again (same id, same events)
   uint64_t fallback_forgotten_total = 0;
   size_t fallback_blocks = 0;  // blocks the local LRU tracks now
 };
@@ -153,8 +165,9 @@ class RetentionClient {
   // The request reported with this id ended: its blocks may be proposed.
   void ReportFinished(const std::string& request_id);
 
-  // Sends the buffered events, or resends the pool after a drop; false if that
-  // failed (sidecar failed or breaker open). Returns within flush_deadline.
+  // Sends the held batches and then the buffered events, or resends the pool
+  // after a drop; false if that failed (sidecar failed or breaker open).
+  // Returns within flush_deadline.
   bool Flush();
 
   // New blocks of one chain, root to leaf. Returns within call_deadline.
@@ -173,21 +186,29 @@ class RetentionClient {
   // Records the outcome of one RPC for the breaker and the error counters.
   void RecordOutcome(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void CountFallback(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends the buffer under an absolute deadline, or the pool when a resync is
-  // pending and `may_resync` (else returns false at once); false if the
-  // sidecar did not acknowledge.
-  bool FlushUntil(std::chrono::system_clock::time_point deadline, bool may_resync);
+  // Sends the buffer under an absolute deadline. When batches are held or a
+  // resync is pending, only if `may_repair` (else returns false at once): the
+  // held batches first, or the pool. False if the sidecar did not acknowledge.
+  bool FlushUntil(std::chrono::system_clock::time_point deadline, bool may_repair);
   // The pool as events (see the header comment), in batches of at most
   // max_buffered_events.
   std::vector<v1::EventBatch> ResyncBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives `batch` the next id and this client's source.
+  void Number(v1::EventBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Events held and buffered: what max_buffered_events bounds.
+  size_t BufferedEvents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RetentionClientOptions options_;
+  const std::string source_;  // of every batch (see the header comment)
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Retention::Stub> stub_;
 
   mutable absl::Mutex mu_;
   v1::EventBatch pending_ ABSL_GUARDED_BY(mu_);
+  // Sent, not acknowledged, maybe applied: resent first (same ids).
+  std::vector<v1::EventBatch> held_ ABSL_GUARDED_BY(mu_);
   FallbackLru fallback_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_);
   bool resync_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<int64_t> pool_capacity_bytes_ ABSL_GUARDED_BY(mu_);
   uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,7 +2,9 @@
 // its answers are the sidecar's while it runs; once the sidecar is stopped
 // mid-run every call still returns promptly, from the local LRU, counted; the
 // breaker stops trying after N failures; a deadline too short for any answer
-// (a "slow sidecar") falls back the same way.
+// (a "slow sidecar") falls back the same way. Behind a relay that loses the
+// sidecar's answer to a flush it applied, the held batch is resent with its
+// id and applied once, without a resync.
 //
 // On time bounds: the project never puts a wall-clock bound in a unit test,
 // because a loaded machine makes it flaky. The property asked of this client
@@ -20,7 +22,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/sanitizer_slowdown.h"
@@ -33,6 +39,9 @@ using std::chrono::steady_clock;
 constexpr int64_t kBytes = 1000;
 constexpr auto kDeadline = std::chrono::milliseconds(50) * kSanitizerSlowdown;
 constexpr auto kNeverPast = std::chrono::seconds(2) * kSanitizerSlowdown;
+// For tests in which every live answer must be the sidecar's, even on a
+// loaded machine: far above its latency, still under kNeverPast.
+constexpr auto kLiveDeadline = std::chrono::milliseconds(500) * kSanitizerSlowdown;
 
 RetentionClientOptions ClientOptions(int port) {
   RetentionClientOptions o;
@@ -71,6 +80,21 @@ void Serve(RetentionClient& client, const std::vector<uint64_t>& chain, size_t h
   }
 }
 
+v1::GetStatusResponse SidecarStatus(int port) {
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse status;
+  EXPECT_TRUE(Connect(port)->GetStatus(&ctx, {}, &status).ok());
+  return status;
+}
+
+// `service` on a free loopback port.
+std::unique_ptr<grpc::Server> StartService(grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
 // Runs `call` and checks that it returned well before a hang would.
 template <typename Call>
 auto Timed(Call call) {
@@ -97,9 +121,7 @@ TEST(RetentionClientTest, AnswersAreTheSidecarsThenTheLocalLruAfterItStops) {
   auto server = StartServer(TestOptions(dir.path(), "lfu"));
   ASSERT_NE(server, nullptr);
   RetentionClientOptions o = ClientOptions(server->port());
-  // While the sidecar runs every answer must be its own, even on a loaded
-  // machine: a deadline far above its latency (still under the 2 s bound).
-  o.call_deadline = o.flush_deadline = std::chrono::milliseconds(500) * kSanitizerSlowdown;
+  o.call_deadline = o.flush_deadline = kLiveDeadline;
   RetentionClient client(o);
 
   PlayDisagreeingSequence(client);
@@ -119,14 +141,9 @@ TEST(RetentionClientTest, AnswersAreTheSidecarsThenTheLocalLruAfterItStops) {
   EXPECT_EQ(before.rpc_attempts_total["Admit"], 4u);  // blocks 1, 2, 3, 4
 
   // The sidecar's view matches the node's: 1, 2 and 4 resident.
-  {
-    auto stub = Connect(server->port());
-    grpc::ClientContext ctx;
-    v1::GetStatusResponse status;
-    ASSERT_TRUE(stub->GetStatus(&ctx, {}, &status).ok());
-    ASSERT_EQ(status.pools_size(), 1);
-    EXPECT_EQ(status.pools(0).resident_blocks(), 3u);
-  }
+  const v1::GetStatusResponse status = SidecarStatus(server->port());
+  ASSERT_EQ(status.pools_size(), 1);
+  EXPECT_EQ(status.pools(0).resident_blocks(), 3u);
 
   server->Shutdown();
   server.reset();
@@ -237,10 +254,7 @@ class StalledRetention final : public v1::Retention::Service {
 TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   StalledRetention stalled;
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&stalled);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = StartService(&stalled, &port);
   ASSERT_NE(server, nullptr);
   RetentionClientOptions o = ClientOptions(port);
   o.breaker_failures = 1000;  // keep trying: every call must meet the stall
@@ -248,9 +262,10 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   // The stalled sidecar would hold each call forever: returning at all shows
   // the deadline cut it. Nothing buffered yet: the Admit RPC itself stalls.
   EXPECT_TRUE(Timed([&] { return client.Admit({Block(1, std::nullopt)}); }).from_fallback);
-  // Now ReportEvents stalls: its 2 events are dropped, so the sidecar's view
-  // is stale: until a Flush() resends the pool, decisions are local without
-  // asking it, and events are not buffered.
+  // Now ReportEvents stalls: its batch of 2 events may have been applied, so
+  // it is held and the sidecar's view is stale: until a Flush() has it
+  // acknowledged, decisions are local without asking it, and later events
+  // buffer behind it.
   client.ReportArrival({{1}, 0, 0, {10}, {kBytes}});
   client.ReportStored(Block(1, std::nullopt));
   EXPECT_FALSE(Timed([&] { return client.Flush(); }));
@@ -261,7 +276,7 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   const ClientRankResult victims = Timed([&] { return client.RankEviction(kBytes); });
   EXPECT_TRUE(victims.from_fallback);
   EXPECT_EQ(Ids(victims), std::vector<uint64_t>{1});  // the only unpinned stored block
-  // The resend stalls too.
+  // The resend (the held batch, then arrival 2) stalls too.
   EXPECT_FALSE(Timed([&] { return client.Flush(); }));
   const RetentionClientStats s = client.Stats();
   // 1 Admit RPC, 1 flush, 1 resend: each stalled until its deadline.
@@ -273,7 +288,8 @@ TEST(RetentionClientTest, ASidecarSlowerThanTheDeadlineIsAFallback) {
   EXPECT_EQ(s.fallbacks_total.at("Admit"), 4u);
   EXPECT_EQ(s.fallbacks_total.at("RankEviction"), 1u);
   EXPECT_EQ(s.fallbacks_total.at("ReportEvents"), 2u);
-  EXPECT_EQ(s.events_dropped_total, 3u);  // arrival 1 + stored 1, then arrival 2
+  EXPECT_EQ(s.batches_resent_total, 1u);
+  EXPECT_EQ(s.events_dropped_total, 0u);  // all 3 held, none lost
   EXPECT_EQ(s.resyncs_total, 0u);
   server->Shutdown(std::chrono::system_clock::now());
 }
@@ -318,14 +334,213 @@ TEST(RetentionClientTest, AfterDroppedEventsThePoolIsResentAndTheSidecarAgrees) 
   EXPECT_EQ(s.resyncs_total, 1u);
   EXPECT_EQ(s.events_sent_total, 6u);
   EXPECT_EQ(s.events_rejected_total, 0u);
-  auto stub = Connect(server->port());
-  grpc::ClientContext ctx;
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(stub->GetStatus(&ctx, {}, &status).ok());
+  const v1::GetStatusResponse status = SidecarStatus(server->port());
   ASSERT_EQ(status.pools_size(), 1);
   EXPECT_EQ(status.pools(0).resident_blocks(), 4u);
   EXPECT_EQ(status.pools(0).resident_bytes(), 4u * kBytes);
   server->Shutdown();
+}
+
+// Between the client and a real sidecar: passes every call on and records the
+// batches of each ReportEvents stream. While `lose_acks` is set it still
+// hands the batches to the sidecar but keeps the sidecar's answer from the
+// client until the client gives up (its deadline cancels the call): an
+// acknowledgement lost on the way back, after the sidecar applied the batches.
+class AckLosingRelay final : public v1::Retention::Service {
+ public:
+  explicit AckLosingRelay(int sidecar_port) : sidecar_(Connect(sidecar_port)) {}
+
+  grpc::Status ReportEvents(grpc::ServerContext* ctx, grpc::ServerReader<v1::EventBatch>* reader,
+                            v1::ReportSummary* summary) override {
+    std::vector<v1::EventBatch> batches;
+    for (v1::EventBatch b; reader->Read(&b);) batches.push_back(b);
+    const grpc::Status status = Report(*sidecar_, batches, summary);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams_.push_back(batches);
+      duplicates_ += summary->duplicate_batches();
+    }
+    if (!lose_acks) return status;
+    while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the answer was lost");
+  }
+  grpc::Status Admit(grpc::ServerContext*, const v1::AdmitRequest* request,
+                     v1::AdmitResponse* response) override {
+    grpc::ClientContext ctx;
+    return sidecar_->Admit(&ctx, *request, response);
+  }
+  grpc::Status RankEviction(grpc::ServerContext*, const v1::RankRequest* request,
+                            v1::RankResponse* response) override {
+    grpc::ClientContext ctx;
+    return sidecar_->RankEviction(&ctx, *request, response);
+  }
+
+  std::vector<std::vector<v1::EventBatch>> streams() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return streams_;
+  }
+  // Batches the sidecar acknowledged as already applied.
+  uint64_t duplicates() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return duplicates_;
+  }
+
+  std::atomic<bool> lose_acks{false};
+
+ private:
+  std::unique_ptr<v1::Retention::Stub> sidecar_;
+  mutable std::mutex mu_;
+  std::vector<std::vector<v1::EventBatch>> streams_;
+  uint64_t duplicates_ = 0;
+};
+
+// A sidecar and a relay in front of it, for a client with live deadlines.
+struct RelayedSidecar {
+  explicit RelayedSidecar(const std::string& policy)
+      : server(StartServer(TestOptions(dir.path(), policy))), relay(server->port()) {
+    relay_server = StartService(&relay, &relay_port);
+  }
+  ~RelayedSidecar() {
+    relay_server->Shutdown(std::chrono::system_clock::now());
+    server->Shutdown();
+  }
+  RetentionClientOptions ClientOptions() const {
+    RetentionClientOptions o = kvlearn::ClientOptions(relay_port);
+    o.call_deadline = o.flush_deadline = kLiveDeadline;
+    return o;
+  }
+  v1::GetStatusResponse Status() const { return SidecarStatus(server->port()); }
+
+  TempDir dir;
+  std::unique_ptr<SidecarServer> server;
+  AckLosingRelay relay;
+  int relay_port = 0;
+  std::unique_ptr<grpc::Server> relay_server;
+};
+
+bool FirstIsAllBlocksCleared(const std::vector<v1::EventBatch>& stream) {
+  return !stream.empty() && stream[0].events_size() > 0 &&
+         stream[0].events(0).has_all_blocks_cleared();
+}
+
+TEST(RetentionClientTest, AFlushWhoseAnswerWasLostIsResentAndAppliedOnce) {
+  // lfu: its answer below (3) is the sidecar's, not the local LRU's (2).
+  RelayedSidecar sidecar("lfu");
+  RetentionClient client(sidecar.ClientOptions());
+  const uint64_t log_start = sidecar.Status().log_next_sequence();
+
+  // PlayDisagreeingSequence's requests. The flush of the second one (block
+  // 2's store, the arrival, hits 2 and 1) is applied, its answer lost.
+  client.ReportPoolConfigured(100 * kBytes);
+  Serve(client, {1, 2}, 0);
+  Serve(client, {1, 2}, 2);
+  sidecar.relay.lose_acks = true;
+  EXPECT_FALSE(Timed([&] { return client.Flush(); }));
+  sidecar.relay.lose_acks = false;
+  ASSERT_TRUE(WaitUntil([&] { return sidecar.relay.streams().size() == 3; }));
+  EXPECT_EQ(sidecar.Status().pools(0).resident_blocks(), 2u);  // applied
+  // Until the held batch is acknowledged, decisions are local without an RPC
+  // and the events buffer behind it.
+  Serve(client, {1, 3}, 1);
+  Serve(client, {4}, 0);
+  EXPECT_EQ(client.Stats().fallbacks_total.at("Admit"), 2u);
+  EXPECT_EQ(client.Stats().rpc_attempts_total.at("Admit"), 2u);  // blocks 1, 2
+  ASSERT_TRUE(client.Flush());
+  // Back to the sidecar, which has the whole history: lfu evicts 3, as in
+  // AnswersAreTheSidecarsThenTheLocalLruAfterItStops.
+  const ClientRankResult from_sidecar = client.RankEviction(kBytes);
+  ASSERT_FALSE(from_sidecar.from_fallback);
+  EXPECT_EQ(Ids(from_sidecar), (std::vector<uint64_t>{3}));
+
+  // Streams: Admit 1's flush, Admit 2's, the lost one, then its resend with
+  // the same id followed by the later events under the next id.
+  const auto streams = sidecar.relay.streams();
+  ASSERT_EQ(streams.size(), 4u);
+  ASSERT_EQ(streams[2].size(), 1u);
+  ASSERT_EQ(streams[3].size(), 2u);
+  const uint64_t first = streams[0][0].batch_id();
+  EXPECT_NE(first, 0u);
+  EXPECT_EQ(streams[1][0].batch_id(), first + 1);
+  EXPECT_EQ(streams[2][0].batch_id(), first + 2);
+  EXPECT_EQ(streams[3][0].ShortDebugString(), streams[2][0].ShortDebugString());
+  EXPECT_EQ(streams[3][1].batch_id(), first + 3);
+  EXPECT_EQ(streams[3][1].source(), "engine-0#TIER_POOL");
+  EXPECT_EQ(sidecar.relay.duplicates(), 1u);
+
+  const RetentionClientStats s = client.Stats();
+  EXPECT_EQ(s.batches_resent_total, 1u);
+  EXPECT_EQ(s.resyncs_total, 0u);
+  EXPECT_EQ(s.events_dropped_total, 0u);
+  EXPECT_EQ(s.sidecar_errors_total, (std::map<std::string, uint64_t>{{"DEADLINE_EXCEEDED", 1}}));
+  // pool_configured + 4 arrivals + 3 hits + 4 stored, each once.
+  EXPECT_EQ(s.events_sent_total, 12u);
+  // The sidecar logged each of them once, and each batch's id (4 batches);
+  // no all_blocks_cleared reset the pool.
+  const v1::GetStatusResponse status = sidecar.Status();
+  EXPECT_EQ(status.log_next_sequence() - log_start, 12u + 4u);
+  ASSERT_EQ(status.pools_size(), 1);
+  EXPECT_EQ(status.pools(0).requests(), 4u);
+  EXPECT_EQ(status.pools(0).evictions(), 0u);
+}
+
+TEST(RetentionClientTest, ARefusedBatchIsDroppedAndThePoolResent) {
+  RelayedSidecar sidecar("lru");  // the relay passes everything on
+  RetentionClientOptions o = sidecar.ClientOptions();
+  // Over the 128 bytes of a batch's source: the sidecar refuses every batch
+  // (INVALID_ARGUMENT), which resending it would not change.
+  o.node_id = std::string(129, 'n');
+  o.breaker_failures = 2;
+  RetentionClient client(o);
+  client.ReportPoolConfigured(100 * kBytes);
+  client.ReportArrival({{1, 2}, 0, 0, {10, 10}, {kBytes, kBytes}});
+  client.ReportStored(Block(1, std::nullopt));
+  EXPECT_FALSE(client.Flush());
+  // Dropped: the view is stale, later events are not buffered, decisions are
+  // local, and the next flush resends the pool (refused too).
+  client.ReportStored(Block(2, 1));
+  EXPECT_TRUE(client.Admit({Block(3, 2)}).from_fallback);
+  EXPECT_FALSE(client.Flush());
+
+  const auto streams = sidecar.relay.streams();
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_FALSE(FirstIsAllBlocksCleared(streams[0]));
+  ASSERT_TRUE(FirstIsAllBlocksCleared(streams[1]));
+  EXPECT_EQ(streams[1][0].events_size(), 4);  // cleared, configured, stored 1 and 2
+  EXPECT_NE(streams[1][0].batch_id(), streams[0][0].batch_id());
+  const RetentionClientStats s = client.Stats();
+  EXPECT_EQ(s.events_dropped_total, 4u);  // the refused 3, then stored 2
+  EXPECT_EQ(s.batches_resent_total, 0u);
+  EXPECT_EQ(s.sidecar_errors_total, (std::map<std::string, uint64_t>{{"INVALID_ARGUMENT", 2}}));
+  EXPECT_EQ(s.breaker_opens_total, 0u);
+  EXPECT_EQ(s.rpc_attempts_total.count("Admit"), 0u);
+}
+
+TEST(RetentionClientTest, AHeldBatchCountsInTheBufferBound) {
+  RelayedSidecar sidecar("lru");
+  RetentionClientOptions o = sidecar.ClientOptions();
+  o.max_buffered_events = 4;
+  RetentionClient client(o);
+  client.ReportPoolConfigured(100 * kBytes);
+  client.ReportArrival({{1, 2, 3}, 0, 0, {10, 10, 10}, {kBytes, kBytes, kBytes}});
+  client.ReportStored(Block(1, std::nullopt));
+  sidecar.relay.lose_acks = true;
+  EXPECT_FALSE(Timed([&] { return client.Flush(); }));  // 3 events held
+  sidecar.relay.lose_acks = false;
+  client.ReportStored(Block(2, 1));  // the 4th: room for it
+  EXPECT_EQ(client.Stats().events_dropped_total, 0u);
+  client.ReportStored(Block(3, 2));  // the 5th: dropped, the pool will be resent
+  EXPECT_EQ(client.Stats().events_dropped_total, 1u);
+  ASSERT_TRUE(client.Flush());
+
+  const auto streams = sidecar.relay.streams();
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_TRUE(FirstIsAllBlocksCleared(streams[1]));  // not the held batch
+  const RetentionClientStats s = client.Stats();
+  EXPECT_EQ(s.events_dropped_total, 5u);  // + the 3 held and the 1 buffered, superseded
+  EXPECT_EQ(s.resyncs_total, 1u);
+  EXPECT_EQ(s.batches_resent_total, 0u);
+  EXPECT_EQ(s.events_sent_total, 5u);  // cleared, configured, 3 stored
+  ExpectPoolHolds(*Connect(sidecar.server->port()), o.node_id, o.tier, {1, 2, 3});
 }
 
 TEST(RetentionClientTest, AFullBufferDropsAndCountsEvents) {
