@@ -2,7 +2,9 @@
 """The Python retention client (clients/python/kvlearn_client) against the real
 `kvlearn serve`: the example's replay runs through it, the server is killed
 (SIGKILL) mid-run, and every later call must return promptly from the local
-fallback, counted, with no exception reaching the engine.
+fallback, counted, with no exception reaching the engine. Behind a relay that
+loses the sidecar's answer to a flush it applied, the held batch is resent
+with its id and applied once, without a resync.
 
 Environment (set by ctest, tests/clients/CMakeLists.txt): KVLEARN_BINARY (the
 kvlearn executable), KVLEARN_TRACE (the sample trace), PYTHONPATH (the
@@ -25,7 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import threading
 import unittest
+from concurrent import futures
 
 import grpc
 
@@ -65,10 +69,77 @@ class ServeProcess:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def resident_blocks_in_sidecar(port: int) -> int:
+def sidecar_status(port: int) -> pb.GetStatusResponse:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        status = pb_grpc.RetentionStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
-    return sum(p.resident_blocks for p in status.pools)
+        return pb_grpc.RetentionStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
+
+
+def resident_blocks_in_sidecar(port: int) -> int:
+    return sum(p.resident_blocks for p in sidecar_status(port).pools)
+
+
+def wait_until(done) -> bool:
+    """Polls `done` for a generous while: a loaded machine makes a test
+    slower, not flaky (as tests/server/sidecar_fixture.h's WaitUntil)."""
+    give_up = time.monotonic() + 120
+    while not done():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+class AckLosingRelay(pb_grpc.RetentionServicer):
+    """Between the client and the real sidecar, on a free loopback port:
+    passes every call on and records the batches of each ReportEvents stream.
+    While `lose_acks` is set it still hands the batches to the sidecar but
+    keeps the sidecar's answer from the client until the client gives up (its
+    deadline): an acknowledgement lost on the way back, after the sidecar
+    applied the batches (as the C++ test's AckLosingRelay)."""
+
+    def __init__(self, sidecar_port: int):
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{sidecar_port}")
+        self._sidecar = pb_grpc.RetentionStub(self._channel)
+        self._lock = threading.Lock()
+        self._streams = []
+        self.duplicates = 0
+        self.lose_acks = False
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_RetentionServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    def streams(self):
+        with self._lock:
+            return list(self._streams)
+
+    def stop(self):
+        self._server.stop(None)
+        self._channel.close()
+
+    def ReportEvents(self, request_iterator, context):
+        batches = list(request_iterator)
+        summary = self._pass_on(context, lambda: self._sidecar.ReportEvents(iter(batches),
+                                                                            timeout=60))
+        with self._lock:
+            self._streams.append(batches)
+            self.duplicates += summary.duplicate_batches
+        while self.lose_acks and context.is_active():
+            time.sleep(0.001)
+        return summary
+
+    def Admit(self, request, context):
+        return self._pass_on(context, lambda: self._sidecar.Admit(request, timeout=60))
+
+    def RankEviction(self, request, context):
+        return self._pass_on(context, lambda: self._sidecar.RankEviction(request, timeout=60))
+
+    @staticmethod
+    def _pass_on(context, call):
+        try:
+            return call()
+        except grpc.RpcError as error:
+            context.abort(error.code(), error.details())
 
 
 class FallbackLruTest(unittest.TestCase):
@@ -200,6 +271,71 @@ class ResyncTest(unittest.TestCase):
             self.assertEqual(resident_blocks_in_sidecar(server.port), 4)
             client.close()
         finally:
+            server.kill()
+
+
+class ResendTest(unittest.TestCase):
+    def test_a_flush_whose_answer_was_lost_is_resent_and_applied_once(self):
+        server = ServeProcess()
+        relay = AckLosingRelay(server.port)
+        try:
+            client = RetentionClient(f"127.0.0.1:{relay.port}", "python-0",
+                                     call_deadline_s=DEADLINE_S, flush_deadline_s=DEADLINE_S,
+                                     now_us=lambda: 1000)
+            log_start = sidecar_status(server.port).log_next_sequence
+            client.report_pool_configured(100 * 1000)
+            client.report_arrival([1, 2], 0, 0, [10] * 2, [1000] * 2)
+            client.report_stored(Block(1, None, 10, 1000))
+            client.report_stored(Block(2, 1, 10, 1000))
+            self.assertTrue(client.flush())
+            # Request 2 hits 2 and 1: the sidecar applies its flush, the
+            # answer is lost.
+            client.report_arrival([1, 2], 0, 0, [10] * 2, [1000] * 2)
+            client.report_hits([2, 1])
+            relay.lose_acks = True
+            self.assertFalse(client.flush())
+            relay.lose_acks = False
+            self.assertTrue(wait_until(lambda: len(relay.streams()) == 2))  # it reached the sidecar
+            # Until the held batch is acknowledged decisions are local without
+            # an RPC, and the events buffer behind it.
+            client.report_arrival([1, 3], 0, 0, [10] * 2, [1000] * 2)
+            client.report_hits([1])
+            self.assertTrue(client.admit([Block(3, 1, 10, 1000)]).from_fallback)
+            client.report_stored(Block(3, 1, 10, 1000))
+            self.assertTrue(client.flush())
+            # Acknowledged: back to asking the sidecar.
+            client.report_arrival([4], 0, 0, [10], [1000])
+            self.assertFalse(client.admit([Block(4, None, 10, 1000)]).from_fallback)
+
+            # Streams: the first flush, the lost one, its resend (same id,
+            # same events) followed by the later events, admit 4's flush.
+            streams = relay.streams()
+            self.assertEqual([len(batches) for batches in streams], [1, 1, 2, 1])
+            first = streams[0][0].batch_id
+            self.assertNotEqual(first, 0)
+            self.assertEqual(streams[2][0], streams[1][0])
+            self.assertEqual([streams[1][0].batch_id, streams[2][1].batch_id,
+                              streams[3][0].batch_id], [first + 1, first + 2, first + 3])
+            self.assertEqual(streams[0][0].source, "python-0#TIER_POOL")
+            self.assertEqual(relay.duplicates, 1)
+
+            s = client.stats()
+            self.assertEqual(s.batches_resent_total, 1)
+            self.assertEqual(s.resyncs_total, 0)
+            self.assertEqual(s.events_dropped_total, 0)
+            self.assertEqual(s.sidecar_errors_total, {"DEADLINE_EXCEEDED": 1})
+            self.assertEqual(s.rpc_attempts_total["Admit"], 1)  # block 4
+            # pool_configured + 4 arrivals + 3 stored + 3 hits, each once.
+            self.assertEqual(s.events_sent_total, 11)
+            # The sidecar logged each of them once, and each batch's id (4
+            # batches); no all_blocks_cleared reset the pool.
+            status = sidecar_status(server.port)
+            self.assertEqual(status.log_next_sequence - log_start, 11 + 4)
+            self.assertEqual([(p.requests, p.evictions, p.resident_blocks)
+                              for p in status.pools], [(4, 0, 3)])
+            client.close()
+        finally:
+            relay.stop()
             server.kill()
 
 

@@ -319,7 +319,8 @@ def main(argv=None) -> int:
     print(f"  rpc attempts {s.rpc_attempts_total}, fallbacks {s.fallbacks_total}, "
           f"sidecar errors {s.sidecar_errors_total}, breaker skips {s.breaker_skips_total}, "
           f"events sent {s.events_sent_total} rejected {s.events_rejected_total} "
-          f"dropped {s.events_dropped_total}, resyncs {s.resyncs_total}")
+          f"dropped {s.events_dropped_total}, resyncs {s.resyncs_total}, "
+          f"batches resent {s.batches_resent_total}")
     return 0
 
 

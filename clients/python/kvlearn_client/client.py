@@ -18,12 +18,22 @@ The behaviour is the C++ client's (clients/retention_client.h, docs/clients.md):
   timeouts). When a call fails or runs out of time it is answered locally:
   admit keeps every candidate, rank_eviction picks least recently used leaves
   among the blocks stored (fallback_lru.py).
-* Events that could not be sent are dropped, never retried (buffer full,
-  breaker open, failed flush). After a drop the sidecar's view is stale: until
-  it is repaired, admit and rank_eviction answer locally without asking it,
-  events are not buffered, and the next flush() resends the pool instead
-  (all_blocks_cleared, pool_configured, block_stored for every block the
-  fallback tracks, parents first). Call flush() regularly (after each request).
+* Every batch carries a batch_id (a counter from a random start, so a
+  restarted client does not reuse its predecessor's ids) and a source
+  ("<node_id>#<tier>"; the node id alone past 128 bytes), which make a resend
+  idempotent in the sidecar. A flush that fails without a refusal (deadline,
+  UNAVAILABLE, ...) may have been applied, so its batch is held: the next
+  flush() sends it again first, same id, same events (the sidecar
+  acknowledges a duplicate without applying it); newer events buffer behind
+  it, within max_buffered_events. Until then admit and rank_eviction answer
+  locally without asking the sidecar.
+* Events are dropped only when the buffer is full, the breaker is open or the
+  sidecar refused the batch (INVALID_ARGUMENT, ...). Then the sidecar's view
+  is stale: until it is repaired, admit and rank_eviction answer locally,
+  events are not buffered, and the next flush() resends the pool instead (a
+  resync: all_blocks_cleared, pool_configured, block_stored for every block
+  the fallback tracks, parents first), which restarts the sidecar's policy
+  state for the pool. Call flush() regularly (after each request).
 * Circuit breaker: after `breaker_failures` consecutive failures saying the
   sidecar is unreachable or slow, calls skip it for `breaker_backoff_s`; the
   first call after that probes it again. Refusals that prove it alive
@@ -35,6 +45,7 @@ sequential per pool, so drive one client from one thread at a time.
 """
 
 import copy
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -95,20 +106,30 @@ class RetentionClientStats:
     breaker_open: bool = False
     events_sent_total: int = 0
     events_rejected_total: int = 0
-    # Never sent as such: buffer full, breaker open, failed flush, or
-    # superseded by a pending resync (which carries their effect).
+    # Never acknowledged as such: buffer full, breaker open, refused flush, or
+    # held or buffered when a resync (which carries their effect) superseded them.
     events_dropped_total: int = 0
     resyncs_total: int = 0
+    batches_resent_total: int = 0  # held batches sent again (same id, same events)
     fallback_forgotten_total: int = 0
     fallback_blocks: int = 0
 
 
 class _Failed(Exception):
-    """A sidecar call that did not succeed (carries the status code)."""
+    """A sidecar call that did not succeed (carries the status code; `sent`:
+    the RPC was made, not skipped by the breaker)."""
 
-    def __init__(self, code: grpc.StatusCode):
+    def __init__(self, code: grpc.StatusCode, sent: bool = True):
         super().__init__(code.name)
         self.code = code
+        self.sent = sent
+
+
+def _source(node_id: str, tier: int) -> str:
+    """"<node_id>#<tier>": '#' is not a node id character, so pools do not
+    share a source; past the sidecar's 128 bytes the node id, its default."""
+    source = f"{node_id}#{pb.Tier.Name(tier)}"
+    return source if len(source.encode()) <= 128 else node_id
 
 
 def _bump(counter: Dict[str, int], key: str, n: int = 1) -> None:
@@ -136,6 +157,13 @@ class RetentionClient:
         self._stub = pb_grpc.RetentionStub(self._channel)
         self._lock = threading.Lock()
         self._pending = pb.EventBatch()
+        # Sent, not acknowledged, maybe applied: resent first (same ids).
+        self._held: List[pb.EventBatch] = []
+        self._source = _source(node_id, tier)
+        # 1..2^63: never 0 (no id). Random, because the sidecar remembers a
+        # source's ids across its restarts and a restarted client with the
+        # same source must not resend a predecessor's id with new events.
+        self._next_batch_id = secrets.randbits(63) + 1
         self._fallback = FallbackLru(fallback_capacity_blocks)
         self._resync_pending = False
         self._pool_capacity_bytes: Optional[int] = None
@@ -153,8 +181,18 @@ class RetentionClient:
         self.close()
 
     # Buffered events (no I/O).
+    def _buffered_events(self) -> int:
+        """Events held and buffered: what max_buffered_events bounds."""
+        return len(self._pending.events) + sum(len(b.events) for b in self._held)
+
+    def _number(self, batch: pb.EventBatch) -> pb.EventBatch:
+        batch.batch_id = self._next_batch_id
+        batch.source = self._source
+        self._next_batch_id += 1
+        return batch
+
     def _new_event(self) -> Optional[pb.Event]:
-        if self._resync_pending or len(self._pending.events) >= self._max_buffered:
+        if self._resync_pending or self._buffered_events() >= self._max_buffered:
             self._stats.events_dropped_total += 1
             self._resync_pending = True
             return None
@@ -180,7 +218,7 @@ class RetentionClient:
             e.node_id = self._node_id
             e.tier = self._tier
             e.timestamp_us = now
-        return [pb.EventBatch(events=events[i:i + per_batch])
+        return [self._number(pb.EventBatch(events=events[i:i + per_batch]))
                 for i in range(0, len(events), per_batch)]
 
     def report_pool_configured(self, capacity_bytes: int) -> None:
@@ -250,7 +288,7 @@ class RetentionClient:
             if (self._consecutive_failures >= self._breaker_failures
                     and time.monotonic() < self._open_until):
                 self._stats.breaker_skips_total += 1
-                raise _Failed(grpc.StatusCode.UNAVAILABLE)
+                raise _Failed(grpc.StatusCode.UNAVAILABLE, sent=False)
             _bump(self._stats.rpc_attempts_total, rpc)
         code = grpc.StatusCode.OK
         result = None
@@ -274,33 +312,51 @@ class RetentionClient:
             raise _Failed(code)
         return result
 
-    def _flush_until(self, deadline: float, may_resync: bool) -> bool:
+    def _flush_until(self, deadline: float, may_repair: bool) -> bool:
+        """Sends the buffer; when batches are held or a resync is pending, only
+        if `may_repair` (else False at once): the held batches first, or the
+        pool. False if the sidecar did not acknowledge."""
         with self._lock:
             resync = self._resync_pending
+            if (resync or self._held) and not may_repair:
+                return False
+            resent = 0
             if resync:
-                if not may_resync:
-                    return False
-                # The buffer's events are already reflected in the fallback.
+                # The held and buffered events are already reflected in the fallback.
                 batches = self._resync_batches()
-                self._stats.events_dropped_total += len(self._pending.events)
-                self._pending = pb.EventBatch()
+                self._stats.events_dropped_total += self._buffered_events()
+                self._pending, self._held = pb.EventBatch(), []
                 self._resync_pending = False
             else:
-                if not self._pending.events:
+                resent = len(self._held)
+                if self._pending.events:
+                    self._held.append(self._number(self._pending))
+                    self._pending = pb.EventBatch()
+                if not self._held:
                     return True
-                batches, self._pending = [self._pending], pb.EventBatch()
+                batches, self._held = self._held, []
         events = sum(len(b.events) for b in batches)
         try:
             summary = self._call(REPORT_EVENTS, deadline,
                                  lambda t: self._stub.ReportEvents(iter(batches), timeout=t))
-        except _Failed:
+        except _Failed as failure:
             with self._lock:
-                if not resync:  # a failed resync loses nothing reported: it is redone
-                    self._stats.events_dropped_total += events
                 _bump(self._stats.fallbacks_total, REPORT_EVENTS)
+                if failure.sent:
+                    self._stats.batches_resent_total += resent
+                # After a failure other than a refusal the sidecar may have
+                # applied the batches: held, resent first by the next flush()
+                # with the same ids. Refused or skipped (breaker open): dropped
+                # and the pool resent; a failed resync loses nothing reported.
+                if failure.sent and failure.code not in _SIDECAR_ALIVE and not resync:
+                    self._held = batches + self._held
+                    return False
+                if not resync:
+                    self._stats.events_dropped_total += events
                 self._resync_pending = True
             return False
         with self._lock:
+            self._stats.batches_resent_total += resent
             self._stats.events_sent_total += events
             self._stats.events_rejected_total += summary.rejected
             if resync:
@@ -312,7 +368,7 @@ class RetentionClient:
         if that failed. Returns within flush_deadline_s."""
         with self._lock:
             _bump(self._stats.calls_total, REPORT_EVENTS)
-        return self._flush_until(time.monotonic() + self._flush_deadline_s, may_resync=True)
+        return self._flush_until(time.monotonic() + self._flush_deadline_s, may_repair=True)
 
     def admit(self, candidates: Sequence[Block]) -> AdmitResult:
         """New blocks of one chain, root to leaf. Returns within call_deadline_s."""
@@ -321,7 +377,7 @@ class RetentionClient:
             _bump(self._stats.calls_total, ADMIT)
             now_us = self._now_us()
         try:
-            if not self._flush_until(deadline, may_resync=False):
+            if not self._flush_until(deadline, may_repair=False):
                 raise _Failed(grpc.StatusCode.UNAVAILABLE)
             request = pb.AdmitRequest(node_id=self._node_id, tier=self._tier,
                                       timestamp_us=now_us)
@@ -346,7 +402,7 @@ class RetentionClient:
         with self._lock:
             _bump(self._stats.calls_total, RANK_EVICTION)
         try:
-            if not self._flush_until(deadline, may_resync=False):
+            if not self._flush_until(deadline, may_repair=False):
                 raise _Failed(grpc.StatusCode.UNAVAILABLE)
             request = pb.RankRequest(node_id=self._node_id, tier=self._tier,
                                      bytes_to_free=bytes_to_free, candidate_ids=candidate_ids)
