@@ -364,14 +364,14 @@ absl::StatusOr<uint64_t> EventLog::LoggedEngineSequence(std::string_view node) c
 
 absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count,
                                              std::span<const EngineSequence> sequences) {
+  if (!sequences.empty() && engine_sequences() == nullptr) {
+    return absl::FailedPreconditionError("event log: opened read-only");
+  }
   const uint64_t first = next_sequence_;
   const std::string key = EventLogKey(first);
   const uint64_t bytes = key.size() + value.size();
   rocksdb::WriteBatch batch;
   batch.Put(handles_[0], key, rocksdb::Slice(value.data(), value.size()));
-  if (!sequences.empty() && engine_sequences() == nullptr) {
-    return absl::FailedPreconditionError("event log: opened read-only");
-  }
   for (const EngineSequence& e : sequences) {
     batch.Put(engine_sequences(), e.node, EventLogKey(e.sequence));
   }
