@@ -1,62 +1,7 @@
-// ARC (Megiddo & Modha, "ARC: A Self-Tuning, Low Overhead Replacement
-// Cache", FAST '03) under the prefix constraint.
-//
-// The algorithm as published, for a cache of c pages: resident pages are in
-// T1 (seen once recently) or T2 (seen at least twice); the directory also
-// remembers recently evicted pages in the ghost lists B1 (evicted from T1)
-// and B2 (evicted from T2), with |T1| + |B1| <= c and
-// |T1| + |T2| + |B1| + |B2| <= 2c. A hit moves the page to T2's MRU end. A
-// miss on a page in B1 raises the target size p of T1 by
-// max(1, |B2| / |B1|) (at most c), a miss in B2 lowers it by
-// max(1, |B1| / |B2|) (at least 0); either way the page is fetched into T2.
-// Any other miss fetches into T1. Room is made by REPLACE: evict T1's LRU
-// page into B1 if |T1| > p (or |T1| = p and the missed page is in B2),
-// else T2's LRU page into B2.
-//
-// Units: bytes. c is the pool's capacity in bytes, |T1|, |T2|, |B1|, |B2|
-// and p are byte counts, and one ghost hit moves p by the returning block's
-// bytes times the published ratio (the paper's "one page" is one block).
-// Every block of a chain holds the same bytes except a chain's partial last
-// block, so in blocks the rule would be almost the same; bytes keep the
-// ghost lists and the target on the scale the pool fills and evicts by (the
-// driver makes room until the new block's bytes fit), and a partial block
-// weighs what it occupies. (libCacheSim's byte-sized ARC moves p by the
-// ratio alone, i.e. by about one byte per ghost hit; we scale by the block.)
-// The directory bounds are kept by dropping ghosts from the LRU end of B1,
-// then B2, after every change; that is the paper's case IV bookkeeping
-// (delete B1's or B2's LRU entry, or drop T1's victim when B1 is empty)
-// done after the fact, with the same resulting lists.
-// c has to be the real capacity: a sidecar pool whose node never declares one
-// (pool_configured) is unbounded, and then the directory is never trimmed
-// (ghosts are remembered for ever) and p is bounded by nothing in practice.
-//
-// The miss event: ARC adapts p when the missed page is requested, before
-// REPLACE makes room for it. Here that moment is ShouldAdmit(b), which the
-// driver calls for each missing block before evicting for it: a block found
-// in B1 or B2 adapts p there and leaves its ghost list, marked as returning;
-// OnInsert puts a returning block in T2, any other in T1. A second
-// ShouldAdmit for a block already marked does not adapt p again; a block
-// inserted straight from a ghost list (a sidecar client need not ask first)
-// counts its miss in OnInsert.
-//
-// Prefix constraint: each list evicts its least recently used LEAF. T1 and
-// T2 each keep an indexed min-heap of their current leaves keyed by recency
-// (a fresh stamp on every insert and hit), so REPLACE takes the heap top of
-// the list it picks; a block joins its list's heap when its last resident
-// child leaves. If the list REPLACE picks has no evictable leaf (all its
-// blocks are interior or pinned), the victim comes from the other list. A
-// chain inserted in one request gets increasing stamps root first, so once
-// its leaf leaves, its parent is among the least recent blocks and follows
-// soon, as under LRU.
-//
-// Ranking: RankVictims replays SelectVictim/OnEvict on a copy of the policy
-// and the pool until every candidate has left, so it is exactly the order the
-// simulator would take, whatever else becomes a leaf (and shrinks T1 or T2)
-// on the way. O(pool) per call; candidates that never leave (pinned) come
-// last in their given order. EvictionPriority is REPLACE's rule without the
-// prefix constraint: the list REPLACE picks first, each by recency.
-//
-// Not thread-safe: one policy object per pool.
+// ARC: the algorithm and its prefix-constraint adaptation are described in
+// arc_policy.h.
+#include "policies/arc_policy.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -66,307 +11,137 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "policies/drain_order.h"
-#include "policies/leaf_heap.h"
-#include "policies/policy_env.h"
-#include "policies/retention_policy.h"
+#include "absl/strings/str_cat.h"
 
 namespace kvlearn {
-namespace {
 
-class ArcPolicy final : public RetentionPolicy {
- public:
-  explicit ArcPolicy(const PolicyEnv& env)
-      : catalog_(*env.catalog), pool_(env.pool), capacity_(env.pool->capacity_bytes()) {}
-
-  std::string_view name() const override { return "arc"; }
-
-  void OnHit(BlockIndex b, const AccessInfo&) override {
-    stamp_[b] = ++clock_;
-    if (where_[b] == kT1) {
-      const bool leaf = leaves_[kT1].Contains(b);
-      leaves_[kT1].Remove(b);
-      bytes_[kT1] -= catalog_[b].bytes;
-      where_[b] = kT2;
-      bytes_[kT2] += catalog_[b].bytes;
-      leaves_[kT2].SetKey(b, Key(b));
-      if (leaf) leaves_[kT2].Push(b);
-    } else {
-      leaves_[kT2].SetKey(b, Key(b));
+absl::Status ArcPolicy::SaveState(std::span<const BlockIndex> renumber,
+                                  PolicyStateWriter& out) const {
+  out.Double(target_t1_);
+  out.Bool(returning_from_b2_);
+  out.Varint(clock_);
+  out.Varint(pool_->resident_blocks());
+  for (BlockIndex b = 0; b < renumber.size(); ++b) {
+    if (!pool_->IsResident(b)) continue;
+    out.Varint(Renumbered(renumber, b));
+    out.Varint(where_[b]);
+    out.Varint(stamp_[b]);
+  }
+  const auto kept = [&renumber](const std::vector<BlockIndex>& list, PolicyStateWriter& out) {
+    std::vector<BlockIndex> to;
+    for (BlockIndex b : list) {
+      if (Renumbered(renumber, b) != kNoBlock) to.push_back(Renumbered(renumber, b));
+    }
+    out.Varint(to.size());
+    for (BlockIndex b : to) out.Varint(b);
+  };
+  std::vector<BlockIndex> returning[2];
+  for (BlockIndex b = 0; b < where_.size(); ++b) {
+    if (where_[b] == kReturningFromB1 || where_[b] == kReturningFromB2) {
+      returning[where_[b] - kReturningFromB1].push_back(b);
     }
   }
-
-  bool ShouldAdmit(BlockIndex b, const AccessInfo&) override {
-    Grow(b);
-    NoteMiss(b);
-    return true;
-  }
-
-  void OnInsert(BlockIndex b, const AccessInfo&) override {
-    Grow(b);
-    NoteMiss(b);  // a no-op after ShouldAdmit(b)
-    const uint8_t list = where_[b] == kReturningFromB1 || where_[b] == kReturningFromB2 ? kT2 : kT1;
-    returning_from_b2_ = false;
-    where_[b] = list;
-    bytes_[list] += catalog_[b].bytes;
-    stamp_[b] = ++clock_;
-    leaves_[list].SetKey(b, Key(b));
-    leaves_[list].Push(b);
-    const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock) leaves_[where_[parent]].Remove(parent);
-    TrimGhosts();
-  }
-
-  BlockIndex SelectVictim() override {
-    const uint8_t first = ReplaceFromT1() ? kT1 : kT2;
-    if (const BlockIndex b = LeastRecentEvictable(first); b != kNoBlock) return b;
-    return LeastRecentEvictable(first == kT1 ? kT2 : kT1);
-  }
-
-  void OnEvict(BlockIndex b) override {
-    const uint8_t list = where_[b];
-    leaves_[list].Remove(b);
-    bytes_[list] -= catalog_[b].bytes;
-    const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_[where_[parent]].Push(parent);
-    PushGhost(list == kT1 ? kB1 : kB2, b);
-    TrimGhosts();
-  }
-
-  double EvictionPriority(BlockIndex b) const override {
-    const uint8_t first = ReplaceFromT1() ? kT1 : kT2;
-    return (where_[b] == first ? 0 : 0x1p52) + static_cast<double>(stamp_[b]);
-  }
-
-  std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
-
-  // p, the REPLACE flag, the clock; each resident block's list and stamp;
-  // the blocks asked about from a ghost list and not inserted yet; B1 and
-  // B2 from their LRU ends; T1's and T2's leaf heaps in slot order. Ghosts
-  // a compaction forgets are dropped (and their bytes with them).
-  absl::Status SaveState(std::span<const BlockIndex> renumber,
-                         PolicyStateWriter& out) const override {
-    out.Double(target_t1_);
-    out.Bool(returning_from_b2_);
-    out.Varint(clock_);
-    out.Varint(pool_->resident_blocks());
-    for (BlockIndex b = 0; b < renumber.size(); ++b) {
-      if (!pool_->IsResident(b)) continue;
-      out.Varint(Renumbered(renumber, b));
-      out.Varint(where_[b]);
-      out.Varint(stamp_[b]);
+  for (uint8_t ghost : {kB1, kB2}) {
+    kept(returning[ghost - kB1], out);
+    std::vector<BlockIndex> list;
+    for (uint32_t s = next_[GhostSentinel(ghost)]; s >= kFirstBlockSlot; s = next_[s]) {
+      list.push_back(s - kFirstBlockSlot);
     }
-    const auto kept = [&renumber](const std::vector<BlockIndex>& list, PolicyStateWriter& out) {
-      std::vector<BlockIndex> to;
-      for (BlockIndex b : list) {
-        if (Renumbered(renumber, b) != kNoBlock) to.push_back(Renumbered(renumber, b));
-      }
-      out.Varint(to.size());
-      for (BlockIndex b : to) out.Varint(b);
-    };
-    std::vector<BlockIndex> returning[2];
-    for (BlockIndex b = 0; b < where_.size(); ++b) {
-      if (where_[b] == kReturningFromB1 || where_[b] == kReturningFromB2) {
-        returning[where_[b] - kReturningFromB1].push_back(b);
-      }
-    }
-    for (uint8_t ghost : {kB1, kB2}) {
-      kept(returning[ghost - kB1], out);
-      std::vector<BlockIndex> list;
-      for (uint32_t s = next_[GhostSentinel(ghost)]; s >= kFirstBlockSlot; s = next_[s]) {
-        list.push_back(s - kFirstBlockSlot);
-      }
-      kept(list, out);
-    }
-    for (const LeafHeap& heap : leaves_) kept(heap.entries(), out);
-    return absl::OkStatus();
+    kept(list, out);
   }
-
-  absl::Status LoadState(PolicyStateReader& in) override {
-    target_t1_ = in.Double("arc target");
-    returning_from_b2_ = in.Bool("arc returning flag");
-    clock_ = in.Varint("arc clock");
-    const uint64_t n = ReadResidentCount(in, *pool_, "arc residents", 3);
-    std::vector<uint8_t> seen(in.blocks(), 0);
-    for (uint64_t i = 0; i < n && in.ok(); ++i) {
-      const BlockIndex b = ReadResident(in, *pool_, seen, "arc residents");
-      const auto list = static_cast<uint8_t>(in.Bounded("arc list", kT2));
-      const uint64_t stamp = in.Varint("arc stamp");
-      if (!in.ok()) break;
-      Grow(b);
-      where_[b] = list;
-      stamp_[b] = stamp;
-      bytes_[list] += catalog_[b].bytes;
-      leaves_[list].SetKey(b, Key(b));
-    }
-    // Ghosts and returning blocks: out of the pool, in no other list.
-    const auto read_absent = [this, &in](std::string_view what, auto&& take) {
-      const uint64_t count = in.Count(what);
-      for (uint64_t i = 0; i < count && in.ok(); ++i) {
-        const BlockIndex b = in.Block(what);
-        if (!in.ok()) break;
-        Grow(b);
-        if (pool_->IsResident(b) || where_[b] != kNowhere) {
-          in.Fail(absl::StrCat(std::string(what), ": resident or repeated"));
-          break;
-        }
-        take(b);
-      }
-    };
-    for (uint8_t ghost : {kB1, kB2}) {
-      const uint8_t returning = ghost == kB1 ? kReturningFromB1 : kReturningFromB2;
-      read_absent("arc returning block", [&](BlockIndex b) { where_[b] = returning; });
-      read_absent("arc ghost", [&](BlockIndex b) { PushGhost(ghost, b); });
-    }
-    uint64_t leaves = 0;
-    for (uint8_t list : {kT1, kT2}) {
-      const uint64_t count = in.Count("arc leaf heap");
-      std::vector<BlockIndex> entries;
-      std::fill(seen.begin(), seen.end(), 0);
-      for (uint64_t i = 0; i < count && in.ok(); ++i) {
-        const BlockIndex b = ReadResident(in, *pool_, seen, "arc leaf heap");
-        if (in.ok() && (!pool_->IsLeaf(b) || where_[b] != list)) {
-          in.Fail("arc leaf heap: an interior block or one of the other list");
-        }
-        entries.push_back(b);
-      }
-      leaves += count;
-      if (in.ok() && !leaves_[list].Assign(entries)) in.Fail("arc leaf heap: not in heap order");
-    }
-    uint64_t resident_leaves = 0;
-    for (BlockIndex b = 0; b < in.blocks(); ++b) resident_leaves += pool_->IsLeaf(b) ? 1 : 0;
-    if (in.ok() && leaves != resident_leaves) in.Fail("arc leaf heaps: not every resident leaf");
-    return in.status();
-  }
-
- private:
-  // The same state over another pool (RankVictims' scratch copy).
-  ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }
-  ArcPolicy(const ArcPolicy&) = default;
-
-  // where_ values. T1/T2 index leaves_, B1/B2 index the ghost sentinels.
-  static constexpr uint8_t kT1 = 0;
-  static constexpr uint8_t kT2 = 1;
-  static constexpr uint8_t kB1 = 2;
-  static constexpr uint8_t kB2 = 3;
-  static constexpr uint8_t kReturningFromB1 = 4;  // asked about while in B1, not inserted yet
-  static constexpr uint8_t kReturningFromB2 = 5;
-  static constexpr uint8_t kNowhere = 6;
-
-  // The paper's miss on b: a ghost adapts p and leaves its list, marked as
-  // returning (to T2). Sets the flag REPLACE reads until b is inserted.
-  void NoteMiss(BlockIndex b) {
-    if (where_[b] == kB1 || where_[b] == kB2) {
-      const bool from_b2 = where_[b] == kB2;
-      const double own = static_cast<double>(bytes_[from_b2 ? kB2 : kB1]);
-      const double other = static_cast<double>(bytes_[from_b2 ? kB1 : kB2]);
-      const double step = static_cast<double>(catalog_[b].bytes) * std::max(1.0, other / own);
-      target_t1_ = from_b2 ? std::max(0.0, target_t1_ - step)
-                           : std::min(static_cast<double>(capacity_), target_t1_ + step);
-      UnlinkGhost(b);
-      where_[b] = from_b2 ? kReturningFromB2 : kReturningFromB1;
-    }
-    returning_from_b2_ = where_[b] == kReturningFromB2;
-  }
-
-  // REPLACE's test: evict from T1 (rather than T2) first?
-  bool ReplaceFromT1() const {
-    const double t1 = static_cast<double>(bytes_[kT1]);
-    return bytes_[kT1] > 0 && (t1 > target_t1_ || (returning_from_b2_ && t1 == target_t1_));
-  }
-
-  OrderKey Key(BlockIndex b) const {
-    return {static_cast<double>(stamp_[b]), 0, catalog_[b].depth};
-  }
-
-  // The least recent unpinned leaf of T1 or T2. At most one leaf of the pool
-  // is pinned (the deepest resident block of the current request's chain;
-  // its ancestors have a resident child), so when the top is pinned the
-  // runner-up is one of its children in the heap; two levels are scanned to
-  // stay correct if that ever changes.
-  BlockIndex LeastRecentEvictable(uint8_t list) const {
-    const LeafHeap& heap = leaves_[list];
-    if (heap.empty()) return kNoBlock;
-    if (!pool_->IsPinned(heap.Top())) return heap.Top();
-    BlockIndex best = kNoBlock;
-    const size_t limit = std::min<size_t>(heap.size(), 1 + LeafHeap::kArity + 16);
-    for (size_t i = 1; i < limit; ++i) {
-      const BlockIndex b = heap.At(i);
-      if (pool_->IsPinned(b)) continue;
-      if (best == kNoBlock || stamp_[b] < stamp_[best]) best = b;
-    }
-    return best;
-  }
-
-  // Ghost lists are intrusive doubly-linked lists: slot 0 is B1's sentinel,
-  // slot 1 B2's, block b lives in slot b + 2. A sentinel's next is the list's
-  // LRU end, its prev the MRU end.
-  static constexpr uint32_t kFirstBlockSlot = 2;
-  static uint32_t GhostSentinel(uint8_t ghost) { return ghost - kB1; }
-
-  void PushGhost(uint8_t ghost, BlockIndex b) {
-    const uint32_t head = GhostSentinel(ghost);
-    const uint32_t s = b + kFirstBlockSlot;
-    const uint32_t mru = prev_[head];
-    next_[mru] = s;
-    prev_[s] = mru;
-    next_[s] = head;
-    prev_[head] = s;
-    where_[b] = ghost;
-    bytes_[ghost] += catalog_[b].bytes;
-  }
-
-  void UnlinkGhost(BlockIndex b) {
-    const uint32_t s = b + kFirstBlockSlot;
-    next_[prev_[s]] = next_[s];
-    prev_[next_[s]] = prev_[s];
-    bytes_[where_[b]] -= catalog_[b].bytes;
-    where_[b] = kNowhere;
-  }
-
-  // |T1| + |B1| <= c, then |T1| + |T2| + |B1| + |B2| <= 2c (T2 <= c, so
-  // trimming B2 is enough for the second once the first holds).
-  void TrimGhosts() {
-    while (bytes_[kT1] + bytes_[kB1] > capacity_ && next_[GhostSentinel(kB1)] >= kFirstBlockSlot) {
-      UnlinkGhost(next_[GhostSentinel(kB1)] - kFirstBlockSlot);
-    }
-    while (bytes_[kT1] + bytes_[kT2] + bytes_[kB1] + bytes_[kB2] > 2 * capacity_ &&
-           next_[GhostSentinel(kB2)] >= kFirstBlockSlot) {
-      UnlinkGhost(next_[GhostSentinel(kB2)] - kFirstBlockSlot);
-    }
-  }
-
-  void Grow(BlockIndex b) {
-    if (b < where_.size()) return;
-    const size_t n = std::max<size_t>(b + 1, where_.size() * 2);
-    where_.resize(n, kNowhere);
-    stamp_.resize(n, 0);
-    next_.resize(n + kFirstBlockSlot);
-    prev_.resize(n + kFirstBlockSlot);
-  }
-
-  const BlockCatalog& catalog_;
-  const PoolState* pool_;    // a pointer so RankVictims can run a copy over a copy
-  const uint64_t capacity_;  // c, in bytes
-
-  double target_t1_ = 0;              // p, in bytes
-  bool returning_from_b2_ = false;    // the block last asked about returns from B2
-  uint64_t bytes_[4] = {0, 0, 0, 0};  // by where_ value T1, T2, B1, B2
-  std::vector<uint8_t> where_;
-  std::vector<uint64_t> stamp_;  // recency: clock at the last insert or hit
-  uint64_t clock_ = 0;
-  LeafHeap leaves_[2];  // T1's and T2's resident leaves, least recent on top
-  std::vector<uint32_t> next_{0, 1};
-  std::vector<uint32_t> prev_{0, 1};
-};
-
-std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candidates) const {
-  PoolState pool = *pool_;
-  ArcPolicy copy(*this, pool);
-  return DrainOrder(copy, pool, candidates);
+  for (const LeafHeap& heap : leaves_) kept(heap.entries(), out);
+  return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status ArcPolicy::LoadState(PolicyStateReader& in) {
+  target_t1_ = in.Double("arc target");
+  returning_from_b2_ = in.Bool("arc returning flag");
+  clock_ = in.Varint("arc clock");
+  const uint64_t n = ReadResidentCount(in, *pool_, "arc residents", 3);
+  std::vector<uint8_t> seen(in.blocks(), 0);
+  for (uint64_t i = 0; i < n && in.ok(); ++i) {
+    const BlockIndex b = ReadResident(in, *pool_, seen, "arc residents");
+    const auto list = static_cast<uint8_t>(in.Bounded("arc list", kT2));
+    const uint64_t stamp = in.Varint("arc stamp");
+    if (!in.ok()) break;
+    Grow(b);
+    where_[b] = list;
+    stamp_[b] = stamp;
+    bytes_[list] += catalog_[b].bytes;
+    leaves_[list].SetKey(b, Key(b));
+  }
+  // Ghosts and returning blocks: out of the pool, in no other list.
+  const auto read_absent = [this, &in](std::string_view what, auto&& take) {
+    const uint64_t count = in.Count(what);
+    for (uint64_t i = 0; i < count && in.ok(); ++i) {
+      const BlockIndex b = in.Block(what);
+      if (!in.ok()) break;
+      Grow(b);
+      if (pool_->IsResident(b) || where_[b] != kNowhere) {
+        in.Fail(absl::StrCat(std::string(what), ": resident or repeated"));
+        break;
+      }
+      take(b);
+    }
+  };
+  for (uint8_t ghost : {kB1, kB2}) {
+    const uint8_t returning = ghost == kB1 ? kReturningFromB1 : kReturningFromB2;
+    read_absent("arc returning block", [&](BlockIndex b) { where_[b] = returning; });
+    read_absent("arc ghost", [&](BlockIndex b) { PushGhost(ghost, b); });
+  }
+  uint64_t leaves = 0;
+  for (uint8_t list : {kT1, kT2}) {
+    const uint64_t count = in.Count("arc leaf heap");
+    std::vector<BlockIndex> entries;
+    std::fill(seen.begin(), seen.end(), 0);
+    for (uint64_t i = 0; i < count && in.ok(); ++i) {
+      const BlockIndex b = ReadResident(in, *pool_, seen, "arc leaf heap");
+      if (in.ok() && (!pool_->IsLeaf(b) || where_[b] != list)) {
+        in.Fail("arc leaf heap: an interior block or one of the other list");
+      }
+      entries.push_back(b);
+    }
+    leaves += count;
+    if (in.ok() && !leaves_[list].Assign(entries)) in.Fail("arc leaf heap: not in heap order");
+  }
+  uint64_t resident_leaves = 0;
+  for (BlockIndex b = 0; b < in.blocks(); ++b) resident_leaves += pool_->IsLeaf(b) ? 1 : 0;
+  if (in.ok() && leaves != resident_leaves) in.Fail("arc leaf heaps: not every resident leaf");
+  return in.status();
+}
+
+std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candidates) const {
+  const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
+  // Each list's evictable blocks of the drain, least recent on top.
+  using Entry = std::pair<uint64_t, BlockIndex>;  // (stamp, block)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> lists[2];
+  for (const BlockIndex b : wanted) {
+    if (pool_->IsEvictable(b)) lists[where_[b]].push({stamp_[b], b});
+  }
+  absl::flat_hash_map<BlockIndex, uint32_t> children_left;  // of the parents met
+  uint64_t t1 = bytes_[kT1];
+  std::vector<BlockIndex> order;
+  absl::flat_hash_set<BlockIndex> taken;
+  while (!lists[kT1].empty() || !lists[kT2].empty()) {
+    const double t1_bytes = static_cast<double>(t1);
+    const bool from_t1 =
+        t1 > 0 && (t1_bytes > target_t1_ || (returning_from_b2_ && t1_bytes == target_t1_));
+    uint8_t list = from_t1 ? kT1 : kT2;
+    if (lists[list].empty()) list = list == kT1 ? kT2 : kT1;
+    const BlockIndex victim = lists[list].top().second;
+    lists[list].pop();
+    if (list == kT1) t1 -= std::min(t1, catalog_[victim].bytes);
+    if (wanted.contains(victim) && taken.insert(victim).second) order.push_back(victim);
+    const BlockIndex parent = catalog_[victim].parent;
+    if (parent == kNoBlock || pool_->IsPinned(parent)) continue;
+    const auto it = children_left.try_emplace(parent, pool_->ResidentChildren(parent)).first;
+    if (--it->second == 0) lists[where_[parent]].push({stamp_[parent], parent});
+  }
+  for (const BlockIndex b : candidates) {
+    if (taken.insert(b).second) order.push_back(b);
+  }
+  return order;
+}
 
 std::unique_ptr<RetentionPolicy> MakeArcPolicy(const PolicyEnv& env) {
   return std::make_unique<ArcPolicy>(env);
