@@ -60,6 +60,17 @@
 // so the victim always has the lowest; RankVictims replays the windowed
 // choice over the candidates. Otherwise both are recency's: the last use, ms.
 //
+// ARC expert (arc_policy.h, learned_arc_shadow_pool.h). An ARC instance over
+// this pool sees every hook, and a second shadow, evicting by ARC with the
+// same admissions, counts what its hits would have saved. While that shadow
+// has saved more than the recency shadow (ArcLeads: arc_lead_ > 0), ARC
+// chooses the victims, and EvictionPriority and RankVictims are ARC's; the
+// model (guard and recency shadow as above) chooses otherwise. ARC keeps as
+// ghosts only the victims it chose: a victim the model chose, had it come
+// back, would move ARC's p for a choice ARC did not make (round 10 of the
+// docs: that rule lost the sample trace's gain; round 11: forgetting them
+// won it without losing elsewhere).
+//
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
 // only rank evictions: refusing there saves nothing and loses the hit.
@@ -75,7 +86,9 @@
 #include "features/access_history.h"
 #include "features/feature_extractor.h"
 #include "models/learned_model.h"
+#include "policies/arc_policy.h"
 #include "policies/leaf_ordered_policy.h"
+#include "policies/learned_arc_shadow_pool.h"
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_refusal_ledger.h"
 #include "policies/learned_reuse_curve.h"
@@ -99,12 +112,15 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         feature_sink_(env.feature_sink),
         admission_moves_bytes_(env.admission_moves_bytes),
         shadow_(env.catalog, env.pool->capacity_bytes()),
+        arc_(env),
+        arc_shadow_(env.catalog, env.pool->capacity_bytes()),
         value_horizon_s_(Horizon()) {}
 
   std::string_view name() const override { return "learned"; }
 
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
     CountShadowHits(chain);
+    arc_.OnRequest(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
@@ -124,8 +140,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     }
   }
 
-  void OnHit(BlockIndex b, const AccessInfo&) override { Rekey(b, KeyFor(b)); }
+  void OnHit(BlockIndex b, const AccessInfo& access) override {
+    Rekey(b, KeyFor(b));
+    arc_.OnHit(b, access);
+  }
   bool ShouldAdmit(BlockIndex b, const AccessInfo& access) override {
+    arc_.ShouldAdmit(b, access);  // ARC's miss (its p moves on a ghost); ARC admits all
     // The simulator announces every block in a request's chain before asking,
     // but the sidecar may be asked about a block no request_arrival named (a
     // node that sends none, a pool of another tier, a candidate outside the
@@ -135,7 +155,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     if (!admission_moves_bytes_) return true;
     if (!(gain_[b] > 0) && BetOnRefusing(b)) return false;
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
-    const BlockIndex victim = SelectVictim();
+    const BlockIndex victim = OwnVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
   }
   double AdmissionScore(BlockIndex b, bool) const override {
@@ -145,9 +165,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
     last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
+    arc_.OnInsert(b, access);
   }
 
-  BlockIndex SelectVictim() override {
+  BlockIndex SelectVictim() override { return ArcLeads() ? arc_.SelectVictim() : OwnVictim(); }
+
+  // The model's choice among the window, or recency's (the guard and the
+  // recency shadow decide), recording both for the guard.
+  BlockIndex OwnVictim() {
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
     Window(window_);
@@ -175,12 +200,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     Grow();  // a sidecar may insert blocks no request or admission named
     evicted_ms_[b] = now_ms_;
     LeafOrderedPolicy::OnEvict(b);
+    arc_.OnEvict(b, /*remember=*/ArcLeads());
   }
 
   // While the model is trusted: V / (1 + V) in [0, 1) for the leaves in the
   // window, 1 + the last use in ms for the others (not yet the model's to
   // choose from); the victim always has the lowest. Else the last use, ms.
   double EvictionPriority(BlockIndex b) const override {
+    if (ArcLeads()) return arc_.EvictionPriority(b);
     if (!ModelRanks()) return KeyOf(b).primary;
     if (!InWindow(b)) return 1 + std::max(KeyOf(b).primary, 0.0);
     const double v = Value(b);
@@ -190,6 +217,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // (and the parents their eviction turns into leaves) were the pool's only
   // evictable leaves.
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override {
+    if (ArcLeads()) return arc_.RankVictims(candidates);
     if (!ModelRanks()) return LeafOrderedPolicy::RankVictims(candidates);
     std::vector<BlockIndex> wanted(candidates.begin(), candidates.end());
     std::sort(wanted.begin(), wanted.end());
@@ -275,6 +303,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     guard_.Save(renumber, out);
     out.Double(shadow_advantage_);
     shadow_.Save(renumber, out);
+    out.Double(arc_lead_);
+    if (auto s = arc_.SaveState(renumber, out); !s.ok()) return s;
+    arc_shadow_.Save(renumber, out);
     refusals_.Save(renumber, out);
     std::vector<BlockIndex> chain;
     for (const BlockIndex b : chain_) {
@@ -319,6 +350,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     guard_.Load(in);
     shadow_advantage_ = in.Double("learned shadow advantage");
     shadow_.Load(in);
+    arc_lead_ = in.Double("learned arc lead");
+    if (in.ok()) (void)arc_.LoadState(in);
+    if (in.ok()) arc_shadow_.Load(in);
     refusals_.Load(in);
     const uint64_t chain = in.Count("learned request chain");
     for (uint64_t i = 0; i < chain && in.ok(); ++i)
@@ -540,16 +574,30 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // evicting by recency would have with the same admissions (the shadow).
   bool ModelRanks() const { return guard_.Trusted() && shadow_advantage_ >= 0; }
 
+  // ARC chooses the victims while its shadow's hits have saved more than
+  // the recency shadow's, with this pool's admissions.
+  bool ArcLeads() const { return arc_lead_ > 0; }
+
   // Adds to shadow_advantage_ the savings of the blocks of `chain` that hit
-  // in one pool and not in the other: only those (a prefix is held in
-  // both), so pools that agree add exactly 0, whatever the rounding.
+  // in this pool and not in the recency shadow, less the reverse, and to
+  // arc_lead_ those of the ARC shadow against the recency shadow: only the
+  // blocks where two pools differ (a prefix is held in both), so pools that
+  // agree add exactly 0, whatever the rounding.
   void CountShadowHits(std::span<const BlockIndex> chain) {
+    const auto held = [this](BlockIndex b) { return pool_.IsResident(b); };
     const size_t real = pool_.ResidentPrefix(chain);
-    const size_t shadow =
-        shadow_.OnRequest(chain, [this](BlockIndex b) { return pool_.IsResident(b); });
-    for (size_t i = std::min(real, shadow); i < std::max(real, shadow); ++i) {
-      shadow_advantage_ += real > shadow ? Saving(chain[i]) : -Saving(chain[i]);
+    const size_t shadow = shadow_.OnRequest(chain, held);
+    const size_t arc = arc_shadow_.OnRequest(chain, held);
+    shadow_advantage_ += SavingBetween(chain, real, shadow);
+    arc_lead_ += SavingBetween(chain, arc, shadow);
+  }
+  // The savings of chain[b, a) when a > b, less those of chain[a, b) when b > a.
+  double SavingBetween(std::span<const BlockIndex> chain, size_t a, size_t b) const {
+    double sum = 0;
+    for (size_t i = std::min(a, b); i < std::max(a, b); ++i) {
+      sum += a > b ? Saving(chain[i]) : -Saving(chain[i]);
     }
+    return sum;
   }
 
   // The model's order: lower V first, then the least recent, deeper first.
@@ -578,6 +626,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // saved beyond the shadow's since the model was loaded (R - T summed).
   LearnedShadowPool shadow_;
   double shadow_advantage_ = 0;
+  // The expert that evicts while ARC leads: ARC over this pool, fed every
+  // hook, remembering as ghosts only the victims it chose. Its lead: what
+  // the ARC shadow's hits saved beyond the recency shadow's (R - T summed).
+  ArcPolicy arc_;
+  LearnedArcShadowPool arc_shadow_;
+  double arc_lead_ = 0;
   LearnedRefusalLedger refusals_;
   std::vector<BlockIndex> chain_;  // of the latest request
   // E as the latest request began: V's window, fixed while that request's

@@ -1,0 +1,124 @@
+// What the learned policy's pool would have saved had ARC chosen every
+// victim: a shadow pool like learned_shadow_pool.h's (the same capacity,
+// block numbers only, fed the same requests and the same admissions), which
+// evicts by ARC (arc_policy.h) instead of recency. The learned policy hands
+// its evictions to its ARC expert while this shadow's hits have saved more
+// than the recency shadow's (docs/learned_policy.md, round 11).
+//
+// The copy of a request's admissions follows the simulator: each block of
+// the previous request past what the shadow holds, root first, while the
+// real pool holds it, is offered to ARC (its miss moves p), room is made by
+// ARC's victims, and it goes in pinned; then the leading blocks of the new
+// request the shadow holds are hits, deepest first, pinned until the next.
+//
+// Residents, their bytes as copied in, and the pending request's chain:
+// shadow_residents.h; ARC is told the pool's capacity.
+//
+// Deterministic; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/block_catalog.h"
+#include "core/policy_state.h"
+#include "core/pool_state.h"
+#include "policies/arc_policy.h"
+#include "policies/shadow_residents.h"
+
+namespace kvlearn {
+
+class LearnedArcShadowPool {
+ public:
+  LearnedArcShadowPool(const BlockCatalog* catalog, uint64_t capacity_bytes)
+      : shadow_(catalog, capacity_bytes), arc_(*catalog, &shadow_.pool(), capacity_bytes) {}
+  LearnedArcShadowPool(const LearnedArcShadowPool&) = delete;
+  LearnedArcShadowPool& operator=(const LearnedArcShadowPool&) = delete;
+
+  const PoolState& pool() const { return shadow_.pool(); }
+  uint64_t used_bytes() const { return shadow_.used_bytes(); }  // as copied in
+
+  // A request needing `chain` (root first) starts; `held(b)`: the real pool
+  // holds b now. Returns the shadow's hits: how many leading blocks of
+  // `chain` it holds, once the previous request's admissions are in.
+  template <class Held>
+  size_t OnRequest(std::span<const BlockIndex> chain, const Held& held) {
+    shadow_.Grow();
+    PoolState& pool = shadow_.pool();
+    const BlockCatalog& catalog = shadow_.catalog();
+    const AccessInfo access{};  // ARC reads no field of it
+    const std::span<const BlockIndex> pending = shadow_.pending();
+    for (size_t i = pool.ResidentPrefix(pending); i < pending.size(); ++i) {
+      const BlockIndex b = pending[i];
+      const uint64_t bytes = catalog[b].bytes;
+      if (!held(b) || bytes > shadow_.capacity_bytes()) break;
+      arc_.ShouldAdmit(b, access);  // ARC's miss: a returning ghost moves p
+      if (!MakeRoom(bytes)) break;
+      shadow_.Insert(b, bytes);
+      pool.Pin(b);
+      arc_.OnInsert(b, access);
+    }
+    pool.BeginRequest();
+    const size_t hits = pool.ResidentPrefix(chain);
+    for (size_t i = hits; i-- > 0;) {
+      pool.Pin(chain[i]);
+      arc_.OnHit(chain[i], access);
+    }
+    shadow_.SetPending(chain);
+    return hits;
+  }
+
+  // The resident blocks by number, each with the bytes it was copied with,
+  // the pending request's chain (ShadowResidents::Save: what a compaction
+  // forgets), then ARC's state, saved from a copy the forgotten blocks have
+  // left (not as ghosts).
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
+    const PoolState& pool = shadow_.pool();
+    std::vector<BlockIndex> order;
+    for (BlockIndex b = 0; b < pool.catalog().size(); ++b) {
+      if (pool.IsResident(b)) order.push_back(b);
+    }
+    shadow_.Save(renumber, order, out);
+    uint64_t kept = 0;
+    const std::vector<uint8_t> keep = shadow_.KeptThroughCompaction(renumber, kept);
+    if (kept == pool.resident_blocks()) {
+      (void)arc_.SaveState(renumber, out);
+      return;
+    }
+    PoolState trimmed = pool;
+    ArcPolicy arc(arc_, trimmed);
+    trimmed.BeginRequest();  // pins are not state: Load pins the pending hits again
+    for (auto b = static_cast<BlockIndex>(order.size()); b-- > 0;) {  // children first
+      if (keep[order[b]]) continue;
+      trimmed.Evict(order[b]);
+      arc.OnEvict(order[b], false);
+    }
+    (void)arc.SaveState(renumber, out);
+  }
+
+  // REQUIRES: a shadow that saw nothing yet, over the catalog Save's blocks
+  // were renumbered into.
+  void Load(PolicyStateReader& in) {
+    (void)shadow_.Load(in, "arc shadow");
+    if (!in.ok() || !arc_.LoadState(in).ok()) return;
+    shadow_.PinPendingHits();
+  }
+
+ private:
+  // Evicts ARC's victims until `bytes` fit; false when the rest is pinned.
+  bool MakeRoom(uint64_t bytes) {
+    while (shadow_.free_bytes() < bytes) {
+      const BlockIndex b = arc_.SelectVictim();
+      if (b == kNoBlock || !shadow_.pool().IsEvictable(b)) return false;
+      shadow_.Evict(b);
+      arc_.OnEvict(b, true);
+    }
+    return true;
+  }
+
+  ShadowResidents shadow_;
+  ArcPolicy arc_;  // over shadow_'s pool, sized by its capacity
+};
+
+}  // namespace kvlearn
