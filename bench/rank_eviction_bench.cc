@@ -311,6 +311,11 @@ void BM_RankEviction64InProcess(benchmark::State& state) { RankEviction64InProce
 void BM_RankEviction64InProcessLearned(benchmark::State& state) {
   RankEviction64InProcess(state, "learned");
 }
+// arc's ranking is also learned's while its ARC expert leads (this pool has
+// no capacity, so the learned rows never evict and ARC never leads there).
+void BM_RankEviction64InProcessArc(benchmark::State& state) {
+  RankEviction64InProcess(state, "arc");
+}
 
 // Interleaved so both see the same machine state.
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
@@ -323,6 +328,7 @@ BENCHMARK(BM_RankEviction64OverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64LearnedOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessLearned)->Iterations(20000);
+BENCHMARK(BM_RankEviction64InProcessArc)->Iterations(20000);
 
 }  // namespace
 }  // namespace kvlearn
