@@ -35,6 +35,9 @@ class PoolState {
   uint64_t free_bytes() const { return capacity_bytes_ - used_bytes_; }
   uint64_t resident_blocks() const { return resident_blocks_; }
   uint64_t evictions() const { return evictions_; }  // since construction
+  // Residency and pin changes since construction: a policy may keep a choice
+  // it computed until this moves.
+  uint64_t changes() const { return changes_; }
   const BlockCatalog& catalog() const { return *catalog_; }
 
   bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
@@ -54,12 +57,16 @@ class PoolState {
   }
 
   // Starts a new request: unpins everything pinned by the previous one.
-  void BeginRequest() { ++epoch_; }
+  void BeginRequest() {
+    ++epoch_;
+    ++changes_;
+  }
   // REQUIRES: b < catalog().size() (after Grow).
   void Pin(BlockIndex b) {
     KVLEARN_DCHECK(b < resident_.size());
     if (b >= pin_epoch_.size()) pin_epoch_.resize(resident_.size(), 0);
     pin_epoch_[b] = epoch_;
+    ++changes_;
   }
   // One more in-flight request needs b (resident or not yet).
   // REQUIRES: b < catalog().size() (after Grow).
@@ -67,11 +74,13 @@ class PoolState {
     KVLEARN_DCHECK(b < resident_.size());
     if (b >= holds_.size()) holds_.resize(resident_.size(), 0);
     ++holds_[b];
+    ++changes_;
   }
   // REQUIRES: a Hold(b) not yet released.
   void Release(BlockIndex b) {
     KVLEARN_DCHECK(b < holds_.size() && holds_[b] > 0);
     --holds_[b];
+    ++changes_;
   }
 
   // REQUIRES: !IsResident(b), parent resident (or none). The simulators also
@@ -82,6 +91,7 @@ class PoolState {
     resident_[b] = 1;
     used_bytes_ += (*catalog_)[b].bytes;
     ++resident_blocks_;
+    ++changes_;
     const BlockIndex parent = (*catalog_)[b].parent;
     if (parent != kNoBlock) ++children_[parent];
   }
@@ -93,6 +103,7 @@ class PoolState {
     used_bytes_ -= (*catalog_)[b].bytes;
     --resident_blocks_;
     ++evictions_;
+    ++changes_;
     const BlockIndex parent = (*catalog_)[b].parent;
     if (parent != kNoBlock) --children_[parent];
   }
@@ -110,6 +121,7 @@ class PoolState {
   uint64_t used_bytes_ = 0;
   uint64_t resident_blocks_ = 0;
   uint64_t evictions_ = 0;
+  uint64_t changes_ = 0;
   uint32_t epoch_ = 1;  // pin_epoch_ starts at 0, so nothing is pinned initially
   std::vector<uint8_t> resident_;
   std::vector<uint32_t> children_;

@@ -119,6 +119,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   std::string_view name() const override { return "learned"; }
 
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
+    ++hooks_;
     CountShadowHits(chain);
     arc_.OnRequest(chain, access);
     history_.Record(chain, access.time_ms);
@@ -141,6 +142,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   }
 
   void OnHit(BlockIndex b, const AccessInfo& access) override {
+    ++hooks_;
     Rekey(b, KeyFor(b));
     arc_.OnHit(b, access);
   }
@@ -162,6 +164,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return b < gain_.size() ? gain_[b] : 0.0;
   }
   void OnInsert(BlockIndex b, const AccessInfo& access) override {
+    ++hooks_;
     admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
     last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
@@ -171,18 +174,28 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   BlockIndex SelectVictim() override { return ArcLeads() ? arc_.SelectVictim() : OwnVictim(); }
 
   // The model's choice among the window, or recency's (the guard and the
-  // recency shadow decide), recording both for the guard.
+  // recency shadow decide), recording both for the guard. Kept until the
+  // pool or this policy changes: the simulator asks twice for each block a
+  // full pool admits (ShouldAdmit, then the first SelectVictim).
   BlockIndex OwnVictim() {
+    if (own_.pool_changes == pool_.changes() && own_.hooks == hooks_) {
+      recency_choice_ = own_.recency;
+      model_choice_ = own_.model;
+      return own_.victim;
+    }
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
     model_choice_ = recency_choice_;
     Window(window_);
     for (const BlockIndex b : window_) {
       if (b == window_.front() || ModelRanksBefore(b, model_choice_)) model_choice_ = b;
     }
-    return ModelRanks() ? model_choice_ : recency_choice_;
+    const BlockIndex victim = ModelRanks() ? model_choice_ : recency_choice_;
+    own_ = {pool_.changes(), hooks_, victim, model_choice_, recency_choice_};
+    return victim;
   }
 
   void OnEvict(BlockIndex b) override {
+    ++hooks_;
     // Both experts chose for this eviction; the guard judges the one whose
     // choice went.
     if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
@@ -276,6 +289,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   }
 
   absl::Status SwapModel(std::shared_ptr<const LearnedModel> model) override {
+    ++hooks_;
     if (auto s = CheckModelFits(model.get()); !s.ok()) return s;
     model_ = std::move(model);
     // Curves of the old model may have another ladder: score afresh.
@@ -345,6 +359,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   }
 
   absl::Status LoadState(PolicyStateReader& in) override {
+    ++hooks_;
     LoadOrder(in);
     history_.Load(in, pool_.evictions());
     guard_.Load(in);
@@ -643,6 +658,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   bool bet_entered_ = false;                // the latest request's bet is in the ledger
   BlockIndex recency_choice_ = kNoBlock;    // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
+  // OwnVictim's last answer, for the pool and policy as they were then.
+  struct OwnChoice {
+    uint64_t pool_changes = UINT64_MAX;  // PoolState::changes() when it was made
+    uint64_t hooks = 0;                  // hooks_ when it was made
+    BlockIndex victim = kNoBlock, model = kNoBlock, recency = kNoBlock;
+  };
+  OwnChoice own_;
+  uint64_t hooks_ = 0;               // calls that change what OwnVictim reads
   double eviction_age_s_ = -1;       // < 0 until the first eviction
   std::vector<int64_t> evicted_ms_;  // per block: when it was evicted (kStale: resident, counted)
   double ghost_value_ = 0;           // decayed savings of misses on blocks evicted < E ago
