@@ -331,5 +331,37 @@ TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
   EXPECT_EQ(drained, (std::vector<BlockIndex>{h->Block('a'), h->Block('b')}));
 }
 
+// The victim ShouldAdmit found is kept for the SelectVictim that follows it,
+// but not past a change of the pool: a sidecar pool of 3 holds a (0 s), b
+// (1 s) and c (2 s), roots used once; an in-flight request holds a. Asked
+// about d (3 s), the pool is full and a is held: the candidate victim is b
+// (the least recent evictable leaf; a, b and c all read the same curve).
+// The request holding a ends: the next victim is a.
+TEST(LearnedEvictionTest, AVictimFoundForAnAdmissionIsAskedAgainOnceThePoolChanges) {
+  const auto h = MakeHandTrace({"a", "b", "c", "d"});
+  PolicyDriver driver(&h->replay.catalog, 3 * HandBlockBytes());
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), AccessCountModel())).ok());
+  for (uint32_t r = 0; r < 3; ++r) {
+    const std::span<const BlockIndex> chain(&h->replay.blocks[r], 1);
+    const AccessInfo access{static_cast<int64_t>(r) * 1000, r, r};
+    driver.AnnounceRequest(chain, access);
+    ASSERT_TRUE(driver.ShouldAdmit(chain[0], access));
+    driver.Insert(chain[0], access);
+  }
+  const std::span<const BlockIndex> held(&h->replay.blocks[0], 1);
+  driver.Hold(held);
+  const std::span<const BlockIndex> d(&h->replay.blocks[3], 1);
+  const AccessInfo at_d{3000, 3, 3};
+  driver.AnnounceRequest(d, at_d);
+  ASSERT_TRUE(driver.ShouldAdmit(d[0], at_d));
+  auto victim = driver.NextVictim();
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  EXPECT_EQ(*victim, h->Block('b'));
+  driver.Release(held);
+  victim = driver.NextVictim();
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  EXPECT_EQ(*victim, h->Block('a'));
+}
+
 }  // namespace
 }  // namespace kvlearn
