@@ -210,23 +210,9 @@ class ArcPolicy final : public RetentionPolicy {
     return {static_cast<double>(stamp_[b]), 0, catalog_[b].depth};
   }
 
-  // The least recent unpinned leaf of T1 or T2. At most one leaf of the pool
-  // is pinned (the deepest resident block of the current request's chain;
-  // its ancestors have a resident child), so when the top is pinned the
-  // runner-up is one of its children in the heap; two levels are scanned to
-  // stay correct if that ever changes.
+  // The least recent unpinned leaf of T1 or T2.
   BlockIndex LeastRecentEvictable(uint8_t list) const {
-    const LeafHeap& heap = leaves_[list];
-    if (heap.empty()) return kNoBlock;
-    if (!pool_->IsPinned(heap.Top())) return heap.Top();
-    BlockIndex best = kNoBlock;
-    const size_t limit = std::min<size_t>(heap.size(), 1 + LeafHeap::kArity + 16);
-    for (size_t i = 1; i < limit; ++i) {
-      const BlockIndex b = heap.At(i);
-      if (pool_->IsPinned(b)) continue;
-      if (best == kNoBlock || stamp_[b] < stamp_[best]) best = b;
-    }
-    return best;
+    return LeastUnpinned(leaves_[list], [this](BlockIndex b) { return pool_->IsPinned(b); });
   }
 
   // Ghost lists are intrusive doubly-linked lists: slot 0 is B1's sentinel,

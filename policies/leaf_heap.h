@@ -156,4 +156,37 @@ class LeafHeap {
   std::vector<OrderKey> keys_;
 };
 
+// The least entry of `heap` that is not `pinned` (kNoBlock if every one is):
+// the top, or, when the top is pinned, a best-first walk from it (no slot
+// holds a key below its parent's), stepping over pinned entries. Ties go to
+// the lower slot. The simulators pin at most one leaf (the current request's
+// deepest block), so the walk then stops among the top's children; the
+// sidecar's in-flight requests may hold many.
+template <class Pinned>
+BlockIndex LeastUnpinned(const LeafHeap& heap, const Pinned& pinned) {
+  if (heap.empty()) return kNoBlock;
+  if (!pinned(heap.Top())) return heap.Top();
+  // Slot i leaves the frontier after slot j: a larger key, or a tie and a later slot.
+  const auto after = [&heap](uint32_t i, uint32_t j) {
+    const OrderKey& a = heap.KeyOf(heap.At(i));
+    const OrderKey& b = heap.KeyOf(heap.At(j));
+    if (EvictsBefore(b, a)) return true;
+    if (EvictsBefore(a, b)) return false;
+    return i > j;
+  };
+  std::vector<uint32_t> frontier{0};
+  while (!frontier.empty()) {
+    std::pop_heap(frontier.begin(), frontier.end(), after);
+    const uint32_t i = frontier.back();
+    frontier.pop_back();
+    if (!pinned(heap.At(i))) return heap.At(i);
+    const size_t first = size_t{LeafHeap::kArity} * i + 1;
+    for (size_t c = first; c < std::min(first + LeafHeap::kArity, heap.size()); ++c) {
+      frontier.push_back(static_cast<uint32_t>(c));
+      std::push_heap(frontier.begin(), frontier.end(), after);
+    }
+  }
+  return kNoBlock;
+}
+
 }  // namespace kvlearn

@@ -70,20 +70,7 @@ void LeafOrderedPolicy::LoadOrder(PolicyStateReader& in) {
 }
 
 BlockIndex LeafOrderedPolicy::SelectVictim() {
-  if (heap_.empty()) return kNoBlock;
-  const BlockIndex top = heap_.Top();
-  if (!pool_.IsPinned(top)) return top;
-  // Only the current request's deepest block can be a pinned leaf, and the
-  // runner-up of a heap is one of the top's children; scan the first two
-  // levels to stay correct even if several leaves are pinned.
-  BlockIndex best = kNoBlock;
-  const size_t limit = std::min<size_t>(heap_.size(), 1 + 4 + 16);
-  for (size_t i = 1; i < limit; ++i) {
-    const BlockIndex b = heap_.At(i);
-    if (pool_.IsPinned(b)) continue;
-    if (best == kNoBlock || EvictsBefore(heap_.KeyOf(b), heap_.KeyOf(best))) best = b;
-  }
-  return best;
+  return LeastUnpinned(heap_, [this](BlockIndex b) { return pool_.IsPinned(b); });
 }
 
 }  // namespace kvlearn

@@ -353,6 +353,34 @@ TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
   if (!IsRecomputeBound(GetParam())) EXPECT_GT(checked, 0) << "no case had an evictable leaf";
 }
 
+// A sidecar's in-flight requests may hold many leaves at once (the
+// simulators pin one): 40 roots stored a second apart, the 30 oldest held.
+// The policy must still name a victim among the other 10, and under lru the
+// least recent of them (a scan of the heap's first levels found none once
+// the 21 blocks there were all held).
+TEST_P(PolicyContractTest, WithManyLeavesHeldAFreeOneIsStillTheVictim) {
+  if (IsOfflinePolicy(GetParam()) || IsRecomputeBound(GetParam())) GTEST_SKIP();
+  BlockCatalog catalog;
+  for (uint64_t id = 1; id <= 40; ++id) {
+    catalog.Add({.hash_id = id, .parent = kNoBlock, .depth = 0, .tokens = 16, .bytes = 1 << 20});
+  }
+  PolicyDriver driver(&catalog, 40 << 20);
+  PolicyEnv env = MakePolicyEnv(DefaultCost());
+  if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
+  ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
+  std::vector<BlockIndex> held;
+  for (BlockIndex b = 0; b < 40; ++b) {
+    driver.Insert(b, AccessInfo{static_cast<int64_t>(b) * 1000, b, b});
+    if (b < 30) held.push_back(b);
+  }
+  driver.Hold(held);
+  const auto victim = driver.NextVictim();
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  ASSERT_NE(*victim, kNoBlock) << "ten leaves are free";
+  EXPECT_GE(*victim, 30u) << "a held block";
+  if (GetParam() == "lru") EXPECT_EQ(*victim, 30u);
+}
+
 std::string PolicyTestName(const ::testing::TestParamInfo<std::string_view>& info) {
   std::string name(info.param);
   std::replace_if(
