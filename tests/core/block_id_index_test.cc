@@ -27,7 +27,9 @@ void ExpectSame(const BlockIdIndex& index, const Ids& ids,
   ASSERT_EQ(index.size(), ref.size());
   for (const auto& [id, b] : ref) ASSERT_EQ(index.Find(id, ids), b) << id;
   for (uint64_t id : absent) {
-    if (!ref.contains(id)) ASSERT_EQ(index.Find(id, ids), kNoBlock) << id;
+    if (!ref.contains(id)) {
+      ASSERT_EQ(index.Find(id, ids), kNoBlock) << id;
+    }
   }
 }
 
@@ -136,7 +138,9 @@ TEST(BlockIdIndexTest, TheCatalogFindsWhatItAddedAndNothingElse) {
   }
   for (int i = 0; i < 5'000; ++i) {
     const uint64_t id = SplitMix64(rng);
-    if (!ref.contains(id)) ASSERT_EQ(catalog.Find(id), kNoBlock);
+    if (!ref.contains(id)) {
+      ASSERT_EQ(catalog.Find(id), kNoBlock);
+    }
   }
   // A copy moved into place (as a compaction's rebuild does) still finds them.
   BlockCatalog moved = std::move(catalog);

@@ -72,7 +72,8 @@ TEST(MsgpackReaderTest, SkipLandsAfterTheValues) {
 
 TEST(MsgpackReaderTest, ErrorsStopTheReader) {
   MsgpackValue v;
-  const std::string short_array("\x93\x01\x02\xa5ab", 5);  // [1, 2, "ab... cut short
+  // [1, 2, "ab... cut short: a string of 5 bytes with 2 of them there.
+  const std::string short_array = std::string("\x93\x01\x02\xa5", 4) + "ab";
   MsgpackReader truncated(Bytes(short_array), 32);
   EXPECT_TRUE(truncated.Read(&v, 0));
   EXPECT_FALSE(truncated.Skip(3, 1));

@@ -350,7 +350,9 @@ TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
       checked += candidates.empty() ? 0 : 1;
     }
   }
-  if (!IsRecomputeBound(GetParam())) EXPECT_GT(checked, 0) << "no case had an evictable leaf";
+  if (!IsRecomputeBound(GetParam())) {
+    EXPECT_GT(checked, 0) << "no case had an evictable leaf";
+  }
 }
 
 // A sidecar's in-flight requests may hold many leaves at once (the
@@ -378,7 +380,9 @@ TEST_P(PolicyContractTest, WithManyLeavesHeldAFreeOneIsStillTheVictim) {
   ASSERT_TRUE(victim.ok()) << victim.status();
   ASSERT_NE(*victim, kNoBlock) << "ten leaves are free";
   EXPECT_GE(*victim, 30u) << "a held block";
-  if (GetParam() == "lru") EXPECT_EQ(*victim, 30u);
+  if (GetParam() == "lru") {
+    EXPECT_EQ(*victim, 30u);
+  }
 }
 
 std::string PolicyTestName(const ::testing::TestParamInfo<std::string_view>& info) {
