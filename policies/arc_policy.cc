@@ -123,10 +123,7 @@ std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candi
   std::vector<BlockIndex> order;
   absl::flat_hash_set<BlockIndex> taken;
   while (!lists[kT1].empty() || !lists[kT2].empty()) {
-    const double t1_bytes = static_cast<double>(t1);
-    const bool from_t1 =
-        t1 > 0 && (t1_bytes > target_t1_ || (returning_from_b2_ && t1_bytes == target_t1_));
-    uint8_t list = from_t1 ? kT1 : kT2;
+    uint8_t list = ReplaceFromT1(t1) ? kT1 : kT2;
     if (lists[list].empty()) list = list == kT1 ? kT2 : kT1;
     const BlockIndex victim = lists[list].top().second;
     lists[list].pop();

@@ -90,8 +90,8 @@ class ArcPolicy final : public RetentionPolicy {
   // counts its own bytes: learned_arc_shadow_pool.h).
   ArcPolicy(const BlockCatalog& catalog, const PoolState* pool, uint64_t capacity_bytes)
       : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {}
-  // The same state over another pool (a scratch copy of it, for RankVictims
-  // and for saving a shadow).
+  // The same state over another pool (a scratch copy of it, for saving a
+  // shadow without the blocks a compaction forgets).
   ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }
 
   std::string_view name() const override { return "arc"; }
@@ -201,9 +201,11 @@ class ArcPolicy final : public RetentionPolicy {
   }
 
   // REPLACE's test: evict from T1 (rather than T2) first?
-  bool ReplaceFromT1() const {
-    const double t1 = static_cast<double>(bytes_[kT1]);
-    return bytes_[kT1] > 0 && (t1 > target_t1_ || (returning_from_b2_ && t1 == target_t1_));
+  bool ReplaceFromT1() const { return ReplaceFromT1(bytes_[kT1]); }
+  // The same with T1 holding `t1_bytes` (RankVictims' drain shrinks it).
+  bool ReplaceFromT1(uint64_t t1_bytes) const {
+    const double t1 = static_cast<double>(t1_bytes);
+    return t1_bytes > 0 && (t1 > target_t1_ || (returning_from_b2_ && t1 == target_t1_));
   }
 
   OrderKey Key(BlockIndex b) const {

@@ -1,8 +1,8 @@
 // The order in which a policy would evict `candidates`, found by letting a
 // scratch copy of it drain a scratch copy of its pool: SelectVictim, evict,
 // OnEvict, until every candidate has left. For policies whose order depends
-// on state their own scans change (s3fifo's promotions, arc's list sizes), so
-// that no per-block key can tell it. Candidates the drain never reaches
+// on state their own scans change (s3fifo's promotions), so that no
+// per-block key can tell it. Candidates the drain never reaches
 // (pinned) follow in their given order; repeats count once.
 //
 // O(resident blocks) per call.
