@@ -17,6 +17,7 @@
 // Deterministic; not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -79,20 +80,18 @@ class LearnedArcShadowPool {
     for (BlockIndex b = 0; b < pool.catalog().size(); ++b) {
       if (pool.IsResident(b)) order.push_back(b);
     }
-    shadow_.Save(renumber, order, out);
-    uint64_t kept = 0;
-    const std::vector<uint8_t> keep = shadow_.KeptThroughCompaction(renumber, kept);
-    if (kept == pool.resident_blocks()) {
+    const std::vector<uint8_t> keep = shadow_.Save(renumber, order, out);
+    if (std::all_of(order.begin(), order.end(), [&keep](BlockIndex b) { return keep[b]; })) {
       (void)arc_.SaveState(renumber, out);
       return;
     }
     PoolState trimmed = pool;
     ArcPolicy arc(arc_, trimmed);
     trimmed.BeginRequest();  // pins are not state: Load pins the pending hits again
-    for (auto b = static_cast<BlockIndex>(order.size()); b-- > 0;) {  // children first
-      if (keep[order[b]]) continue;
-      trimmed.Evict(order[b]);
-      arc.OnEvict(order[b], false);
+    for (size_t i = order.size(); i-- > 0;) {  // children first
+      if (keep[order[i]]) continue;
+      trimmed.Evict(order[i]);
+      arc.OnEvict(order[i], false);
     }
     (void)arc.SaveState(renumber, out);
   }

@@ -79,7 +79,7 @@ class LearnedShadowPool {
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     std::vector<BlockIndex> order;
     for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) order.push_back(b);
-    shadow_.Save(renumber, order, out);
+    (void)shadow_.Save(renumber, order, out);
   }
 
   // REQUIRES: a shadow that saw nothing yet, over the catalog Save's blocks

@@ -63,28 +63,11 @@ class ShadowResidents {
     used_ -= bytes_[b];
   }
 
-  // Per block: 1 if it is resident and it and every ancestor survive the
-  // compaction `renumber` (a block a compaction forgets leaves the shadow
-  // with everything below it; the real pool keeps what it holds, so only
-  // blocks a shadow alone holds are forgotten). `kept` counts them.
-  std::vector<uint8_t> KeptThroughCompaction(std::span<const BlockIndex> renumber,
-                                             uint64_t& kept) const {
-    std::vector<uint8_t> keep(catalog_->size(), 0);
-    kept = 0;
-    for (BlockIndex b = 0; b < catalog_->size(); ++b) {  // parents come before children
-      const BlockIndex parent = (*catalog_)[b].parent;
-      keep[b] = pool_.IsResident(b) && Renumbered(renumber, b) != kNoBlock &&
-                (parent == kNoBlock || keep[parent]);
-      kept += keep[b];
-    }
-    return keep;
-  }
-
   // The kept residents of `order` (every resident exactly once), renumbered,
   // each with its bytes; then the pending chain up to its first forgotten
-  // block.
-  void Save(std::span<const BlockIndex> renumber, std::span<const BlockIndex> order,
-            PolicyStateWriter& out) const {
+  // block. Returns which residents were kept (KeptThroughCompaction).
+  std::vector<uint8_t> Save(std::span<const BlockIndex> renumber, std::span<const BlockIndex> order,
+                            PolicyStateWriter& out) const {
     uint64_t kept = 0;
     const std::vector<uint8_t> keep = KeptThroughCompaction(renumber, kept);
     out.Varint(kept);
@@ -97,6 +80,7 @@ class ShadowResidents {
     while (n < pending_.size() && Renumbered(renumber, pending_[n]) != kNoBlock) ++n;
     out.Varint(n);
     for (size_t i = 0; i < n; ++i) out.Varint(Renumbered(renumber, pending_[i]));
+    return keep;
   }
 
   // REQUIRES: nothing resident yet, over the catalog Save's blocks were
@@ -152,6 +136,23 @@ class ShadowResidents {
   }
 
  private:
+  // Per block: 1 if it is resident and it and every ancestor survive the
+  // compaction `renumber` (a block a compaction forgets leaves the shadow
+  // with everything below it; the real pool keeps what it holds, so only
+  // blocks a shadow alone holds are forgotten). `kept` counts them.
+  std::vector<uint8_t> KeptThroughCompaction(std::span<const BlockIndex> renumber,
+                                             uint64_t& kept) const {
+    std::vector<uint8_t> keep(catalog_->size(), 0);
+    kept = 0;
+    for (BlockIndex b = 0; b < catalog_->size(); ++b) {  // parents come before children
+      const BlockIndex parent = (*catalog_)[b].parent;
+      keep[b] = pool_.IsResident(b) && Renumbered(renumber, b) != kNoBlock &&
+                (parent == kNoBlock || keep[parent]);
+      kept += keep[b];
+    }
+    return keep;
+  }
+
   const BlockCatalog* catalog_;
   PoolState pool_;
   uint64_t capacity_;
