@@ -9,9 +9,11 @@
 // policy ranks from each block's stored reuse curve, so the model's size
 // does not enter the ranking).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "models/learned_model.h"
+#include "server/event_log.h"
 #include "server/node_pools.h"
 #include "server/sidecar_server.h"
 
@@ -281,7 +284,24 @@ void BM_RankEviction64Learned(benchmark::State& state) { RankEviction64(state, S
 
 // The decision alone, in-process (no gRPC): NodePools::RankEviction with
 // the same pool and candidate shape, under `policy`.
-void RankEviction64InProcess(benchmark::State& state, const std::string& policy) {
+// Streams through 32 MiB, so the next call finds little of the pool's state
+// in the L1 and L2 caches: as a sidecar call does, after the engine, the
+// client and gRPC ran in between.
+void EvictCaches() {
+  // Read, not written: dirty lines would cost the timed call their write-back.
+  static const std::vector<uint64_t> junk((32u << 20) / sizeof(uint64_t), 1);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < junk.size(); i += 8) sum += junk[i];
+  benchmark::DoNotOptimize(sum);
+}
+
+struct InProcessSetup {
+  bool journaled = false;  // each call also written to a real decision journal
+  bool cold = false;       // caches evicted (untimed) before each call
+};
+
+void RankEviction64InProcess(benchmark::State& state, const std::string& policy,
+                             InProcessSetup setup = {}) {
   NodePoolsOptions o;
   o.cost =
       std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
@@ -300,16 +320,58 @@ void RankEviction64InProcess(benchmark::State& state, const std::string& policy)
     if (!pools.Apply(Event(id, true)).ok() || !pools.Apply(Event(id, false)).ok()) std::abort();
     resident.push_back(id);
   }
+  std::string log_dir;
+  std::unique_ptr<EventLog> log;
+  if (setup.journaled) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
+    log_dir = mkdtemp(tmpl.data());
+    auto opened = EventLog::Open(log_dir, {});
+    if (!opened.ok()) std::abort();
+    log = std::move(*opened);
+    static int fd = ::open("/tmp/rawjournal", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (getenv("RAW"))
+      pools.SetDecisionJournal([](std::string_view r) {
+        if (::write(fd, r.data(), r.size()) < 0) std::abort();
+        return absl::OkStatus();
+      });
+    else if (getenv("NOP"))
+      pools.SetDecisionJournal([](std::string_view r) { return absl::OkStatus(); });
+    else
+      pools.SetDecisionJournal([&log](std::string_view r) { return log->AppendDecision(r); });
+  }
   std::mt19937_64 rng(1);
   for (auto _ : state) {
-    auto resp = pools.RankEviction(SampleCandidates(resident, rng));
+    v1::RankRequest req = SampleCandidates(resident, rng);
+    if (setup.cold) {
+      state.PauseTiming();
+      EvictCaches();
+      state.ResumeTiming();
+    }
+    auto resp = pools.RankEviction(req);
     if (!resp.ok() || resp->victims_size() != 1) std::abort();
     Forget(resident, resp->victims(0).block_id());
+  }
+  if (setup.journaled) {
+    pools.SetDecisionJournal(nullptr);
+    log.reset();
+    std::filesystem::remove_all(log_dir);
   }
 }
 void BM_RankEviction64InProcess(benchmark::State& state) { RankEviction64InProcess(state, "lru"); }
 void BM_RankEviction64InProcessLearned(benchmark::State& state) {
   RankEviction64InProcess(state, "learned");
+}
+void BM_RankEviction64InProcessJournaled(benchmark::State& state) {
+  RankEviction64InProcess(state, "lru", {.journaled = true});
+}
+void BM_RankEviction64InProcessLearnedJournaled(benchmark::State& state) {
+  RankEviction64InProcess(state, "learned", {.journaled = true});
+}
+void BM_RankEviction64InProcessCold(benchmark::State& state) {
+  RankEviction64InProcess(state, "lru", {.journaled = true, .cold = true});
+}
+void BM_RankEviction64InProcessLearnedCold(benchmark::State& state) {
+  RankEviction64InProcess(state, "learned", {.journaled = true, .cold = true});
 }
 // arc's ranking is also learned's while its ARC expert leads (this pool has
 // no capacity, so the learned rows never evict and ARC never leads there).
@@ -329,6 +391,10 @@ BENCHMARK(BM_RankEviction64LearnedOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessLearned)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessArc)->Iterations(20000);
+BENCHMARK(BM_RankEviction64InProcessJournaled)->Iterations(20000);
+BENCHMARK(BM_RankEviction64InProcessLearnedJournaled)->Iterations(20000);
+BENCHMARK(BM_RankEviction64InProcessCold)->Iterations(5000);
+BENCHMARK(BM_RankEviction64InProcessLearnedCold)->Iterations(5000);
 
 }  // namespace
 }  // namespace kvlearn
