@@ -103,7 +103,11 @@ struct EngineEndpointStats {
   uint64_t removed_blocks = 0;
   uint64_t malformed = 0;     // payloads (or frames) that did not decode: skipped
   uint64_t unknown_tags = 0;  // events skipped for an unknown tag
-  uint64_t duplicates = 0;    // sequences already seen: dropped
+  // Live batches whose sequence was already dealt with (a replay answer
+  // delivered it first, or a restart hid behind the old numbering): dropped.
+  // A replay answer's batches that live ones delivered first are expected
+  // overlap, dropped without counting.
+  uint64_t duplicates = 0;
   uint64_t gaps = 0;          // times a sequence jumped ahead
   uint64_t replay_requests = 0;
   uint64_t replay_timeouts = 0;

@@ -352,7 +352,7 @@ std::string EngineIngest::Render(const std::vector<EngineEndpointStats>& stats) 
        &EngineEndpointStats::malformed},
       {"kvlearn_engine_unknown_tags_total", "engine events of a kind kvlearn does not know",
        &EngineEndpointStats::unknown_tags},
-      {"kvlearn_engine_duplicates_total", "engine batches received twice (dropped)",
+      {"kvlearn_engine_duplicates_total", "live engine batches already dealt with (dropped)",
        &EngineEndpointStats::duplicates},
       {"kvlearn_engine_gaps_total", "holes in an engine's sequence numbers",
        &EngineEndpointStats::gaps},
