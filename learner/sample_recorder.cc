@@ -60,6 +60,10 @@ class RecordingPolicy final : public RetentionPolicy {
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> c) const override {
     return inner_->RankVictims(c);
   }
+  std::vector<BlockIndex> FirstVictims(std::span<const BlockIndex> c,
+                                       uint64_t bytes_wanted) const override {
+    return inner_->FirstVictims(c, bytes_wanted);
+  }
 
  private:
   void Record(BlockIndex b, const AccessInfo& access, size_t pos) {

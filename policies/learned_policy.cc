@@ -230,6 +230,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // (and the parents their eviction turns into leaves) were the pool's only
   // evictable leaves.
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override {
+    return FirstVictims(candidates, UINT64_MAX);
+  }
+  // The windowed choice stops once the victims it took from `candidates`
+  // hold `bytes_wanted`; the rest follow in candidate order.
+  std::vector<BlockIndex> FirstVictims(std::span<const BlockIndex> candidates,
+                                       uint64_t bytes_wanted) const override {
     if (ArcLeads()) return arc_.RankVictims(candidates);
     if (!ModelRanks()) return LeafOrderedPolicy::RankVictims(candidates);
     std::vector<BlockIndex> wanted(candidates.begin(), candidates.end());
@@ -251,7 +257,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     std::sort(live.begin(), live.end(), recency);
     std::vector<std::pair<BlockIndex, uint32_t>> children_left;  // of parents met
     std::vector<BlockIndex> order, taken;
-    while (!live.empty()) {
+    uint64_t bytes = 0;
+    while (!live.empty() && bytes < bytes_wanted) {
       size_t best = 0;
       for (size_t i = 1, n = std::min(live.size(), kWindow); i < n; ++i) {
         if (live[i].v < live[best].v ||
@@ -264,6 +271,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       if (std::binary_search(wanted.begin(), wanted.end(), victim)) {
         order.push_back(victim);
         taken.push_back(victim);
+        bytes += catalog_[victim].bytes;
       }
       const BlockIndex parent = catalog_[victim].parent;
       if (parent == kNoBlock || pool_.IsPinned(parent)) continue;
@@ -279,7 +287,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       }
     }
     std::sort(taken.begin(), taken.end());
-    for (const BlockIndex b : candidates) {  // pinned, or under a kept block
+    for (const BlockIndex b : candidates) {  // not reached, pinned, or under a kept block
       if (!std::binary_search(taken.begin(), taken.end(), b)) {
         order.push_back(b);
         taken.insert(std::upper_bound(taken.begin(), taken.end(), b), b);

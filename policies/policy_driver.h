@@ -206,6 +206,12 @@ class PolicyDriver {
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const {
     return policy_->RankVictims(candidates);
   }
+  // Its first victims, until their bytes reach `bytes_wanted`, then the rest
+  // in any order (RetentionPolicy::FirstVictims).
+  std::vector<BlockIndex> FirstVictims(std::span<const BlockIndex> candidates,
+                                       uint64_t bytes_wanted) const {
+    return policy_->FirstVictims(candidates, bytes_wanted);
+  }
   double EvictionPriority(BlockIndex b) const { return policy_->EvictionPriority(b); }
 
   // ---- snapshots and compactions (server/shard_image.h) -----------------

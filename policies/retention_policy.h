@@ -74,6 +74,14 @@ class RetentionPolicy {
   // Orders `candidates` so that the first should be evicted first. The
   // default sorts by EvictionPriority; policies with finer keys override.
   virtual std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const;
+  // RankVictims' order as far as the first victims whose bytes reach
+  // `bytes_wanted`; the other candidates follow in any order. For a caller
+  // that frees only that much (the sidecar's RankEviction), so a policy whose
+  // full ranking is dear can stop early; the default ranks them all.
+  virtual std::vector<BlockIndex> FirstVictims(std::span<const BlockIndex> candidates,
+                                               uint64_t bytes_wanted) const {
+    return RankVictims(candidates);
+  }
 
   // The policy's own state beyond the pool (orders, counts, ghosts, what it
   // learned online), for a snapshot or a compaction (server/shard_image.h).

@@ -680,7 +680,7 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
     for (const BlockIndex b : candidates) {
       if (s.driver.pool().IsResident(b)) resident.push_back(b);
     }
-    std::vector<BlockIndex> order = s.driver.RankVictims(resident);
+    std::vector<BlockIndex> order = s.driver.FirstVictims(resident, want - freed);
     // Proposing a leaf can make its parent a leaf: sweep until nothing changes.
     bool progress = true;
     while (freed < want && progress) {

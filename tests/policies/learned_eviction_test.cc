@@ -272,7 +272,9 @@ TEST(LearnedAdmissionTest, ThePriceLapsesWhenNothingWasAdmittedForE) {
 //   a (idle 3 s): 0.88; b (idle 2 s), c (idle 1 s), d (idle 0 s): 0.2 each.
 // Order: b, c, d (ties by recency), then a; EvictionPriority (V / (1 + V),
 // all four in the model's window of 21) must agree and so must draining the
-// pool through SelectVictim.
+// pool through SelectVictim. Asked only for a little over one block's bytes
+// (FirstVictims), the choice stops after b and c, and a and d follow in the
+// candidates' order.
 TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
@@ -289,6 +291,10 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   const std::vector<BlockIndex> want = {h->Block('b'), h->Block('c'), h->Block('d'), h->Block('a')};
   RetentionPolicy& policy = driver.policy();
   EXPECT_EQ(policy.RankVictims(leaves), want);
+  EXPECT_EQ(policy.FirstVictims(leaves, UINT64_MAX), want);
+  EXPECT_EQ(policy.FirstVictims(leaves, HandBlockBytes() + 1),
+            (std::vector<BlockIndex>{h->Block('b'), h->Block('c'), h->Block('a'), h->Block('d')}));
+  EXPECT_EQ(policy.FirstVictims(leaves, 1)[0], h->Block('b'));
   const double pa = policy.EvictionPriority(h->Block('a'));
   const double pb = policy.EvictionPriority(h->Block('b'));
   EXPECT_LT(pb, pa);

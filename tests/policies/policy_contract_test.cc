@@ -355,6 +355,52 @@ TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
   }
 }
 
+// FirstVictims, what the sidecar's RankEviction asks, may stop ranking once
+// its victims hold the bytes wanted: up to there it must be RankVictims'
+// order, and it must still return every candidate once.
+TEST_P(PolicyContractTest, FirstVictimsBeginAsRankVictimsDo) {
+  int checked = 0;
+  for (const auto& g : GeneratedTraces()) {
+    for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
+      if (pool_bytes == 0) continue;
+      SCOPED_TRACE(Describe(*g, pool_bytes));
+      PolicyDriver driver(&g->replay.catalog, pool_bytes);
+      PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g->replay.next_use);
+      if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
+      ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
+      const auto half = static_cast<uint32_t>(g->trace->requests.size() / 2);
+      ASSERT_TRUE(DriveRequests(g->replay, half, driver).ok());
+
+      std::vector<BlockIndex> candidates;
+      uint64_t total = 0;
+      for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
+        if (!driver.pool().IsEvictable(b)) continue;
+        candidates.push_back(b);
+        total += g->replay.catalog[b].bytes;
+      }
+      if (candidates.empty()) continue;
+      const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
+      std::vector<BlockIndex> sorted_candidates = candidates;
+      std::sort(sorted_candidates.begin(), sorted_candidates.end());
+      for (const uint64_t wanted : {uint64_t{1}, total / 4, total / 2, total, UINT64_MAX}) {
+        const std::vector<BlockIndex> first = driver.FirstVictims(candidates, wanted);
+        std::vector<BlockIndex> sorted_first = first;
+        std::sort(sorted_first.begin(), sorted_first.end());
+        EXPECT_EQ(sorted_first, sorted_candidates) << "wanted " << wanted;
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < first.size() && bytes < wanted; ++i) {
+          ASSERT_EQ(first[i], ranked[i]) << "position " << i << ", wanted " << wanted;
+          bytes += g->replay.catalog[first[i]].bytes;
+        }
+      }
+      ++checked;
+    }
+  }
+  if (!IsRecomputeBound(GetParam())) {
+    EXPECT_GT(checked, 0) << "no case had an evictable leaf";
+  }
+}
+
 // A sidecar's in-flight requests may hold many leaves at once (the
 // simulators pin one): 40 roots stored a second apart, the 30 oldest held.
 // The policy must still name a victim among the other 10, and under lru the
