@@ -297,12 +297,16 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
   EXPECT_EQ(CreatePolicy(GetParam(), env).ok(), !IsOfflinePolicy(GetParam()));
 }
 
-// Drives `policy` over the first `requests` requests of `replay` the way the
-// pool replay does, through the one driver.
-absl::Status DriveRequests(const ReplayTrace& replay, uint32_t requests, PolicyDriver& driver) {
-  for (uint32_t ri = 0; ri < requests; ++ri) {
+// Starts `policy` in `driver` and drives it over the first half of g's
+// requests the way the pool replay does, through the one driver.
+absl::Status StartHalfway(const GeneratedTrace& g, std::string_view policy, PolicyDriver& driver) {
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g.replay.next_use);
+  if (PolicyNeedsModel(policy)) env.model = MakeTestModel();
+  if (auto s = driver.StartPolicy(policy, env); !s.ok()) return s;
+  const auto half = static_cast<uint32_t>(g.trace->requests.size() / 2);
+  for (uint32_t ri = 0; ri < half; ++ri) {
     RequestOutcome outcome;
-    if (auto s = ServeRequest(replay, ri, driver, outcome); !s.ok()) return s;
+    if (auto s = ServeRequest(g.replay, ri, driver, outcome); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -320,11 +324,7 @@ TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
       if (pool_bytes == 0) continue;
       SCOPED_TRACE(Describe(*g, pool_bytes));
       PolicyDriver driver(&g->replay.catalog, pool_bytes);
-      PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g->replay.next_use);
-      if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
-      ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
-      const auto half = static_cast<uint32_t>(g->trace->requests.size() / 2);
-      ASSERT_TRUE(DriveRequests(g->replay, half, driver).ok());
+      ASSERT_TRUE(StartHalfway(*g, GetParam(), driver).ok());
 
       std::vector<BlockIndex> candidates;
       for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
@@ -365,11 +365,7 @@ TEST_P(PolicyContractTest, FirstVictimsBeginAsRankVictimsDo) {
       if (pool_bytes == 0) continue;
       SCOPED_TRACE(Describe(*g, pool_bytes));
       PolicyDriver driver(&g->replay.catalog, pool_bytes);
-      PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g->replay.next_use);
-      if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
-      ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
-      const auto half = static_cast<uint32_t>(g->trace->requests.size() / 2);
-      ASSERT_TRUE(DriveRequests(g->replay, half, driver).ok());
+      ASSERT_TRUE(StartHalfway(*g, GetParam(), driver).ok());
 
       std::vector<BlockIndex> candidates;
       uint64_t total = 0;
