@@ -9,11 +9,9 @@
 // policy ranks from each block's stored reuse curve, so the model's size
 // does not enter the ranking).
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -328,16 +326,7 @@ void RankEviction64InProcess(benchmark::State& state, const std::string& policy,
     auto opened = EventLog::Open(log_dir, {});
     if (!opened.ok()) std::abort();
     log = std::move(*opened);
-    static int fd = ::open("/tmp/rawjournal", O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (getenv("RAW"))
-      pools.SetDecisionJournal([](std::string_view r) {
-        if (::write(fd, r.data(), r.size()) < 0) std::abort();
-        return absl::OkStatus();
-      });
-    else if (getenv("NOP"))
-      pools.SetDecisionJournal([](std::string_view r) { return absl::OkStatus(); });
-    else
-      pools.SetDecisionJournal([&log](std::string_view r) { return log->AppendDecision(r); });
+    pools.SetDecisionJournal([&log](std::string_view r) { return log->AppendDecision(r); });
   }
   std::mt19937_64 rng(1);
   for (auto _ : state) {
