@@ -311,6 +311,35 @@ absl::Status StartHalfway(const GeneratedTrace& g, std::string_view policy, Poli
   return absl::OkStatus();
 }
 
+// For every generated trace and non-empty pool size: starts `policy` there,
+// drives it over the first half of the trace and runs `check` on the pool's
+// evictable leaves, if it has any. Returns how many cases were checked;
+// stops at the first fatal failure, as an ASSERT in the test body would.
+template <typename Check>
+int ForEachHalfwayPool(std::string_view policy, Check check) {
+  int checked = 0;
+  for (const auto& g : GeneratedTraces()) {
+    for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
+      if (pool_bytes == 0) continue;
+      SCOPED_TRACE(Describe(*g, pool_bytes));
+      PolicyDriver driver(&g->replay.catalog, pool_bytes);
+      if (const absl::Status started = StartHalfway(*g, policy, driver); !started.ok()) {
+        ADD_FAILURE() << started;
+        return checked;
+      }
+      std::vector<BlockIndex> candidates;
+      for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
+        if (driver.pool().IsEvictable(b)) candidates.push_back(b);
+      }
+      if (candidates.empty()) continue;
+      check(*g, driver, candidates);
+      if (::testing::Test::HasFatalFailure()) return checked;
+      ++checked;
+    }
+  }
+  return checked;
+}
+
 // RankVictims is what the sidecar answers a node that names its own
 // candidates; SelectVictim is what the simulator evicts. They must agree:
 // after half a trace, the policy's ranking of every evictable leaf must be
@@ -318,38 +347,26 @@ absl::Status StartHalfway(const GeneratedTrace& g, std::string_view policy, Poli
 // (blocks that become leaves on the way, parents of evicted blocks, may be
 // taken in between; they are not candidates and are skipped).
 TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
-  int checked = 0;
-  for (const auto& g : GeneratedTraces()) {
-    for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
-      if (pool_bytes == 0) continue;
-      SCOPED_TRACE(Describe(*g, pool_bytes));
-      PolicyDriver driver(&g->replay.catalog, pool_bytes);
-      ASSERT_TRUE(StartHalfway(*g, GetParam(), driver).ok());
-
-      std::vector<BlockIndex> candidates;
-      for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
-        if (driver.pool().IsEvictable(b)) candidates.push_back(b);
-      }
-      const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
-      ASSERT_EQ(ranked.size(), candidates.size());
-      const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
-      std::vector<BlockIndex> taken;
-      while (taken.size() < candidates.size()) {
-        auto victim = driver.NextVictim();
-        ASSERT_TRUE(victim.ok()) << victim.status();
-        if (*victim == kNoBlock) break;
-        driver.EvictLeaf(*victim);
-        if (wanted.contains(*victim)) taken.push_back(*victim);
-      }
-      ASSERT_EQ(taken.size(), candidates.size()) << "SelectVictim stopped early";
-      const auto first_difference =
-          std::mismatch(ranked.begin(), ranked.end(), taken.begin()).first - ranked.begin();
-      EXPECT_EQ(first_difference, static_cast<long>(ranked.size()))
-          << "RankVictims and SelectVictim part at position " << first_difference << " of "
-          << ranked.size();
-      checked += candidates.empty() ? 0 : 1;
+  const int checked = ForEachHalfwayPool(GetParam(), [](const GeneratedTrace&, PolicyDriver& driver,
+                                                        const std::vector<BlockIndex>& candidates) {
+    const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
+    ASSERT_EQ(ranked.size(), candidates.size());
+    const absl::flat_hash_set<BlockIndex> wanted(candidates.begin(), candidates.end());
+    std::vector<BlockIndex> taken;
+    while (taken.size() < candidates.size()) {
+      auto victim = driver.NextVictim();
+      ASSERT_TRUE(victim.ok()) << victim.status();
+      if (*victim == kNoBlock) break;
+      driver.EvictLeaf(*victim);
+      if (wanted.contains(*victim)) taken.push_back(*victim);
     }
-  }
+    ASSERT_EQ(taken.size(), candidates.size()) << "SelectVictim stopped early";
+    const auto first_difference =
+        std::mismatch(ranked.begin(), ranked.end(), taken.begin()).first - ranked.begin();
+    EXPECT_EQ(first_difference, static_cast<long>(ranked.size()))
+        << "RankVictims and SelectVictim part at position " << first_difference << " of "
+        << ranked.size();
+  });
   if (!IsRecomputeBound(GetParam())) {
     EXPECT_GT(checked, 0) << "no case had an evictable leaf";
   }
@@ -359,39 +376,26 @@ TEST_P(PolicyContractTest, RankVictimsIsTheOrderSelectVictimTakes) {
 // its victims hold the bytes wanted: up to there it must be RankVictims'
 // order, and it must still return every candidate once.
 TEST_P(PolicyContractTest, FirstVictimsBeginAsRankVictimsDo) {
-  int checked = 0;
-  for (const auto& g : GeneratedTraces()) {
-    for (const uint64_t pool_bytes : PoolSizes(g->replay)) {
-      if (pool_bytes == 0) continue;
-      SCOPED_TRACE(Describe(*g, pool_bytes));
-      PolicyDriver driver(&g->replay.catalog, pool_bytes);
-      ASSERT_TRUE(StartHalfway(*g, GetParam(), driver).ok());
-
-      std::vector<BlockIndex> candidates;
-      uint64_t total = 0;
-      for (BlockIndex b = 0; b < g->replay.catalog.size(); ++b) {
-        if (!driver.pool().IsEvictable(b)) continue;
-        candidates.push_back(b);
-        total += g->replay.catalog[b].bytes;
-      }
-      if (candidates.empty()) continue;
-      const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
-      std::vector<BlockIndex> sorted_candidates = candidates;
-      std::sort(sorted_candidates.begin(), sorted_candidates.end());
-      for (const uint64_t wanted : {uint64_t{1}, total / 4, total / 2, total, UINT64_MAX}) {
-        const std::vector<BlockIndex> first = driver.FirstVictims(candidates, wanted);
-        std::vector<BlockIndex> sorted_first = first;
-        std::sort(sorted_first.begin(), sorted_first.end());
-        EXPECT_EQ(sorted_first, sorted_candidates) << "wanted " << wanted;
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < first.size() && bytes < wanted; ++i) {
-          ASSERT_EQ(first[i], ranked[i]) << "position " << i << ", wanted " << wanted;
-          bytes += g->replay.catalog[first[i]].bytes;
+  const int checked = ForEachHalfwayPool(
+      GetParam(),
+      [](const GeneratedTrace& g, PolicyDriver& driver, const std::vector<BlockIndex>& candidates) {
+        uint64_t total = 0;
+        for (const BlockIndex b : candidates) total += g.replay.catalog[b].bytes;
+        const std::vector<BlockIndex> ranked = driver.RankVictims(candidates);
+        std::vector<BlockIndex> sorted_candidates = candidates;
+        std::sort(sorted_candidates.begin(), sorted_candidates.end());
+        for (const uint64_t wanted : {uint64_t{1}, total / 4, total / 2, total, UINT64_MAX}) {
+          const std::vector<BlockIndex> first = driver.FirstVictims(candidates, wanted);
+          std::vector<BlockIndex> sorted_first = first;
+          std::sort(sorted_first.begin(), sorted_first.end());
+          EXPECT_EQ(sorted_first, sorted_candidates) << "wanted " << wanted;
+          uint64_t bytes = 0;
+          for (size_t i = 0; i < first.size() && bytes < wanted; ++i) {
+            ASSERT_EQ(first[i], ranked[i]) << "position " << i << ", wanted " << wanted;
+            bytes += g.replay.catalog[first[i]].bytes;
+          }
         }
-      }
-      ++checked;
-    }
-  }
+      });
   if (!IsRecomputeBound(GetParam())) {
     EXPECT_GT(checked, 0) << "no case had an evictable leaf";
   }
