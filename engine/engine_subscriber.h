@@ -108,7 +108,7 @@ struct EngineEndpointStats {
   // A replay answer's batches that live ones delivered first are expected
   // overlap, dropped without counting.
   uint64_t duplicates = 0;
-  uint64_t gaps = 0;          // times a sequence jumped ahead
+  uint64_t gaps = 0;  // times a sequence jumped ahead
   uint64_t replay_requests = 0;
   uint64_t replay_timeouts = 0;
   uint64_t batches_replayed = 0;  // delivered from a replay answer
