@@ -1,6 +1,8 @@
 #include "models/mlp_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -46,6 +48,8 @@ absl::StatusOr<std::shared_ptr<const MlpModel>> MlpModel::Create(std::vector<Den
   first.bias -= first.weight * mean;
 
   std::shared_ptr<MlpModel> model(new MlpModel);
+  model->max_width_ = inputs;
+  for (const DenseLayer& l : layers) model->max_width_ = std::max(model->max_width_, l.bias.size());
   model->layers_ = std::move(layers);
   model->metadata_ = std::move(metadata);
   model->version_ = std::move(version);
@@ -59,16 +63,29 @@ absl::StatusOr<std::shared_ptr<const MlpModel>> MlpModel::Create(std::vector<Den
 }
 
 void MlpModel::Predict(std::span<const float> features, std::span<float> out) const {
-  // Per-thread scratch: no allocation on the hot path once warmed up.
-  thread_local Eigen::VectorXf a, b;
-  a = Eigen::Map<const Eigen::VectorXf>(features.data(), features.size());
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    b = layers_[i].bias;
-    b.noalias() += layers_[i].weight * a;
-    if (i + 1 < layers_.size()) b = b.cwiseMax(0.0f);
-    a.swap(b);
+  // Per-thread scratch as wide as the widest layer, so nothing is allocated
+  // per call (an Eigen vector reallocates whenever a layer changes its width).
+  thread_local std::vector<float> scratch_in, scratch_out;
+  const auto width = static_cast<size_t>(
+      std::max<Eigen::Index>(max_width_, static_cast<Eigen::Index>(features.size())));
+  if (scratch_in.size() < width) {
+    scratch_in.resize(width);
+    scratch_out.resize(width);
   }
-  for (Eigen::Index k = 0; k < a.size(); ++k) out[k] = 1.0f / (1.0f + std::exp(-a[k]));
+  float* in = scratch_in.data();
+  float* next = scratch_out.data();
+  std::copy(features.begin(), features.end(), in);
+  auto n = static_cast<Eigen::Index>(features.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DenseLayer& layer = layers_[i];
+    Eigen::Map<Eigen::VectorXf> b(next, layer.bias.size());
+    b = layer.bias;
+    b.noalias() += layer.weight * Eigen::Map<const Eigen::VectorXf>(in, n);
+    if (i + 1 < layers_.size()) b = b.cwiseMax(0.0f);
+    std::swap(in, next);
+    n = layer.bias.size();
+  }
+  for (Eigen::Index k = 0; k < n; ++k) out[k] = 1.0f / (1.0f + std::exp(-in[k]));
 }
 
 }  // namespace kvlearn

@@ -33,6 +33,7 @@ class MlpModel final : public LearnedModel {
  private:
   MlpModel() = default;
   std::vector<DenseLayer> layers_;  // first layer with normalisation folded in
+  Eigen::Index max_width_ = 0;      // of the inputs and every layer's outputs
   ModelMetadata metadata_;
   std::string version_;
 };
