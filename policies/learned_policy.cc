@@ -88,6 +88,7 @@
 #include "models/learned_model.h"
 #include "policies/arc_policy.h"
 #include "policies/leaf_ordered_policy.h"
+#include "policies/leaf_window.h"
 #include "policies/learned_arc_shadow_pool.h"
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_refusal_ledger.h"
@@ -184,11 +185,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       return own_.victim;
     }
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
-    model_choice_ = recency_choice_;
-    Window(window_);
-    for (const BlockIndex b : window_) {
-      if (b == window_.front() || ModelRanksBefore(b, model_choice_)) model_choice_ = b;
-    }
+    model_choice_ = ModelChoice();
     const BlockIndex victim = ModelRanks() ? model_choice_ : recency_choice_;
     own_ = {pool_.changes(), hooks_, victim, model_choice_, recency_choice_};
     return victim;
@@ -369,6 +366,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   absl::Status LoadState(PolicyStateReader& in) override {
     ++hooks_;
     LoadOrder(in);
+    window_finder_.Reset();  // the keys are the saved ones now
     history_.Load(in, pool_.evictions());
     guard_.Load(in);
     shadow_advantage_ = in.Double("learned shadow advantage");
@@ -514,34 +512,48 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return {curves_.data() + b * k, k};
   }
 
-  // The kWindow least recent evictable leaves into `out`, least recent
-  // first: a best-first walk of the heap from its top (no slot holds a key
-  // below its parent's), stepping over pinned leaves.
-  void Window(std::vector<BlockIndex>& out) const {
-    out.clear();
-    const LeafHeap& h = heap();
-    if (h.empty()) return;
-    const auto after = [&h, this](uint32_t i, uint32_t j) {
-      return EvictsBefore(KeyOf(h.At(j)), KeyOf(h.At(i)));
-    };
-    frontier_.assign(1, 0);
-    while (!frontier_.empty() && out.size() < kWindow) {
-      std::pop_heap(frontier_.begin(), frontier_.end(), after);
-      const uint32_t i = frontier_.back();
-      frontier_.pop_back();
-      if (!pool_.IsPinned(h.At(i))) out.push_back(h.At(i));
-      const size_t first = size_t{LeafHeap::kArity} * i + 1;
-      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
-        frontier_.push_back(static_cast<uint32_t>(c));
-        std::push_heap(frontier_.begin(), frontier_.end(), after);
+  // The model's choice among the kWindow least recent evictable leaves
+  // (leaf_window.h): the lowest V, then the least recent, deeper first;
+  // among leaves equal in both, the first the heap's best-first walk meets.
+  // Recency's choice when no leaf is evictable.
+  BlockIndex ModelChoice() {
+    const auto pinned = [this](BlockIndex b) { return pool_.IsPinned(b); };
+    if (window_finder_.Find(heap(), pinned, window_) == LeafWindow::kAnyOrder) {
+      // In no particular order: the answer stands unless another leaf ties it.
+      const auto [best, tied] = LeastByModel(window_);
+      if (!tied) return window_[best];
+      window_finder_.Walk(heap(), pinned, kWindow, window_);
+    }
+    return window_.empty() ? recency_choice_ : window_[LeastByModel(window_).first];
+  }
+
+  // The position in `window` of its first entry of lowest (V, recency key),
+  // and whether another entry equals it in both (or a V is NaN, which
+  // compares with nothing).
+  std::pair<size_t, bool> LeastByModel(std::span<const BlockIndex> window) {
+    values_.clear();
+    for (const BlockIndex b : window) values_.push_back(Value(b));
+    size_t best = 0;
+    bool nan = false;
+    for (size_t i = 0; i < window.size(); ++i) {
+      nan |= std::isnan(values_[i]);
+      if (values_[i] < values_[best] ||
+          (values_[i] == values_[best] && EvictsBefore(KeyOf(window[i]), KeyOf(window[best])))) {
+        best = i;
       }
     }
+    bool tied = nan;
+    for (size_t i = 0; i < window.size() && !tied; ++i) {
+      tied = i != best && values_[i] == values_[best] &&
+             !EvictsBefore(KeyOf(window[best]), KeyOf(window[i]));
+    }
+    return {best, tied};
   }
 
   // Whether b is an evictable leaf with fewer than kWindow evictable leaves
   // before it in recency order: a walk of the heap that skips every slot
-  // (and so everything below it) not before b. Cheaper than Window() for
-  // one block: no queue, and it stops at b's key.
+  // (and so everything below it) not before b. Cheaper than a best-first
+  // walk for one block: no queue, and it stops at b's key.
   bool InWindow(BlockIndex b) const {
     const LeafHeap& h = heap();
     if (!h.Contains(b) || pool_.IsPinned(b)) return false;
@@ -623,12 +635,6 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return sum;
   }
 
-  // The model's order: lower V first, then the least recent, deeper first.
-  bool ModelRanksBefore(BlockIndex a, BlockIndex b) const {
-    const double va = Value(a), vb = Value(b);
-    if (va != vb) return va < vb;
-    return EvictsBefore(KeyOf(a), KeyOf(b));
-  }
   OrderKey KeyFor(BlockIndex b) const {
     return {static_cast<double>(now_ms_), 0, catalog_[b].depth};
   }
@@ -661,8 +667,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // evictions move E, so V, and with it the eviction order, does not depend
   // on the order blocks are scored in.
   double value_horizon_s_ = 0;
-  mutable std::vector<BlockIndex> window_;  // scratch of Window()
-  mutable std::vector<uint32_t> frontier_;  // scratch of Window()
+  LeafWindow window_finder_{kWindow};
+  std::vector<BlockIndex> window_;          // scratch of ModelChoice()
+  std::vector<double> values_;              // scratch of LeastByModel(): V per window entry
+  mutable std::vector<uint32_t> frontier_;  // scratch of InWindow()
   bool bet_entered_ = false;                // the latest request's bet is in the ledger
   BlockIndex recency_choice_ = kNoBlock;    // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
