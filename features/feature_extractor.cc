@@ -55,7 +55,7 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
     out[kDecayed1mLog + k] =
         h.kept ? Log1p(h.decayed[k] * std::exp(-seconds_between(now_ms, h.times_ms[0]) /
                                                AccessHistory::kDecaySeconds[k]))
-               : kCountLog1p[0];
+               : Log1pCount(0);
   }
   out[kAccessesLog] = Log1pCount(h.accesses);
   out[kSubtreeAccessesLog] = Log1pCount(h.subtree_accesses);
