@@ -14,7 +14,8 @@
 // the heap is small, or entries k and k + 1 have equal keys, so which of them
 // is in the window is the walk's choice), kAnyOrder when `out` holds the
 // window's entries in no particular order. A caller whose answer depends on
-// the order among equal keys walks again in that case.
+// the order among equal keys walks again in that case. Holds() says whether
+// one entry is in the window.
 //
 // Not thread-safe: the bound and the scratch space are per instance.
 #pragma once
@@ -32,8 +33,6 @@ class LeafWindow {
   enum Order { kWalkOrder, kAnyOrder };
 
   explicit LeafWindow(size_t k) : k_(k) {}
-
-  size_t k() const { return k_; }
 
   // The first `n` unpinned entries of the best-first walk into `out`.
   template <class Pinned>
@@ -66,6 +65,30 @@ class LeafWindow {
     if (has_bound_) bound_ = h.KeyOf(out.back());
     out.resize(std::min(out.size(), k_));
     return kWalkOrder;
+  }
+
+  // Whether b is in the window: an unpinned entry with fewer than k
+  // unpinned entries before it. A walk that skips every slot not before b
+  // (and so everything below it): cheaper than Find() for one entry, no
+  // queue, and it stops at b's key.
+  template <class Pinned>
+  bool Holds(const LeafHeap& h, const Pinned& pinned, BlockIndex b) const {
+    if (!h.Contains(b) || pinned(b)) return false;
+    const OrderKey& key = h.KeyOf(b);
+    size_t before = 0;
+    holds_stack_.assign(1, 0);
+    while (!holds_stack_.empty()) {
+      const uint32_t i = holds_stack_.back();
+      holds_stack_.pop_back();
+      const BlockIndex x = h.At(i);
+      if (!EvictsBefore(h.KeyOf(x), key)) continue;
+      if (!pinned(x) && ++before >= k_) return false;
+      const size_t first = size_t{LeafHeap::kArity} * i + 1;
+      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
+        holds_stack_.push_back(static_cast<uint32_t>(c));
+      }
+    }
+    return true;
   }
 
   // Forgets the bound (the keys were replaced wholesale, say).
@@ -136,6 +159,7 @@ class LeafWindow {
   std::vector<uint32_t> stack_;       // CollectUnderBound(): slots to visit
   std::vector<Collected> collected_;  // entries under the bound: the first num_collected_
   size_t num_collected_ = 0;
+  mutable std::vector<uint32_t> holds_stack_;  // Holds(): slots to visit
 };
 
 }  // namespace kvlearn

@@ -219,7 +219,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double EvictionPriority(BlockIndex b) const override {
     if (ArcLeads()) return arc_.EvictionPriority(b);
     if (!ModelRanks()) return KeyOf(b).primary;
-    if (!InWindow(b)) return 1 + std::max(KeyOf(b).primary, 0.0);
+    if (!window_finder_.Holds(heap(), Pinned(), b)) return 1 + std::max(KeyOf(b).primary, 0.0);
     const double v = Value(b);
     return v / (1 + v);
   }
@@ -517,15 +517,21 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // among leaves equal in both, the first the heap's best-first walk meets.
   // Recency's choice when no leaf is evictable.
   BlockIndex ModelChoice() {
-    const auto pinned = [this](BlockIndex b) { return pool_.IsPinned(b); };
-    if (window_finder_.Find(heap(), pinned, window_) == LeafWindow::kAnyOrder) {
+    if (window_finder_.Find(heap(), Pinned(), window_) == LeafWindow::kAnyOrder) {
       // In no particular order: the answer stands unless another leaf ties it.
       const auto [best, tied] = LeastByModel(window_);
       if (!tied) return window_[best];
-      window_finder_.Walk(heap(), pinned, kWindow, window_);
+      window_finder_.Walk(heap(), Pinned(), kWindow, window_);
     }
     return window_.empty() ? recency_choice_ : window_[LeastByModel(window_).first];
   }
+
+  // The pool's pins, as the window's walks ask for them.
+  struct PinTest {
+    const PoolState* pool;
+    bool operator()(BlockIndex b) const { return pool->IsPinned(b); }
+  };
+  PinTest Pinned() const { return {&pool_}; }
 
   // The position in `window` of its first entry of lowest (V, recency key),
   // and whether another entry equals it in both (or a V is NaN, which
@@ -548,30 +554,6 @@ class LearnedPolicy final : public LeafOrderedPolicy {
              !EvictsBefore(KeyOf(window[best]), KeyOf(window[i]));
     }
     return {best, tied};
-  }
-
-  // Whether b is an evictable leaf with fewer than kWindow evictable leaves
-  // before it in recency order: a walk of the heap that skips every slot
-  // (and so everything below it) not before b. Cheaper than a best-first
-  // walk for one block: no queue, and it stops at b's key.
-  bool InWindow(BlockIndex b) const {
-    const LeafHeap& h = heap();
-    if (!h.Contains(b) || pool_.IsPinned(b)) return false;
-    const OrderKey& key = KeyOf(b);
-    size_t before = 0;
-    frontier_.assign(1, 0);
-    while (!frontier_.empty()) {
-      const uint32_t i = frontier_.back();
-      frontier_.pop_back();
-      const BlockIndex x = h.At(i);
-      if (!EvictsBefore(KeyOf(x), key)) continue;
-      if (!pool_.IsPinned(x) && ++before >= kWindow) return false;
-      const size_t first = size_t{LeafHeap::kArity} * i + 1;
-      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
-        frontier_.push_back(static_cast<uint32_t>(c));
-      }
-    }
-    return true;
   }
 
   // The window a kept block is expected to stay for: the eviction age.
@@ -668,11 +650,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // on the order blocks are scored in.
   double value_horizon_s_ = 0;
   LeafWindow window_finder_{kWindow};
-  std::vector<BlockIndex> window_;          // scratch of ModelChoice()
-  std::vector<double> values_;              // scratch of LeastByModel(): V per window entry
-  mutable std::vector<uint32_t> frontier_;  // scratch of InWindow()
-  bool bet_entered_ = false;                // the latest request's bet is in the ledger
-  BlockIndex recency_choice_ = kNoBlock;    // of the latest SelectVictim
+  std::vector<BlockIndex> window_;        // scratch of ModelChoice()
+  std::vector<double> values_;            // scratch of LeastByModel(): V per window entry
+  bool bet_entered_ = false;              // the latest request's bet is in the ledger
+  BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
   // OwnVictim's last answer, for the pool and policy as they were then.
   struct OwnChoice {

@@ -1,6 +1,7 @@
 // LeafWindow (policies/leaf_window.h): Find() names the same leaves as the
 // best-first walk, in the walk's order whenever it says so, on a case worked
-// out by hand and on random heaps full of equal keys and pinned leaves.
+// out by hand and on random heaps full of equal keys and pinned leaves; Holds()
+// agrees with the walk's window up to ties at its edge.
 #include "policies/leaf_window.h"
 
 #include <algorithm>
@@ -125,6 +126,17 @@ TEST(LeafWindowTest, FindNamesTheWalksWindowOnRandomHeaps) {
         const LeafWindow::Order order = window.Find(heap, is_pinned, out);
         reference.Walk(heap, is_pinned, k, walked);
         ++calls;
+        // Holds(): every leaf of the walk's window, and beyond it only a leaf
+        // tied with the window's last (fewer than k strictly before it too).
+        for (const BlockIndex b : walked) ASSERT_TRUE(window.Holds(heap, is_pinned, b));
+        const BlockIndex other = heap.empty() ? kNoBlock : heap.At(rng() % heap.size());
+        if (other != kNoBlock && window.Holds(heap, is_pinned, other) &&
+            std::find(walked.begin(), walked.end(), other) == walked.end()) {
+          ASSERT_EQ(walked.size(), k);
+          const OrderKey &a = heap.KeyOf(other), &last = heap.KeyOf(walked.back());
+          ASSERT_FALSE(EvictsBefore(a, last) || EvictsBefore(last, a))
+              << "seed " << seed << " k " << k << " step " << step;
+        }
         if (order == LeafWindow::kWalkOrder) {
           ASSERT_EQ(out, walked) << "seed " << seed << " k " << k << " step " << step;
         } else {
