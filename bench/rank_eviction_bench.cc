@@ -3,7 +3,8 @@
 // the difference is what kvlearn adds to a call.
 //   build/bench/rank_eviction_bench
 // Reports p50/p99 in microseconds as counters (p50_us, p99_us); the
-// *OverEmpty rows alternate the two calls and report the difference. The
+// *OverEmpty rows alternate the two calls and report the difference
+// (GetStatusOverEmpty: what a kvlearn method that does nothing adds). The
 // RankEviction cases run twice: on an LRU sidecar and on a learned one
 // (the tests' small model, written to a model file at start-up; the learned
 // policy ranks from each block's stored reuse curve, so the model's size
@@ -181,7 +182,7 @@ void BM_EmptyCall(benchmark::State& state) {
 }
 
 // GetStatus: a kvlearn method that decides nothing, dispatched like
-// RankEviction (gRPC's sync thread pool; the health service has its own).
+// RankEviction (gRPC's callback API).
 void BM_GetStatusCall(benchmark::State& state) {
   Fixture& f = Shared();
   std::vector<double> us;
@@ -239,13 +240,14 @@ void RankEviction64(benchmark::State& state, Fixture& f) {
   }
 }
 
-// The two calls in turn, an empty one just before each RankEviction, so that
-// both see the same moment of a noisy machine: p50_us and p50_empty_us are
-// their medians, added_p50_us the difference (the issue's "over an empty
-// call"), paired_p50_us the median of each pair's own difference.
-void RankEvictionOverEmpty(benchmark::State& state, Fixture& f) {
-  std::mt19937_64 rng(2);
-  std::vector<double> empty_us, rank_us, paired_us;
+// An empty call just before each call of `timed` (which times one call into
+// the vector it is given; false when it failed), so that both see the same
+// moment of a noisy machine: p50_us and p50_empty_us are their medians,
+// added_p50_us the difference (the issue's "over an empty call"),
+// paired_p50_us the median of each pair's own difference.
+template <typename Timed>
+void OverEmpty(benchmark::State& state, Fixture& f, Timed timed) {
+  std::vector<double> empty_us, call_us, paired_us;
   for (auto _ : state) {
     grpc::ClientContext health_ctx;
     grpc::health::v1::HealthCheckRequest check;
@@ -254,21 +256,39 @@ void RankEvictionOverEmpty(benchmark::State& state, Fixture& f) {
       state.SkipWithError("health Check failed");
       break;
     }
-    if (!RankOnce(f, rng, rank_us)) {
-      state.SkipWithError("RankEviction failed");
+    if (!timed(call_us)) {
+      state.SkipWithError("the call failed");
       break;
     }
-    paired_us.push_back(rank_us.back() - empty_us.back());
+    paired_us.push_back(call_us.back() - empty_us.back());
   }
-  if (rank_us.empty()) return;
+  if (call_us.empty()) return;
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[(v.size() - 1) / 2];
   };
-  state.counters["p50_us"] = median(rank_us);
+  state.counters["p50_us"] = median(call_us);
   state.counters["p50_empty_us"] = median(empty_us);
-  state.counters["added_p50_us"] = median(rank_us) - median(empty_us);
+  state.counters["added_p50_us"] = median(call_us) - median(empty_us);
   state.counters["paired_p50_us"] = median(paired_us);
+}
+
+void RankEvictionOverEmpty(benchmark::State& state, Fixture& f) {
+  std::mt19937_64 rng(2);
+  OverEmpty(state, f, [&](std::vector<double>& us) { return RankOnce(f, rng, us); });
+}
+
+// GetStatus beside the same empty call: a kvlearn method on the same
+// callback API that decides and journals nothing, so its added_p50_us is
+// what the transport alone adds, and RankEviction's beyond it is the
+// sidecar's own work.
+void BM_GetStatusOverEmpty(benchmark::State& state) {
+  Fixture& f = PairedLru();
+  OverEmpty(state, f, [&](std::vector<double>& us) {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse resp;
+    return TimedUs(us, [&] { return f.stub->GetStatus(&ctx, {}, &resp); }).ok();
+  });
 }
 
 void BM_RankEviction64(benchmark::State& state) { RankEviction64(state, Shared()); }
@@ -362,6 +382,14 @@ void BM_RankEviction64InProcessCold(benchmark::State& state) {
 void BM_RankEviction64InProcessLearnedCold(benchmark::State& state) {
   RankEviction64InProcess(state, "learned", {.journaled = true, .cold = true});
 }
+// Cold without the journal: the difference from the rows above is what the
+// journal's write costs cold.
+void BM_RankEviction64InProcessColdUnjournaled(benchmark::State& state) {
+  RankEviction64InProcess(state, "lru", {.cold = true});
+}
+void BM_RankEviction64InProcessLearnedColdUnjournaled(benchmark::State& state) {
+  RankEviction64InProcess(state, "learned", {.cold = true});
+}
 // arc's ranking is also learned's while its ARC expert leads (this pool has
 // no capacity, so the learned rows never evict and ARC never leads there).
 void BM_RankEviction64InProcessArc(benchmark::State& state) {
@@ -375,6 +403,7 @@ BENCHMARK(BM_RankEviction64)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64Learned)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_GetStatusOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64OverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64LearnedOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
@@ -384,6 +413,8 @@ BENCHMARK(BM_RankEviction64InProcessJournaled)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessLearnedJournaled)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessCold)->Iterations(5000);
 BENCHMARK(BM_RankEviction64InProcessLearnedCold)->Iterations(5000);
+BENCHMARK(BM_RankEviction64InProcessColdUnjournaled)->Iterations(5000);
+BENCHMARK(BM_RankEviction64InProcessLearnedColdUnjournaled)->Iterations(5000);
 
 }  // namespace
 }  // namespace kvlearn
