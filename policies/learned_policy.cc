@@ -238,10 +238,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     std::vector<BlockIndex> wanted(candidates.begin(), candidates.end());
     std::sort(wanted.begin(), wanted.end());
     wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-    // The evictable ones, least recent first, with V computed once.
+    // The evictable ones, least recent first. V is computed once, when an
+    // entry first enters the window: a call that frees one block reads the
+    // policy state of about kWindow candidates, not of all of them (cold,
+    // each is a few cache misses).
     struct Live {
       double v;
       BlockIndex b;
+      bool valued;
     };
     const auto recency = [this](const Live& x, const Live& y) {
       return EvictsBefore(KeyOf(x.b), KeyOf(y.b)) ||
@@ -249,15 +253,19 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     };
     std::vector<Live> live;
     for (const BlockIndex b : wanted) {
-      if (pool_.IsEvictable(b)) live.push_back({Value(b), b});
+      if (pool_.IsEvictable(b)) live.push_back({0, b, false});
     }
     std::sort(live.begin(), live.end(), recency);
     std::vector<std::pair<BlockIndex, uint32_t>> children_left;  // of parents met
     std::vector<BlockIndex> order, taken;
     uint64_t bytes = 0;
     while (!live.empty() && bytes < bytes_wanted) {
+      const size_t n = std::min(live.size(), kWindow);
+      for (size_t i = 0; i < n; ++i) {
+        if (!live[i].valued) live[i] = {Value(live[i].b), live[i].b, true};
+      }
       size_t best = 0;
-      for (size_t i = 1, n = std::min(live.size(), kWindow); i < n; ++i) {
+      for (size_t i = 1; i < n; ++i) {
         if (live[i].v < live[best].v ||
             (live[i].v == live[best].v && EvictsBefore(KeyOf(live[i].b), KeyOf(live[best].b)))) {
           best = i;
@@ -279,7 +287,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         it = children_left.end() - 1;
       }
       if (--it->second == 0) {
-        const Live up{Value(parent), parent};
+        const Live up{0, parent, false};
         live.insert(std::upper_bound(live.begin(), live.end(), up, recency), up);
       }
     }
