@@ -648,9 +648,13 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
       answer(b, s.proposal_score.at(b).score);
     }
   } else {
-    // The candidates proposed before, in the order they were proposed.
+    // The candidates proposed before, in the order they were proposed. A
+    // proposal has left the policy's pool, so only the candidates outside it
+    // are looked up (with many proposals outstanding, each lookup is a cache
+    // miss).
     std::vector<std::pair<uint64_t, BlockIndex>> again;
     for (const BlockIndex b : candidates) {
+      if (s.driver.pool().IsResident(b)) continue;
       if (auto it = s.proposal_score.find(b); it != s.proposal_score.end()) {
         again.emplace_back(it->second.order, b);
       }
