@@ -41,11 +41,11 @@ class PoolState {
   const BlockCatalog& catalog() const { return *catalog_; }
 
   bool IsResident(BlockIndex b) const { return b < resident_.size() && resident_[b]; }
-  uint32_t ResidentChildren(BlockIndex b) const { return children_[b]; }
-  bool IsLeaf(BlockIndex b) const { return IsResident(b) && children_[b] == 0; }
+  uint32_t ResidentChildren(BlockIndex b) const { return counts_[b].children; }
+  bool IsLeaf(BlockIndex b) const { return IsResident(b) && counts_[b].children == 0; }
   bool IsPinned(BlockIndex b) const {
     return (b < pin_epoch_.size() && pin_epoch_[b] == epoch_) ||
-           (b < holds_.size() && holds_[b] != 0);
+           (b < counts_.size() && counts_[b].holds != 0);
   }
   bool IsEvictable(BlockIndex b) const { return IsLeaf(b) && !IsPinned(b); }
   // Leading blocks of `chain` (root first) resident here: residents are
@@ -71,15 +71,14 @@ class PoolState {
   // One more in-flight request needs b (resident or not yet).
   // REQUIRES: b < catalog().size() (after Grow).
   void Hold(BlockIndex b) {
-    KVLEARN_DCHECK(b < resident_.size());
-    if (b >= holds_.size()) holds_.resize(resident_.size(), 0);
-    ++holds_[b];
+    KVLEARN_DCHECK(b < counts_.size());
+    ++counts_[b].holds;
     ++changes_;
   }
   // REQUIRES: a Hold(b) not yet released.
   void Release(BlockIndex b) {
-    KVLEARN_DCHECK(b < holds_.size() && holds_[b] > 0);
-    --holds_[b];
+    KVLEARN_DCHECK(b < counts_.size() && counts_[b].holds > 0);
+    --counts_[b].holds;
     ++changes_;
   }
 
@@ -93,7 +92,7 @@ class PoolState {
     ++resident_blocks_;
     ++changes_;
     const BlockIndex parent = (*catalog_)[b].parent;
-    if (parent != kNoBlock) ++children_[parent];
+    if (parent != kNoBlock) ++counts_[parent].children;
   }
 
   // REQUIRES: IsLeaf(b).
@@ -105,14 +104,14 @@ class PoolState {
     ++evictions_;
     ++changes_;
     const BlockIndex parent = (*catalog_)[b].parent;
-    if (parent != kNoBlock) --children_[parent];
+    if (parent != kNoBlock) --counts_[parent].children;
   }
 
   // Extends per-block state after blocks were added to the catalog.
   void Grow(size_t n) {
     if (n <= resident_.size()) return;
     resident_.resize(n, 0);
-    children_.resize(n, 0);
+    counts_.resize(n);
   }
 
  private:
@@ -124,12 +123,17 @@ class PoolState {
   uint64_t changes_ = 0;
   uint32_t epoch_ = 1;  // pin_epoch_ starts at 0, so nothing is pinned initially
   std::vector<uint8_t> resident_;
-  std::vector<uint32_t> children_;
-  // Sized on the first Pin / Hold after the catalog grew, not by Grow: the
-  // simulators only pin and the sidecar only holds, so each pays 4 bytes a
-  // block for the one it uses (a block past the end is not pinned / held).
+  // A block's resident children and in-flight holds side by side, so that
+  // IsEvictable reads one cache line for both (cold, in the sidecar, a
+  // line per array was a miss per candidate ranked).
+  struct Counts {
+    uint32_t children = 0;
+    uint32_t holds = 0;
+  };
+  std::vector<Counts> counts_;
+  // Sized on the first Pin after the catalog grew, not by Grow: only the
+  // simulators pin (a block past the end is not pinned).
   std::vector<uint32_t> pin_epoch_;
-  std::vector<uint32_t> holds_;
 };
 
 }  // namespace kvlearn
