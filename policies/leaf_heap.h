@@ -44,6 +44,13 @@ class LeafHeap {
   // The entry at heap slot i (0 = top); for scanning past pinned blocks.
   BlockIndex At(size_t i) const { return heap_[i]; }
   const OrderKey& KeyOf(BlockIndex b) const { return keys_[b]; }
+  // Calls fn(c) for each child slot c of slot i, for walks of the heap.
+  template <class Fn>
+  void ForEachChild(uint32_t i, Fn fn) const {
+    const size_t first = size_t{kArity} * i + 1;
+    const size_t end = std::min(first + kArity, heap_.size());
+    for (size_t c = first; c < end; ++c) fn(static_cast<uint32_t>(c));
+  }
 
   // The entries in slot order: with their keys, the exact layout (ties
   // between equal keys depend on it), for saving a policy's state.
@@ -180,11 +187,10 @@ BlockIndex LeastUnpinned(const LeafHeap& heap, const Pinned& pinned) {
     const uint32_t i = frontier.back();
     frontier.pop_back();
     if (!pinned(heap.At(i))) return heap.At(i);
-    const size_t first = size_t{LeafHeap::kArity} * i + 1;
-    for (size_t c = first; c < std::min(first + LeafHeap::kArity, heap.size()); ++c) {
-      frontier.push_back(static_cast<uint32_t>(c));
+    heap.ForEachChild(i, [&](uint32_t c) {
+      frontier.push_back(c);
       std::push_heap(frontier.begin(), frontier.end(), after);
-    }
+    });
   }
   return kNoBlock;
 }

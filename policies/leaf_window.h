@@ -48,11 +48,10 @@ class LeafWindow {
       const uint32_t i = frontier_.back();
       frontier_.pop_back();
       if (!pinned(h.At(i))) out.push_back(h.At(i));
-      const size_t first = size_t{LeafHeap::kArity} * i + 1;
-      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
-        frontier_.push_back(static_cast<uint32_t>(c));
+      h.ForEachChild(i, [&](uint32_t c) {
+        frontier_.push_back(c);
         std::push_heap(frontier_.begin(), frontier_.end(), after);
-      }
+      });
     }
   }
 
@@ -83,10 +82,7 @@ class LeafWindow {
       const BlockIndex x = h.At(i);
       if (!EvictsBefore(h.KeyOf(x), key)) continue;
       if (!pinned(x) && ++before >= k_) return false;
-      const size_t first = size_t{LeafHeap::kArity} * i + 1;
-      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
-        holds_stack_.push_back(static_cast<uint32_t>(c));
-      }
+      h.ForEachChild(i, [&](uint32_t c) { holds_stack_.push_back(c); });
     }
     return true;
   }
@@ -124,10 +120,9 @@ class LeafWindow {
         collected_[num_collected_++] = {h.KeyOf(x), x};
         if (num_collected_ > MaxCollected()) return false;
       }
-      const size_t first = size_t{LeafHeap::kArity} * i + 1;
-      for (size_t c = first; c < std::min(first + LeafHeap::kArity, h.size()); ++c) {
-        if (under(c)) stack_[top++] = static_cast<uint32_t>(c);
-      }
+      h.ForEachChild(i, [&](uint32_t c) {
+        if (under(c)) stack_[top++] = c;
+      });
     }
     return num_collected_ > k_;
   }
