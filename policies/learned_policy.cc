@@ -266,10 +266,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       }
       size_t best = 0;
       for (size_t i = 1; i < n; ++i) {
-        if (live[i].v < live[best].v ||
-            (live[i].v == live[best].v && EvictsBefore(KeyOf(live[i].b), KeyOf(live[best].b)))) {
-          best = i;
-        }
+        if (ModelRanksBefore(live[i].v, live[i].b, live[best].v, live[best].b)) best = i;
       }
       const BlockIndex victim = live[best].b;
       live.erase(live.begin() + static_cast<ptrdiff_t>(best));
@@ -551,15 +548,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     bool nan = false;
     for (size_t i = 0; i < window.size(); ++i) {
       nan |= std::isnan(values_[i]);
-      if (values_[i] < values_[best] ||
-          (values_[i] == values_[best] && EvictsBefore(KeyOf(window[i]), KeyOf(window[best])))) {
-        best = i;
-      }
+      if (ModelRanksBefore(values_[i], window[i], values_[best], window[best])) best = i;
     }
     bool tied = nan;
     for (size_t i = 0; i < window.size() && !tied; ++i) {
-      tied = i != best && values_[i] == values_[best] &&
-             !EvictsBefore(KeyOf(window[best]), KeyOf(window[i]));
+      tied = i != best && !ModelRanksBefore(values_[best], window[best], values_[i], window[i]);
     }
     return {best, tied};
   }
@@ -625,6 +618,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return sum;
   }
 
+  // The model's order of two blocks of V va and vb: lower V first, then the
+  // least recent, deeper first.
+  bool ModelRanksBefore(double va, BlockIndex a, double vb, BlockIndex b) const {
+    return va < vb || (va == vb && EvictsBefore(KeyOf(a), KeyOf(b)));
+  }
   OrderKey KeyFor(BlockIndex b) const {
     return {static_cast<double>(now_ms_), 0, catalog_[b].depth};
   }
