@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/varint.h"
+#include "server/decision_staging.h"
 
 namespace kvlearn {
 namespace {
@@ -27,6 +28,8 @@ constexpr size_t kEngineSequencesWriteBufferBytes = 1 << 20;
 constexpr const char* kDecisions = "decisions";
 constexpr const char* kSnapshots = "snapshots";
 constexpr const char* kEngineSequences = "engine_sequences";
+// Beside RocksDB's files, in a name RocksDB does not claim.
+constexpr const char* kStagingFile = "kvlearn_decisions.staging";
 // First byte of a model-swap record (server/model_swap_record.h).
 constexpr char kModelSwapRecordByte = 'M';
 
@@ -109,6 +112,9 @@ EventLog::EventLog(std::unique_ptr<rocksdb::DB> db,
     : db_(std::move(db)), handles_(std::move(handles)), options_(options) {}
 
 EventLog::~EventLog() {
+  // Staged decisions would be recovered by the next open anyway; moving them
+  // now leaves a closed log whole for read-only opens.
+  (void)FlushStaged();
   // Column family handles go before the database they belong to.
   for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
 }
@@ -172,7 +178,59 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   std::unique_ptr<EventLog> log(
       new EventLog(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options));
   if (auto s = log->LoadBounds(); !s.ok()) return s;
+  if (!read_only) {
+    if (auto s = log->RecoverStaged(dir + "/" + kStagingFile); !s.ok()) return s;
+  }
   return log;
+}
+
+absl::Status EventLog::RecoverStaged(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto staging = DecisionStaging::Open(path);
+  if (!staging.ok()) return staging.status();
+  staging_ = std::move(*staging);
+  // Records below next_decision_ reached RocksDB before the crash.
+  rocksdb::WriteBatch batch;
+  uint64_t next = next_decision_, bytes = 0;
+  for (const DecisionStaging::Record& r : staging_->Records()) {
+    if (r.number < next_decision_) continue;
+    const std::string key = EventLogKey(r.number);
+    batch.Put(handles_[1], key, rocksdb::Slice(r.value.data(), r.value.size()));
+    next = r.number + 1;
+    bytes += key.size() + r.value.size();
+  }
+  if (batch.Count() > 0) {
+    rocksdb::WriteOptions w;
+    w.sync = options_.sync;
+    if (auto s = FromRocks(db_->Write(w, &batch), "recover staged decisions"); !s.ok()) return s;
+    next_decision_ = next;
+    retained_bytes_ += bytes;
+  }
+  staging_->Clear();
+  return absl::OkStatus();
+}
+
+absl::Status EventLog::FlushStaged() const {
+  absl::MutexLock lock(&mu_);
+  return FlushStagedLocked();
+}
+
+bool EventLog::AddStagedLocked(rocksdb::WriteBatch& batch) const {
+  if (staging_ == nullptr || staging_->empty()) return false;
+  for (const DecisionStaging::Record& r : staging_->Records()) {
+    batch.Put(handles_[1], EventLogKey(r.number), rocksdb::Slice(r.value.data(), r.value.size()));
+  }
+  return true;
+}
+
+absl::Status EventLog::FlushStagedLocked() const {
+  rocksdb::WriteBatch batch;
+  if (!AddStagedLocked(batch)) return absl::OkStatus();
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync;
+  if (auto s = FromRocks(db_->Write(w, &batch), "append staged decisions"); !s.ok()) return s;
+  staging_->Clear();
+  return absl::OkStatus();
 }
 
 absl::Status EventLog::LoadBounds() {
@@ -207,10 +265,23 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
   value.reserve(record.size() + 10);
   PutVarint(value, next_sequence_);
   value.append(record);
-  rocksdb::WriteOptions w;
-  w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Put(w, handles_[1], key, value), "append decision"); !s.ok()) {
-    return s;
+  // Staged unless every write is fsynced (staging would skip the fsync); a
+  // full staging goes to RocksDB first.
+  bool staged = false;
+  if (staging_ != nullptr && !options_.sync) {
+    staged = staging_->Append(next_decision_, value);
+    if (!staged) {
+      if (auto s = FlushStagedLocked(); !s.ok()) return s;
+      staged = staging_->Append(next_decision_, value);
+    }
+  }
+  if (!staged) {
+    if (auto s = FlushStagedLocked(); !s.ok()) return s;
+    rocksdb::WriteOptions w;
+    w.sync = options_.sync;
+    if (auto s = FromRocks(db_->Put(w, handles_[1], key, value), "append decision"); !s.ok()) {
+      return s;
+    }
   }
   ++next_decision_;
   retained_bytes_ += key.size() + value.size();
@@ -221,6 +292,7 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
 absl::Status EventLog::ForEachDecision(
     const std::function<absl::Status(uint64_t, uint64_t, std::string_view)>& fn) const {
   if (handles_.size() < 2) return absl::OkStatus();
+  if (auto s = FlushStaged(); !s.ok()) return s;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const uint64_t number = DecodeKey(it->key().ToStringView());
@@ -241,6 +313,7 @@ class RocksDecisionCursor final : public EventLog::DecisionCursor {
   RocksDecisionCursor(rocksdb::Iterator* it, const std::string& from) : it_(it) {
     if (it_) it_->Seek(from);
   }
+  explicit RocksDecisionCursor(absl::Status failed) : status_(std::move(failed)) {}
   bool Next(uint64_t* number, uint64_t* event_sequence, std::string* record) override {
     if (!it_ || !status_.ok()) return false;
     if (!it_->Valid()) {
@@ -271,6 +344,7 @@ std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisions() const {
 }
 
 std::unique_ptr<EventLog::DecisionCursor> EventLog::ReadDecisionsFrom(uint64_t from) const {
+  if (auto s = FlushStaged(); !s.ok()) return std::make_unique<RocksDecisionCursor>(s);
   return std::make_unique<RocksDecisionCursor>(
       handles_.size() < 2 ? nullptr : db_->NewIterator(rocksdb::ReadOptions(), handles_[1]),
       EventLogKey(from));
@@ -375,9 +449,12 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t co
   for (const EngineSequence& e : sequences) {
     batch.Put(engine_sequences(), e.node, EventLogKey(e.sequence));
   }
+  // The staged decisions ride along: one WAL write for both.
+  const bool carries_staged = AddStagedLocked(batch);
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
   if (auto s = FromRocks(db_->Write(w, &batch), "append"); !s.ok()) return s;
+  if (carries_staged) staging_->Clear();
   next_sequence_ = first + count;
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {
@@ -387,6 +464,7 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t co
 }
 
 absl::Status EventLog::TrimLocked() {
+  if (auto s = FlushStagedLocked(); !s.ok()) return s;
   const uint64_t target = options_.max_bytes / 10 * 9;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   uint64_t removed = 0;

@@ -32,7 +32,14 @@
 // Durability: Append writes its entry through RocksDB's write-ahead log before
 // it returns, so an appended event survives the process being killed
 // (kill -9) once Append has returned. With `sync = true` the WAL is also
-// fsynced, which extends that to power loss.
+// fsynced, which extends that to power loss. AppendDecision, without `sync`,
+// stores the decision in a memory-mapped staging file beside RocksDB's
+// (server/decision_staging.h), which survives kill -9 as the unsynced WAL
+// does at the price of a memcpy; the next Append carries the staged decisions
+// into RocksDB in its own write, and so does any reader of decisions, a trim,
+// closing the log, and opening it again after a crash (before anything reads
+// them). A read-only open sees the decisions in RocksDB: every one journaled
+// before the writer's latest event append.
 //
 // Retention: when the retained entries exceed `max_bytes`, the oldest
 // entries are deleted (DeleteRange) down to 90% of the bound, with the
@@ -65,9 +72,12 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace kvlearn {
+
+class DecisionStaging;
 
 struct EventLogOptions {
   uint64_t max_bytes = 0;  // 0 = keep everything
@@ -160,6 +170,14 @@ class EventLog {
                                                             const EventLogOptions& options,
                                                             bool read_only);
   absl::Status LoadBounds();
+  // Opens the staging file at `path` and moves what a crashed run left
+  // staged into RocksDB.
+  absl::Status RecoverStaged(const std::string& path);
+  // Writes the staged decisions into RocksDB and empties the staging.
+  absl::Status FlushStaged() const;
+  absl::Status FlushStagedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the staged decisions to `batch`; true if there were any.
+  bool AddStagedLocked(rocksdb::WriteBatch& batch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count,
                                      std::span<const EngineSequence> sequences = {})
@@ -183,6 +201,8 @@ class EventLog {
   uint64_t retained_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_decision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Null in a read-only open. Emptied by const readers, hence mutable.
+  mutable std::unique_ptr<DecisionStaging> staging_ ABSL_GUARDED_BY(mu_);
 };
 
 // Big-endian key of a sequence number.

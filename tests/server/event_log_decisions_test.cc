@@ -9,22 +9,11 @@
 #include <vector>
 
 #include "server/event_log.h"
+#include "tests/server/journaled_decisions.h"
 #include "tests/server/sidecar_fixture.h"
 
 namespace kvlearn {
 namespace {
-
-using Decision = std::tuple<uint64_t, uint64_t, std::string>;  // number, event sequence, record
-
-std::vector<Decision> Decisions(const EventLog& log) {
-  std::vector<Decision> out;
-  EXPECT_TRUE(log.ForEachDecision([&](uint64_t n, uint64_t seq, std::string_view r) {
-                   out.emplace_back(n, seq, std::string(r));
-                   return absl::OkStatus();
-                 })
-                  .ok());
-  return out;
-}
 
 size_t EventCount(const EventLog& log) {
   size_t n = 0;
@@ -52,12 +41,12 @@ TEST(EventLogDecisionsTest, DecisionsKeepTheirOrderAndEventPositionAcrossReopens
   EXPECT_EQ((*log)->next_decision(), 3u);
   EXPECT_EQ(EventCount(**log), 2u);  // events only: decisions are not events
   ASSERT_TRUE((*log)->AppendDecision("fourth").ok());
-  const std::vector<Decision> want = {
+  const std::vector<JournaledDecision> want = {
       {0, 0, "first"}, {1, 2, "second"}, {2, 2, std::string("\0third", 6)}, {3, 2, "fourth"}};
-  EXPECT_EQ(Decisions(**log), want);
+  EXPECT_EQ(JournaledDecisions(**log), want);
   // The cursor reads the same, one at a time.
   {
-    std::vector<Decision> read;
+    std::vector<JournaledDecision> read;
     auto cursor = (*log)->ReadDecisions();  // must not outlive the log
     uint64_t n = 0, seq = 0;
     std::string record;
@@ -68,7 +57,7 @@ TEST(EventLogDecisionsTest, DecisionsKeepTheirOrderAndEventPositionAcrossReopens
   log->reset();
   auto ro = EventLog::OpenReadOnly(dir.path());
   ASSERT_TRUE(ro.ok()) << ro.status();
-  EXPECT_EQ(Decisions(**ro), want);
+  EXPECT_EQ(JournaledDecisions(**ro), want);
   EXPECT_FALSE((*ro)->AppendDecision("no").ok());
 }
 
@@ -86,10 +75,10 @@ TEST(EventLogDecisionsTest, TrimmingDropsTheDecisionsBeforeTheFirstEventKept) {
   const uint64_t first = (*log)->first_sequence();
   ASSERT_GT(first, 0u);
   EXPECT_LE((*log)->retained_bytes(), o.max_bytes);
-  const auto kept = Decisions(**log);
+  const auto kept = JournaledDecisions(**log);
   ASSERT_FALSE(kept.empty());
   for (const auto& [n, seq, record] : kept) EXPECT_GE(seq, first) << "decision " << n;
-  // Decision i was journaled after append i, at event position 10 (i + 1).
+  // JournaledDecision i was journaled after append i, at event position 10 (i + 1).
   EXPECT_EQ(std::get<1>(kept.front()), first);
   EXPECT_EQ(std::get<0>(kept.back()), 49u);
 }

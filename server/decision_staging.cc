@@ -1,0 +1,149 @@
+#include "server/decision_staging.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr char kFileMagic[8] = {'K', 'V', 'L', 'D', 'S', 'T', 'G', '1'};
+constexpr uint32_t kRecordMagic = 0x4b56444eu;  // "KVDN"
+constexpr size_t kRecordHeaderBytes = 24;       // size, magic, check, number
+// Larger than any staging file kvlearn writes: something else is at the path.
+constexpr size_t kMaxFileBytes = size_t{64} << 20;
+
+size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+uint64_t Check(uint64_t number, std::string_view value) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  const auto mix = [&h](unsigned char c) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  };
+  for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(number >> (8 * i)));
+  for (const char c : value) mix(static_cast<unsigned char>(c));
+  return h;
+}
+
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+void Store(char* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+absl::Status Unavailable(const std::string& path, const char* what) {
+  return absl::UnavailableError(
+      absl::StrCat("decision staging ", path, ": ", what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::Open(const std::string& path,
+                                                                       size_t capacity) {
+  capacity = std::max(Align8(capacity), kHeaderBytes + kRecordHeaderBytes + 8);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable(path, "open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const absl::Status s = Unavailable(path, "stat");
+    ::close(fd);
+    return s;
+  }
+  const auto existing = static_cast<size_t>(st.st_size);
+  if (existing > kMaxFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision staging ", path, ": ", existing,
+                     " bytes, larger than any staging file kvlearn writes; move it aside"));
+  }
+  // Never shrink: an older build's larger file may hold records past `capacity`.
+  const size_t size = std::max(Align8(existing), capacity);
+  if (size != existing && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const absl::Status s = Unavailable(path, "resize");
+    ::close(fd);
+    return s;
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const absl::Status s = Unavailable(path, "map");
+    ::close(fd);
+    return s;
+  }
+  std::unique_ptr<DecisionStaging> staging(new DecisionStaging(fd, static_cast<char*>(base), size));
+  char* header = staging->base_;
+  if (existing < kHeaderBytes || std::memcmp(header, "\0\0\0\0\0\0\0\0", 8) == 0) {
+    // A new file (all zeros): stamp it.
+    std::memcpy(header, kFileMagic, sizeof kFileMagic);
+    Store<uint32_t>(header + kHeaderBytes, 0);
+  } else if (std::memcmp(header, kFileMagic, sizeof kFileMagic) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decision staging ", path, ": not a kvlearn decision staging file (bad magic)"));
+  }
+  // Find the end of the records left by the last run; they stay until Clear().
+  for (const Record& r : staging->Records()) {
+    staging->end_ = Align8(static_cast<size_t>(r.value.data() + r.value.size() - staging->base_));
+  }
+  return staging;
+}
+
+DecisionStaging::~DecisionStaging() {
+  ::munmap(base_, size_);
+  ::close(fd_);
+}
+
+bool DecisionStaging::Append(uint64_t number, std::string_view value) {
+  const size_t next = Align8(end_ + kRecordHeaderBytes + value.size());
+  if (value.empty() || next > size_ || value.size() > UINT32_MAX) return false;
+  char* r = base_ + end_;
+  Store<uint32_t>(r + 4, kRecordMagic);
+  Store<uint64_t>(r + 8, Check(number, value));
+  Store<uint64_t>(r + 16, number);
+  std::memcpy(r + kRecordHeaderBytes, value.data(), value.size());
+  if (next + 4 <= size_) Store<uint32_t>(base_ + next, 0);  // ends the records after this one
+  // Last: until the size is there, a reader sees the records end here.
+  std::atomic_signal_fence(std::memory_order_release);
+  Store<uint32_t>(r, static_cast<uint32_t>(value.size()));
+  end_ = next;
+  return true;
+}
+
+std::vector<DecisionStaging::Record> DecisionStaging::Records() const {
+  std::vector<Record> out;
+  size_t at = kHeaderBytes;
+  while (at + kRecordHeaderBytes <= size_) {
+    const char* r = base_ + at;
+    const uint32_t size = Load<uint32_t>(r);
+    if (size == 0 || size > size_ - at - kRecordHeaderBytes) break;
+    if (Load<uint32_t>(r + 4) != kRecordMagic) break;
+    const uint64_t number = Load<uint64_t>(r + 16);
+    const std::string_view value(r + kRecordHeaderBytes, size);
+    if (Load<uint64_t>(r + 8) != Check(number, value)) break;
+    if (!out.empty() && number != out.back().number + 1) break;
+    out.push_back({number, value});
+    at = Align8(at + kRecordHeaderBytes + size);
+  }
+  return out;
+}
+
+void DecisionStaging::Clear() {
+  Store<uint32_t>(base_ + kHeaderBytes, 0);
+  end_ = kHeaderBytes;
+}
+
+}  // namespace kvlearn

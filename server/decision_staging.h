@@ -1,0 +1,85 @@
+// DecisionStaging: a memory-mapped file in the log's directory where journaled
+// decisions (EventLog::AppendDecision) wait until a RocksDB write carries them
+// into the "decisions" column family.
+//
+// Why: journaling a decision through RocksDB on the RankEviction / Admit path
+// costs a WAL write() and a memtable insert per call, 17-44 µs measured when the
+// caches are cold between two network calls (docs/performance.md, "Sidecar
+// speed"). A store into a shared file mapping is in the kernel's page cache
+// once the copy ends, so it survives the process being killed (kill -9)
+// exactly as a WAL record written without fsync does, for the price of a
+// memcpy. The next event append takes the staged records into its own
+// RocksDB write batch (EventLog::PutLocked), and a restart moves whatever was
+// still staged into RocksDB before anything reads the journal.
+//
+// File layout: a 16-byte header (magic "KVLDSTG1", 8 reserved bytes), then
+// records, each aligned to 8 bytes:
+//   u32 size       bytes of the value; 0 ends the records
+//   u32 magic      kRecordMagic
+//   u64 check      FNV-1a of (number, value)
+//   u64 number     the decision number
+//   value          as stored in RocksDB: varint event sequence, then the record
+// The size is written last, and every append writes a 0 size after its
+// record, so a reader never walks into a torn record or into older records
+// left behind by Clear(); the check and the rule that numbers go up by one
+// catch the rest (a damaged or foreign file ends the records where it
+// starts to differ).
+//
+// Thread-safety: none; EventLog calls it under its mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvlearn {
+
+class DecisionStaging {
+ public:
+  // 1 MiB: about 3,000 RankEviction decisions of 64 candidates, far more than
+  // arrive between two event appends of a serving node.
+  static constexpr size_t kDefaultCapacity = 1 << 20;
+
+  struct Record {
+    uint64_t number = 0;
+    std::string_view value;  // points into the mapping; valid until the next Append or Clear
+  };
+
+  // Opens (creating) the staging file at `path`, mapped at `capacity` bytes
+  // or at the file's size if larger (an older build's). The records already
+  // in it stay until Clear(): read them with Records() and put them into
+  // RocksDB first. INVALID_ARGUMENT for a file that is not a staging file,
+  // UNAVAILABLE when the file cannot be opened or mapped.
+  static absl::StatusOr<std::unique_ptr<DecisionStaging>> Open(const std::string& path,
+                                                               size_t capacity = kDefaultCapacity);
+  ~DecisionStaging();
+  DecisionStaging(const DecisionStaging&) = delete;
+  DecisionStaging& operator=(const DecisionStaging&) = delete;
+
+  // Stages decision `number` with its RocksDB value. False, with nothing
+  // written, when it does not fit in the space left: the caller empties the
+  // staging into RocksDB and tries again, or writes the decision directly.
+  bool Append(uint64_t number, std::string_view value);
+  // The staged records, in the order appended.
+  std::vector<Record> Records() const;
+  // Forgets every staged record (they are in RocksDB now).
+  void Clear();
+  bool empty() const { return end_ == kHeaderBytes; }
+  size_t capacity() const { return size_; }
+
+ private:
+  static constexpr size_t kHeaderBytes = 16;
+  DecisionStaging(int fd, char* base, size_t size) : fd_(fd), base_(base), size_(size) {}
+
+  int fd_;
+  char* base_;  // the mapping, size_ bytes
+  size_t size_;
+  size_t end_ = kHeaderBytes;  // where the next record goes
+};
+
+}  // namespace kvlearn
