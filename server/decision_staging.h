@@ -16,7 +16,7 @@
 // records, each aligned to 8 bytes:
 //   u32 size       bytes of the value; 0 ends the records
 //   u32 magic      kRecordMagic
-//   u64 check      FNV-1a of (number, value)
+//   u64 check      a hash of (number, value)
 //   u64 number     the decision number
 //   value          as stored in RocksDB: varint event sequence, then the record
 // The size is written last, and every append writes a 0 size after its
@@ -61,10 +61,11 @@ class DecisionStaging {
   DecisionStaging(const DecisionStaging&) = delete;
   DecisionStaging& operator=(const DecisionStaging&) = delete;
 
-  // Stages decision `number` with its RocksDB value. False, with nothing
+  // Stages decision `number`, journaled at `event_sequence`, as its RocksDB
+  // value (the varint event sequence, then `record`). False, with nothing
   // written, when it does not fit in the space left: the caller empties the
   // staging into RocksDB and tries again, or writes the decision directly.
-  bool Append(uint64_t number, std::string_view value);
+  bool Append(uint64_t number, uint64_t event_sequence, std::string_view record);
   // The staged records, in the order appended.
   std::vector<Record> Records() const;
   // Forgets every staged record (they are in RocksDB now).

@@ -260,31 +260,32 @@ absl::Status EventLog::LoadBounds() {
 absl::Status EventLog::AppendDecision(std::string_view record) {
   absl::MutexLock lock(&mu_);
   if (handles_.size() < 2) return absl::FailedPreconditionError("event log: opened read-only");
-  const std::string key = EventLogKey(next_decision_);
-  std::string value;
-  value.reserve(record.size() + 10);
-  PutVarint(value, next_sequence_);
-  value.append(record);
   // Staged unless every write is fsynced (staging would skip the fsync); a
   // full staging goes to RocksDB first.
   bool staged = false;
   if (staging_ != nullptr && !options_.sync) {
-    staged = staging_->Append(next_decision_, value);
+    staged = staging_->Append(next_decision_, next_sequence_, record);
     if (!staged) {
       if (auto s = FlushStagedLocked(); !s.ok()) return s;
-      staged = staging_->Append(next_decision_, value);
+      staged = staging_->Append(next_decision_, next_sequence_, record);
     }
   }
+  std::string value;
+  PutVarint(value, next_sequence_);
+  const uint64_t bytes = kKeySize + value.size() + record.size();
   if (!staged) {
     if (auto s = FlushStagedLocked(); !s.ok()) return s;
+    value.append(record);
     rocksdb::WriteOptions w;
     w.sync = options_.sync;
-    if (auto s = FromRocks(db_->Put(w, handles_[1], key, value), "append decision"); !s.ok()) {
+    if (auto s = FromRocks(db_->Put(w, handles_[1], EventLogKey(next_decision_), value),
+                           "append decision");
+        !s.ok()) {
       return s;
     }
   }
   ++next_decision_;
-  retained_bytes_ += key.size() + value.size();
+  retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) return TrimLocked();
   return absl::OkStatus();
 }

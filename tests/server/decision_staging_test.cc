@@ -17,7 +17,10 @@
 namespace kvlearn {
 namespace {
 
-using Staged = std::vector<std::pair<uint64_t, std::string>>;
+using Staged = std::vector<std::pair<uint64_t, std::string>>;  // number, RocksDB value
+
+// A record journaled at event sequence 5, as RocksDB stores it.
+std::string Value(const std::string& record) { return "\x05" + record; }
 
 Staged Read(const DecisionStaging& s) {
   Staged out;
@@ -34,11 +37,12 @@ std::unique_ptr<DecisionStaging> OpenAt(const std::string& path, size_t capacity
 TEST(DecisionStagingTest, RecordsSurviveAReopenUntilCleared) {
   TempDir dir;
   const std::string path = dir.File("staging");
-  const Staged want = {{7, "a"}, {8, std::string("\0bc", 3)}, {9, std::string(300, 'd')}};
+  const Staged want = {
+      {7, Value("a")}, {8, Value(std::string("\0bc", 3))}, {9, Value(std::string(300, 'd'))}};
   {
     auto s = OpenAt(path);
     EXPECT_TRUE(s->empty());
-    for (const auto& [n, v] : want) ASSERT_TRUE(s->Append(n, v));
+    for (const auto& [n, v] : want) ASSERT_TRUE(s->Append(n, 5, v.substr(1)));
     EXPECT_EQ(Read(*s), want);
   }  // closed without Clear: as a killed process leaves it
   {
@@ -46,8 +50,10 @@ TEST(DecisionStagingTest, RecordsSurviveAReopenUntilCleared) {
     EXPECT_FALSE(s->empty());
     EXPECT_EQ(Read(*s), want);
     // Appends after the recovered ones continue them.
-    ASSERT_TRUE(s->Append(10, "e"));
-    EXPECT_EQ(Read(*s).back(), (std::pair<uint64_t, std::string>{10, "e"}));
+    ASSERT_TRUE(s->Append(10, 300, "e"));  // a two-byte varint
+    EXPECT_EQ(Read(*s).back(), (std::pair<uint64_t, std::string>{10,
+                                                                 "\xac\x02"
+                                                                 "e"}));
     s->Clear();
     EXPECT_TRUE(s->empty());
     EXPECT_TRUE(Read(*s).empty());
@@ -59,16 +65,16 @@ TEST(DecisionStagingTest, AFullStagingRefusesAndClearMakesRoom) {
   TempDir dir;
   // 256 bytes: 16 of header, then records of 24 + 40 bytes.
   auto s = OpenAt(dir.File("staging"), 256);
-  const std::string value(40, 'v');
+  const std::string record(39, 'v');
   uint64_t n = 0;
-  while (s->Append(n, value)) ++n;
+  while (s->Append(n, 5, record)) ++n;
   EXPECT_EQ(n, 3u);  // (256 - 16) / 64
   EXPECT_EQ(Read(*s).size(), 3u);
-  EXPECT_FALSE(s->Append(n, "x" + value));  // refused, and nothing changed
+  EXPECT_FALSE(s->Append(n, 5, record));  // refused, and nothing changed
   EXPECT_EQ(Read(*s).size(), 3u);
   s->Clear();
-  EXPECT_TRUE(s->Append(n, value));
-  EXPECT_EQ(Read(*s), (Staged{{3, value}}));
+  EXPECT_TRUE(s->Append(n, 5, record));
+  EXPECT_EQ(Read(*s), (Staged{{3, Value(record)}}));
 }
 
 TEST(DecisionStagingTest, ClearHidesOlderRecordsWhoseNumbersWouldContinue) {
@@ -76,14 +82,14 @@ TEST(DecisionStagingTest, ClearHidesOlderRecordsWhoseNumbersWouldContinue) {
   const std::string path = dir.File("staging");
   {
     auto s = OpenAt(path);
-    for (uint64_t n = 10; n < 13; ++n) ASSERT_TRUE(s->Append(n, "same size"));
+    for (uint64_t n = 10; n < 13; ++n) ASSERT_TRUE(s->Append(n, 5, "same size"));
     s->Clear();
     // Record 10 again, in the first slot: the old 11 and 12 still sit after
     // it, numbered as its successors; only the end mark written with it
     // keeps them out.
-    ASSERT_TRUE(s->Append(10, "same size"));
+    ASSERT_TRUE(s->Append(10, 5, "same size"));
   }
-  EXPECT_EQ(Read(*OpenAt(path)), (Staged{{10, "same size"}}));
+  EXPECT_EQ(Read(*OpenAt(path)), (Staged{{10, Value("same size")}}));
 }
 
 TEST(DecisionStagingTest, ADamagedRecordEndsTheRecordsAndAForeignFileIsRefused) {
@@ -91,14 +97,14 @@ TEST(DecisionStagingTest, ADamagedRecordEndsTheRecordsAndAForeignFileIsRefused) 
   const std::string path = dir.File("staging");
   {
     auto s = OpenAt(path);
-    for (uint64_t n = 0; n < 3; ++n) ASSERT_TRUE(s->Append(n, "value " + std::to_string(n)));
+    for (uint64_t n = 0; n < 3; ++n) ASSERT_TRUE(s->Append(n, 5, "value" + std::to_string(n)));
   }
   // Flip a byte of the second record's value: header 16, record 0 takes 24 + 7 -> 32 bytes.
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, "X", 1, 16 + 32 + 24), 1);
   ::close(fd);
-  EXPECT_EQ(Read(*OpenAt(path)), (Staged{{0, "value 0"}}));
+  EXPECT_EQ(Read(*OpenAt(path)), (Staged{{0, Value("value0")}}));
 
   const std::string foreign = dir.File("foreign");
   const int f = ::open(foreign.c_str(), O_CREAT | O_WRONLY, 0644);
