@@ -3,7 +3,7 @@
 // into the "decisions" column family.
 //
 // Why: journaling a decision through RocksDB on the RankEviction / Admit path
-// costs a WAL write() and a memtable insert per call, 17-44 µs measured when the
+// costs a WAL write() and a memtable insert per call, tens of µs when the
 // caches are cold between two network calls (docs/performance.md, "Sidecar
 // speed"). A store into a shared file mapping is in the kernel's page cache
 // once the copy ends, so it survives the process being killed (kill -9)
