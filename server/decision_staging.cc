@@ -85,8 +85,12 @@ absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::Open(const std
   }
   // Never shrink: an older build's larger file may hold records past `capacity`.
   const size_t size = std::max(Align8(existing), capacity);
-  if (size != existing && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const absl::Status s = Unavailable(path, "resize");
+  // Allocate every block now: a store into a hole of a shared mapping that
+  // the file system cannot fill (disk full) kills the process with SIGBUS,
+  // where an error here only refuses to start.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0) {
+    errno = err;
+    const absl::Status s = Unavailable(path, "allocate");
     ::close(fd);
     return s;
   }

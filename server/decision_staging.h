@@ -54,7 +54,8 @@ class DecisionStaging {
   // or at the file's size if larger (an older build's). The records already
   // in it stay until Clear(): read them with Records() and put them into
   // RocksDB first. INVALID_ARGUMENT for a file that is not a staging file,
-  // UNAVAILABLE when the file cannot be opened or mapped.
+  // UNAVAILABLE when the file cannot be opened, allocated on disk (full) or
+  // mapped.
   static absl::StatusOr<std::unique_ptr<DecisionStaging>> Open(const std::string& path,
                                                                size_t capacity = kDefaultCapacity);
   ~DecisionStaging();

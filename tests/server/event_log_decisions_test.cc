@@ -1,9 +1,14 @@
 // EventLog's decision journal (the "decisions" column family): journal order
 // and event positions survive a reopen, read-only opens see it, readers of the
-// events never do, and the retention bound trims decisions with the events
-// they followed.
+// events never do, the retention bound trims decisions with the events they
+// followed, and a decision still staged (server/decision_staging.h) when its
+// writer is killed is recovered by the next open.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -81,6 +86,64 @@ TEST(EventLogDecisionsTest, TrimmingDropsTheDecisionsBeforeTheFirstEventKept) {
   // JournaledDecision i was journaled after append i, at event position 10 (i + 1).
   EXPECT_EQ(std::get<1>(kept.front()), first);
   EXPECT_EQ(std::get<0>(kept.back()), 49u);
+}
+
+// In the child: two events, decisions 0-1, one event (it carries 0-1 into
+// RocksDB), decisions 2-3 (staged only), then SIGKILL.
+[[noreturn]] void WriteAndDie(const std::string& dir) {
+  auto log = EventLog::Open(dir, {});
+  if (!log.ok()) _exit(2);
+  const bool ok = (*log)->Append(std::vector<std::string>{"e0", "e1"}).ok() &&
+                  (*log)->AppendDecision("d0").ok() && (*log)->AppendDecision("d1").ok() &&
+                  (*log)->Append(std::vector<std::string>{"e2"}).ok() &&
+                  (*log)->AppendDecision("d2").ok() && (*log)->AppendDecision("d3").ok();
+  if (!ok) _exit(3);
+  raise(SIGKILL);
+  _exit(4);
+}
+
+// Set in the child process: the directory it writes to.
+constexpr const char* kChildDirVariable = "KVLEARN_EVENT_LOG_CRASH_CHILD_DIR";
+
+TEST(EventLogDecisionsTest, StagedDecisionsSurviveSigkillAndAreRecoveredInPlace) {
+  if (const char* child_dir = std::getenv(kChildDirVariable)) WriteAndDie(child_dir);
+  TempDir dir;
+  // The child is this test binary run afresh (fork, then exec): a process
+  // that has not touched RocksDB, whose threads a bare fork would not copy.
+  // Set before the fork: the child only execs.
+  ASSERT_EQ(setenv(kChildDirVariable, dir.path().c_str(), 1), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    execl(
+        "/proc/self/exe", "event_log_decisions_test",
+        "--gtest_filter=EventLogDecisionsTest.StagedDecisionsSurviveSigkillAndAreRecoveredInPlace",
+        static_cast<char*>(nullptr));
+    _exit(5);
+  }
+  unsetenv(kChildDirVariable);
+  ASSERT_GE(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the child did not die by SIGKILL: status " << status;
+
+  const std::vector<JournaledDecision> want = {
+      {0, 2, "d0"}, {1, 2, "d1"}, {2, 3, "d2"}, {3, 3, "d3"}};
+  {
+    // RocksDB alone (what a read-only open reads) holds what the last event
+    // append carried: d2 and d3 were only staged when the process died.
+    auto ro = EventLog::OpenReadOnly(dir.path());
+    ASSERT_TRUE(ro.ok()) << ro.status();
+    EXPECT_EQ(JournaledDecisions(**ro), (std::vector<JournaledDecision>{want[0], want[1]}));
+  }
+  auto log = EventLog::Open(dir.path(), {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ((*log)->next_decision(), 4u);
+  EXPECT_EQ((*log)->next_sequence(), 3u);
+  EXPECT_EQ(JournaledDecisions(**log), want);
+  // Numbering goes on after the recovered ones.
+  ASSERT_TRUE((*log)->AppendDecision("d4").ok());
+  EXPECT_EQ(std::get<0>(JournaledDecisions(**log).back()), 4u);
 }
 
 }  // namespace
