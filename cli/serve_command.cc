@@ -206,7 +206,9 @@ Command AddServeCommand(CLI::App& root) {
                   "bound on retained event-log bytes; oldest events are deleted (0: unbounded)")
       ->capture_default_str();
   cmd->add_flag("--log-fsync", o.log_sync,
-                "fsync the log on every batch (survives power loss, not only process death)");
+                "fsync the log on every batch and every journaled decision (survives power "
+                "loss, not only process death; without it decisions are staged in a "
+                "memory-mapped file and reach RocksDB with the next batch)");
   cmd->add_option("--tls-cert", o.tls_cert, "server certificate chain (PEM)");
   cmd->add_option("--tls-key", o.tls_key, "server private key (PEM)");
   cmd->add_option("--tls-client-ca", o.tls_client_ca,
