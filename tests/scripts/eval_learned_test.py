@@ -59,5 +59,32 @@ class JudgeOverModelsTest(unittest.TestCase):
                          (99.0, 0.0, 1, 1))
 
 
+def cluster_run(ttft):
+    """One cluster run's rows: TTFT mean and p95 (ms) per policy; unlisted online ones 50 s."""
+    out = {p: {"policy": p, "ttft_mean_ms": 50000.0, "ttft_p95_ms": 50000.0}
+           for p in evaluate.ONLINE + ["learned"]}
+    for p, ms in ttft.items():
+        out[p]["ttft_mean_ms"] = out[p]["ttft_p95_ms"] = ms
+    return out
+
+
+class JudgeTtftOverRunsTest(unittest.TestCase):
+    def test_means_over_runs_and_runs_where_the_tested_policy_is_lowest(self):
+        # learned 10, 30, 20 s (mean 20); gdsf 15, 15, 21 (mean 17); lru 25 always.
+        runs = [cluster_run({"learned": 10000.0, "gdsf": 15000.0, "lru": 25000.0}),
+                cluster_run({"learned": 30000.0, "gdsf": 15000.0, "lru": 25000.0}),
+                cluster_run({"learned": 20000.0, "gdsf": 21000.0, "lru": 25000.0})]
+        mean, best, best_mean, lowest = evaluate.judge_ttft_over_runs(runs, "learned",
+                                                                      "ttft_mean_ms")
+        self.assertAlmostEqual(mean, 20000.0)
+        self.assertEqual(best, "gdsf")
+        self.assertAlmostEqual(best_mean, 17000.0)
+        self.assertEqual(lowest, 2)  # runs 1 and 3
+
+    def test_a_tie_is_not_lowest(self):
+        runs = [cluster_run({"learned": 10000.0, "arc": 10000.0})]
+        self.assertEqual(evaluate.judge_ttft_over_runs(runs, "learned", "ttft_p95_ms")[3], 0)
+
+
 if __name__ == "__main__":
     unittest.main()
