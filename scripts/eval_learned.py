@@ -20,8 +20,8 @@ by where bursts queue, which a change of HBM size too small to move any policy's
 moves by 10-20% (docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs K replays
 the cluster at K HBM sizes 0.4% apart around the default and the row gives, per statistic,
 the tested policy's TTFT averaged over the K runs, the other policy with the lowest average,
-and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines give the cells passed and the mean
-gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 12) instead,
+and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
+give the cells passed and the mean gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 12) instead,
 which nothing may be tuned on (--held-out-set 1 to 11 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
 One model's cost on a cell moves by about 1% with its training seed alone

@@ -72,7 +72,6 @@ class DecisionStaging {
   // Forgets every staged record (they are in RocksDB now).
   void Clear();
   bool empty() const { return end_ == kHeaderBytes; }
-  size_t capacity() const { return size_; }
 
  private:
   static constexpr size_t kHeaderBytes = 16;

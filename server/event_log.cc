@@ -261,7 +261,8 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
   absl::MutexLock lock(&mu_);
   if (handles_.size() < 2) return absl::FailedPreconditionError("event log: opened read-only");
   // Staged unless every write is fsynced (staging would skip the fsync); a
-  // full staging goes to RocksDB first.
+  // full staging goes to RocksDB first, and a record too large for an empty
+  // one goes to RocksDB directly (nothing is staged before it by then).
   bool staged = false;
   if (staging_ != nullptr && !options_.sync) {
     staged = staging_->Append(next_decision_, next_sequence_, record);
@@ -274,7 +275,6 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
   PutVarint(value, next_sequence_);
   const uint64_t bytes = kKeySize + value.size() + record.size();
   if (!staged) {
-    if (auto s = FlushStagedLocked(); !s.ok()) return s;
     value.append(record);
     rocksdb::WriteOptions w;
     w.sync = options_.sync;
