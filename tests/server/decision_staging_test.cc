@@ -1,13 +1,16 @@
 // DecisionStaging: staged records come back in order from the file after a
 // reopen (a crash leaves them there), a full staging refuses instead of
 // overwriting, Clear() hides older records even where their numbers would
-// continue, and a damaged or foreign file ends the records or is refused.
+// continue, a damaged or foreign file ends the records or is refused, and a
+// file system that cannot hold the file refuses the open (no SIGBUS later).
 #include "server/decision_staging.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +119,34 @@ TEST(DecisionStagingTest, ADamagedRecordEndsTheRecordsAndAForeignFileIsRefused) 
   EXPECT_NE(refused.status().message().find("not a kvlearn decision staging file"),
             std::string::npos)
       << refused.status();
+}
+
+// A full disk, as a process file-size limit: allocating the staging's blocks
+// fails (EFBIG) at open, so the sidecar refuses to start with the path in the
+// message instead of dying of SIGBUS at the first store into an unbacked page.
+// The records of the smaller file already there are left as they were.
+TEST(DecisionStagingTest, AFileSystemThatCannotHoldTheFileRefusesTheOpenAndKeepsTheRecords) {
+  TempDir dir;
+  const std::string path = dir.File("staging");
+  {
+    auto s = OpenAt(path, 4096);
+    ASSERT_TRUE(s->Append(0, 5, "kept"));
+  }
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  rlimit small = before;
+  small.rlim_cur = 64 << 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto refused = DecisionStaging::Open(path, 1 << 20);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+  std::signal(SIGXFSZ, old_handler);
+
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find(path + ": allocate"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(Read(*OpenAt(path, 4096)), (Staged{{0, Value("kept")}}));
 }
 
 }  // namespace
