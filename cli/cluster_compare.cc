@@ -84,10 +84,12 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
                 "simulate the prefill cluster (per-node HBM + DRAM caches, routers, links, "
                 "queues) and report TTFT per router and policy")
       ->group(group);
-  cmd->add_option("--router", f->routers,
-                  "cluster: comma-separated routers: round-robin, least-load, cache-aware, "
-                  "burst-replicate, learned (needs --model); burst-replicate:Y sets the burst "
-                  "key to Y blocks for that row")
+  cmd->add_option(
+         "--router", f->routers,
+         "cluster: comma-separated routers: round-robin, least-load, cache-aware (SGLang's "
+         "rule over each node's HBM as it is), cache-aware-approx (the same rule over the "
+         "prompts it routed, sgl-router's default), burst-replicate, learned (needs "
+         "--model); burst-replicate:Y sets the burst key to Y blocks for that row")
       ->capture_default_str()
       ->group(group);
   cmd->add_option("--decode-nodes", f->decode_nodes,
@@ -133,6 +135,18 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   cmd->add_option("--balance-rel-threshold", f->balance_rel_threshold,
                   "cache-aware: load ratio past which it balances")
       ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--router-tree-tokens", f->router_tree_tokens,
+                  "cache-aware-approx: tokens of routed prompts the router remembers per node "
+                  "(sgl-router's --max-tree-size, 2^26 characters, at ~4 characters per token)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50))
+      ->group(group);
+  cmd->add_option("--router-eviction-interval", f->router_eviction_interval_s,
+                  "cache-aware-approx: seconds between trims of that memory (sgl-router's "
+                  "--eviction-interval)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e9))
       ->group(group);
   cmd->add_option("--ttft-samples", f->ttft_samples,
                   "cluster: also write every evaluated request's TTFT per row to this JSON "
@@ -182,7 +196,8 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
                         ? s.pool_bytes
                         : static_cast<uint64_t>(s.pool_fraction * replay->distinct_block_bytes);
   base.eval_from = s.eval_from;
-  base.cache_aware = {c.cache_threshold, c.balance_abs_threshold, c.balance_rel_threshold};
+  base.cache_aware = {c.cache_threshold, c.balance_abs_threshold, c.balance_rel_threshold,
+                      c.router_tree_tokens, c.router_eviction_interval_s};
   base.replication.rule.arrivals = c.burst_arrivals;
   base.replication.rule.window_ms = static_cast<int64_t>(c.burst_window_s * 1000);
   base.replication.targets = c.replicate_targets;

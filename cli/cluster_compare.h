@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/cost_flags.h"
+#include "sim/router.h"
 
 namespace kvlearn {
 
@@ -25,6 +26,8 @@ struct ClusterCompareFlags {
   double cache_threshold = 0.3;
   uint32_t balance_abs_threshold = 64;
   double balance_rel_threshold = 1.5;
+  uint64_t router_tree_tokens = CacheAwareOptions{}.max_tree_tokens;
+  double router_eviction_interval_s = CacheAwareOptions{}.eviction_interval_s;
   std::string ttft_samples;  // file for per-request TTFTs
 };
 

@@ -4,7 +4,8 @@
 For each trace: trains a model on its first 60% (validation to 80%) with `kvlearn train`,
 then replays its last 20% with `kvlearn compare --eval-from 0.8` at each pool fraction
 against every online baseline and Belady, and (with --cluster) through the cluster
-simulator with the cache-aware router. Prints one row per cell:
+simulator with the cache-aware router (--cluster-router picks another, e.g.
+cache-aware-approx, sgl-router's default memory of what it routed). Prints one row per cell:
 
   cell        trace kind/seed and pool fraction
   tested      cost_seconds of the policy under test (prefill GPU-s + transfer s)
@@ -40,7 +41,8 @@ beats the best other policy. The other policies do not read the model, so they a
 replayed once per cell. --cluster uses the seed-1 model.
 
 Usage: scripts/eval_learned.py [--held-out [--held-out-set 12]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
-       [--policy learned] [--train-seeds 1] [--cluster [--cluster-hbm-runs 1]] [--kvlearn build/cli/kvlearn]
+       [--policy learned] [--train-seeds 1] [--cluster [--cluster-hbm-runs 1] [--cluster-router cache-aware]]
+       [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
 """
 import argparse
@@ -128,9 +130,9 @@ def compare(args, path, model, extra, policies=None, whole=False):
 
 
 def cluster_runs(args, path, model):
-    """{policy: row} of the cluster replay (cache-aware router) at the default HBM size,
+    """{policy: row} of the cluster replay (--cluster-router) at the default HBM size,
     then at --cluster-hbm-runs - 1 more sizes, 0.4% apart, centred on the default."""
-    base = ["--cluster", "--router", "cache-aware"]
+    base = ["--cluster", "--router", args.cluster_router]
     first = compare(args, path, model, base, ONLINE + [args.policy], whole=True)
     runs = [{r["policy"]: r for r in first["results"]}]
     hbm_gb = first["hbm_bytes_per_node"] / 1e9
@@ -198,6 +200,8 @@ def main():
     parser.add_argument("--cluster", action="store_true", help="also compare cluster TTFT")
     parser.add_argument("--cluster-hbm-runs", type=int, default=1, metavar="K",
                         help="average cluster TTFT over K HBM sizes 0.4%% apart (default 1)")
+    parser.add_argument("--cluster-router", default="cache-aware",
+                        help="router of the cluster replays (kvlearn compare --router; default cache-aware)")
     parser.add_argument("--kvlearn", default="build/cli/kvlearn")
     parser.add_argument("--work", default="build/eval")
     parser.add_argument("--retrain", action="store_true")

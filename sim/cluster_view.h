@@ -24,9 +24,11 @@ class ClusterView {
   // Leading blocks of `chain` that `node` will have in HBM when a request
   // routed there now runs: resident in its HBM, or being computed or copied
   // there by an earlier request or replication. This mirrors the node's
-  // cache exactly, as SGLang's router aims to with its per-worker radix tree.
+  // cache exactly, as a router fed by the engines' KV cache events can;
+  // sgl-router's default remembers what it routed instead (RoutedPrefixes).
   virtual uint32_t MatchedBlocks(uint32_t node, std::span<const BlockIndex> chain) const = 0;
-  // Bytes of KV cache the node holds in HBM (SGLang's "tree size").
+  // Bytes of KV cache the node holds in HBM (the cache-aware fallback's
+  // "tree size").
   virtual uint64_t CachedBytes(uint32_t node) const = 0;
   virtual const BlockCatalog& catalog() const = 0;
 

@@ -11,6 +11,13 @@
 //                Defaults are sgl-router's CLI defaults (src/main.rs):
 //                cache_threshold 0.3, balance_abs_threshold 64,
 //                balance_rel_threshold 1.5; load = outstanding requests.
+//                It matches against the node's HBM as it is (and its cached
+//                bytes): what a router fed by the engines' KV cache events
+//                can know.
+//   cache-aware-approx  the same rule over sgl-router's default memory, the
+//                prompts it routed to each node (RoutedPrefixes), trimmed to
+//                max_tree_tokens every eviction_interval_s; the fallback is
+//                the node it remembers the fewest tokens for.
 // `burst-replicate` routes like cache-aware: once a prefix is replicated the
 // warm nodes tie on the match and the least loaded of them wins, which is the
 // BTB routing rule. What makes it differ is its ReplicationPolicy
@@ -36,6 +43,10 @@ struct CacheAwareOptions {
   double cache_threshold = 0.3;
   uint32_t balance_abs_threshold = 64;
   double balance_rel_threshold = 1.5;
+  // cache-aware-approx: sgl-router's --max-tree-size (2^26 characters) at
+  // about 4 characters per token, and its --eviction-interval.
+  uint64_t max_tree_tokens = uint64_t{1} << 24;
+  double eviction_interval_s = 120;
 };
 
 class Router {
@@ -50,12 +61,12 @@ std::span<const std::string_view> RouterNames();
 
 // The routing rule and the replication policy a router name stands for.
 struct RouterSetup {
-  std::string routing;      // "round-robin", "least-load" or "cache-aware"
+  std::string routing;      // "round-robin", "least-load", "cache-aware", "cache-aware-approx"
   std::string replication;  // ReplicationPolicy name; "none" for no replication
 };
 absl::StatusOr<RouterSetup> ResolveRouterName(std::string_view name);
 
-// Creates a routing rule ("round-robin", "least-load", "cache-aware").
+// Creates a routing rule (RouterSetup::routing).
 absl::StatusOr<std::unique_ptr<Router>> CreateRouter(std::string_view routing,
                                                      const CacheAwareOptions& options);
 

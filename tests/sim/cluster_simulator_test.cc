@@ -248,6 +248,47 @@ TEST(ClusterSimulatorTest, CacheAwareBalancesPastTheThresholds) {
   EXPECT_DOUBLE_EQ(r.ttft_samples_ms[66], 12);
 }
 
+// cache-aware-approx remembers what it routed, not what HBM holds. HBM holds
+// one 4-token block per node; each prompt takes 4 ms per block to prefill.
+// r0 {1} at 0 -> node 0 (nothing anywhere; ties: node 0). r1 {2} at 10 ->
+// node 1 (the fallback: node 1 caches and remembers nothing). r2 {3} at 20:
+// both nodes cache 4e6 B and remember 4 tokens -> node 0, whose HBM now holds
+// {3}. r3 {4} at 30: both cache 4e6 B, so cache-aware sends it to node 0
+// (evicting 3); node 0 remembers 8 tokens and node 1 4, so cache-aware-approx
+// sends it to node 1. r4 {3, 5} at 40: no node's HBM holds block 3 under
+// cache-aware, which falls back to node 0 and recomputes 8 tokens; node 0
+// remembers block 3 under cache-aware-approx (match 4 of 8 tokens > 0.3), and
+// its HBM still holds it: TTFT 4.
+TEST(ClusterSimulatorTest, ApproximateCacheAwareFollowsWhatItRouted) {
+  Trace t = HandTrace();
+  t.Add(0, 4, 1, std::vector<uint64_t>{1});
+  t.Add(10, 4, 1, std::vector<uint64_t>{2});
+  t.Add(20, 4, 1, std::vector<uint64_t>{3});
+  t.Add(30, 4, 1, std::vector<uint64_t>{4});
+  t.Add(40, 8, 1, std::vector<uint64_t>{3, 5});
+  ClusterOptions o = Options(2, "cache-aware");
+  o.hbm_bytes_per_node = 4'000'000;
+  const ClusterResult exact = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(exact.ttft_samples_ms[4], 8);
+  EXPECT_EQ(exact.hbm_hit_blocks, 0u);
+
+  o.router = "cache-aware-approx";
+  const ClusterResult approx = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(approx.ttft_samples_ms[4], 4);
+  EXPECT_EQ(approx.hbm_hit_blocks, 1u);
+  EXPECT_EQ(approx.router, "cache-aware-approx");
+
+  // Trimmed to 4 tokens every 25 ms (at 25, then 50): at r3 the trim has
+  // dropped block 1 from node 0's memory, both nodes remember 4 tokens, and
+  // r3 goes to node 0 as under cache-aware; r4 follows block 3 there and
+  // misses it in HBM: TTFT 8.
+  o.cache_aware.max_tree_tokens = 4;
+  o.cache_aware.eviction_interval_s = 0.025;
+  const ClusterResult trimmed = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(trimmed.ttft_samples_ms[4], 8);
+  EXPECT_EQ(trimmed.hbm_hit_blocks, 0u);
+}
+
 TEST(ClusterSimulatorTest, RejectsUnknownRouterAndPolicy) {
   Trace t = HandTrace();
   t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
