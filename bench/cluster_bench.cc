@@ -83,6 +83,10 @@ BENCHMARK_CAPTURE(BM_Cluster, cache_aware, std::string("cache-aware"))
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Cluster, cache_aware_approx, std::string("cache-aware-approx"))
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Cluster, burst_replicate, std::string("burst-replicate"))
     ->Unit(benchmark::kSecond)
     ->Iterations(1)

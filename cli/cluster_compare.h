@@ -15,7 +15,7 @@ namespace kvlearn {
 
 struct ClusterCompareFlags {
   bool enabled = false;  // --cluster
-  std::string routers = "round-robin,least-load,cache-aware,burst-replicate";
+  std::string routers = "round-robin,least-load,cache-aware,cache-aware-approx,burst-replicate";
   uint32_t decode_nodes = 1;
   double hbm_gb = -1;                  // per node; negative = the hardware profile's
   double dram_gb = -1;                 // per node; negative = the profile's; 0 = no DRAM tier

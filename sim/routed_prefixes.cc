@@ -1,49 +1,45 @@
 #include "sim/routed_prefixes.h"
 
-#include <algorithm>
-#include <tuple>
-#include <vector>
-
 namespace kvlearn {
 
 uint32_t RoutedPrefixes::Match(std::span<const BlockIndex> chain) const {
   uint32_t n = 0;
-  while (n < chain.size() && last_routed_ms_.contains(chain[n])) ++n;
+  while (n < chain.size() && links_.contains(chain[n])) ++n;
   return n;
 }
 
-void RoutedPrefixes::Route(std::span<const BlockIndex> chain, int64_t now_ms) {
-  for (const BlockIndex b : chain) {
-    const auto [it, inserted] = last_routed_ms_.try_emplace(b, now_ms);
-    if (inserted) {
-      tokens_ += (*catalog_)[b].tokens;
+void RoutedPrefixes::Unlink(const Links& l) {
+  (l.older == kNoBlock ? oldest_ : links_[l.older].newer) = l.newer;
+  (l.newer == kNoBlock ? newest_ : links_[l.newer].older) = l.older;
+}
+
+void RoutedPrefixes::Append(BlockIndex b) {
+  links_[b] = {newest_, kNoBlock};
+  (newest_ == kNoBlock ? oldest_ : links_[newest_].newer) = b;
+  newest_ = b;
+}
+
+void RoutedPrefixes::Route(std::span<const BlockIndex> chain) {
+  // Deepest first, so the root ends newest and a block never outlives its
+  // parent in the list's order.
+  for (size_t i = chain.size(); i-- > 0;) {
+    const BlockIndex b = chain[i];
+    if (const auto it = links_.find(b); it != links_.end()) {
+      Unlink(it->second);
     } else {
-      it->second = now_ms;
+      tokens_ += (*catalog_)[b].tokens;
     }
+    Append(b);
   }
 }
 
 void RoutedPrefixes::Trim(uint64_t max_tokens) {
-  if (tokens_ <= max_tokens) return;
-  struct Entry {
-    int64_t last_ms;
-    uint32_t depth;
-    BlockIndex block;
-  };
-  std::vector<Entry> order;
-  order.reserve(last_routed_ms_.size());
-  for (const auto& [b, t] : last_routed_ms_) order.push_back({t, (*catalog_)[b].depth, b});
-  // Oldest first; at equal times the deeper block first, so a block goes
-  // before its parent (which was routed with it) and the memory stays
-  // prefix-closed. The block index settles the rest: the same trim on every
-  // run.
-  std::sort(order.begin(), order.end(), [](const Entry& x, const Entry& y) {
-    return std::tie(x.last_ms, y.depth, x.block) < std::tie(y.last_ms, x.depth, y.block);
-  });
-  for (const Entry& e : order) {
-    if (tokens_ <= max_tokens) break;
-    last_routed_ms_.erase(e.block);
-    tokens_ -= (*catalog_)[e.block].tokens;
+  while (tokens_ > max_tokens && oldest_ != kNoBlock) {
+    const BlockIndex b = oldest_;
+    const auto it = links_.find(b);
+    Unlink(it->second);
+    links_.erase(it);
+    tokens_ -= (*catalog_)[b].tokens;
   }
 }
 

@@ -10,9 +10,8 @@
 // node, whatever the node's HBM later keeps: a prefix long evicted there still
 // draws its requests, and the retention policy does not steer the router.
 //
-// Prefix-closed: routing a chain refreshes every block of it, so a block is
-// never older than a block below it, and Trim removes the deeper of two
-// blocks routed at the same time first.
+// Prefix-closed: routing a chain refreshes every block of it, deepest first,
+// so a block is always trimmed before its parent.
 #pragma once
 
 #include <cstdint>
@@ -29,17 +28,28 @@ class RoutedPrefixes {
 
   // Leading blocks of `chain` routed here and not trimmed since.
   uint32_t Match(std::span<const BlockIndex> chain) const;
-  // Remembers `chain` as routed here at `now_ms`.
-  void Route(std::span<const BlockIndex> chain, int64_t now_ms);
-  // Forgets the least recently routed blocks (deepest first at equal times)
-  // until at most `max_tokens` remain.
+  // Remembers `chain` as the most recently routed prompt.
+  void Route(std::span<const BlockIndex> chain);
+  // Forgets the least recently routed blocks until at most `max_tokens`
+  // remain. Costs what it forgets, not what it keeps.
   void Trim(uint64_t max_tokens);
   uint64_t tokens() const { return tokens_; }
-  size_t blocks() const { return last_routed_ms_.size(); }
+  size_t blocks() const { return links_.size(); }
 
  private:
+  // A list from least to most recently routed, linked through the map by
+  // block (the map may move its values, never its keys).
+  struct Links {
+    BlockIndex older = kNoBlock;
+    BlockIndex newer = kNoBlock;
+  };
+  void Unlink(const Links& l);
+  void Append(BlockIndex b);
+
   const BlockCatalog* catalog_;
-  absl::flat_hash_map<BlockIndex, int64_t> last_routed_ms_;
+  absl::flat_hash_map<BlockIndex, Links> links_;
+  BlockIndex oldest_ = kNoBlock;
+  BlockIndex newest_ = kNoBlock;
   uint64_t tokens_ = 0;
 };
 

@@ -55,7 +55,7 @@ class CacheAwareRouter final : public Router {
   uint32_t Route(const RouteRequest& r, const ClusterView& view) override {
     if (approx_) TrimOnSchedule(r.time_ms, view);
     const uint32_t n = Choose(r, view);
-    if (approx_) routed_[n].Route(r.chain, r.time_ms);  // also when balancing, as sgl-router does
+    if (approx_) routed_[n].Route(r.chain);  // also when balancing, as sgl-router does
     return n;
   }
 

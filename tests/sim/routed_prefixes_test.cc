@@ -1,7 +1,7 @@
 // RoutedPrefixes, sgl-router's memory of what it sent to a node: matches are
 // leading blocks, tokens are counted once per block, and a trim drops the
-// least recently routed blocks, deeper first at equal times, so what is left
-// is always a set of whole prefixes.
+// least recently routed blocks, a chain's deeper blocks before its shallower
+// ones, so what is left is always a set of whole prefixes.
 #include "sim/routed_prefixes.h"
 
 #include <gtest/gtest.h>
@@ -39,26 +39,25 @@ TEST(RoutedPrefixesTest, MatchesLeadingBlocksAndCountsEachBlockOnce) {
   const auto a = f.Chain(0, 3), b = f.Chain(3, 3), c = f.Chain(6, 1);
   RoutedPrefixes r(&f.replay.catalog);
   EXPECT_EQ(r.Match(a), 0u);
-  r.Route(a, 10);
+  r.Route(a);
   EXPECT_EQ(r.Match(a), 3u);
   EXPECT_EQ(r.Match(b), 2u);  // 1, 2; block 4 was never routed here
   EXPECT_EQ(r.Match(c), 0u);
-  r.Route(b, 20);
+  r.Route(b);
   EXPECT_EQ(r.tokens(), 16u);  // blocks 1, 2, 3, 4: 1 and 2 once
   EXPECT_EQ(r.blocks(), 4u);
 }
 
-// A at 10, C at 20, B at 30: times 1,2 -> 30, 3 -> 10, 4 -> 30, 5 -> 20.
-// Trimming to 12 tokens drops 3 (oldest), then 5; 1, 2, 4 stay. Trimming to
-// 4 then drops, among the three blocks routed at 30, the deepest first: 4
-// (depth 2), then 2 (depth 1), leaving the prefix {1}.
+// Routed A, then C, then B: from least to most recently routed 3 (A's), 5,
+// then B's blocks deepest first: 4, 2, 1. Trimming to 12 tokens drops 3, then
+// 5; 1, 2, 4 stay. Trimming to 4 drops 4, then 2, leaving the prefix {1}.
 TEST(RoutedPrefixesTest, TrimDropsTheLeastRecentlyRoutedDeepestFirst) {
   Fixture f;
   const auto a = f.Chain(0, 3), b = f.Chain(3, 3), c = f.Chain(6, 1), d = f.Chain(7, 2);
   RoutedPrefixes r(&f.replay.catalog);
-  r.Route(a, 10);
-  r.Route(c, 20);
-  r.Route(b, 30);
+  r.Route(a);
+  r.Route(c);
+  r.Route(b);
   r.Trim(100);  // under the bound: nothing goes
   EXPECT_EQ(r.tokens(), 20u);
   r.Trim(12);
