@@ -15,12 +15,13 @@ cache-aware-approx, sgl-router's default memory of what it routed). Prints one r
   gap %       the tested policy's cost_gap_closed (share of LRU -> Belady cost gap), percent
   pass        yes when tested is the cheapest online policy and xfer/lru <= 1
 
-and, with --cluster, one row per trace: TTFT mean and p95 (seconds) of the tested policy and
-the lowest of the other online policies. Cluster TTFT under the cache-aware router is decided
+and, with --cluster, one row per trace: TTFT mean and p95 (seconds) and the cluster's
+cost_seconds (prefill GPU-s + transfer s over every tier's loads and admissions) of the tested
+policy, each beside the lowest of the other online policies. Cluster TTFT under the cache-aware router is decided
 by where bursts queue, which a change of HBM size too small to move any policy's prefill time
 moves by 10-20% (docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs K replays
 the cluster at K HBM sizes 0.4% apart around the default and the row gives, per statistic,
-the tested policy's TTFT averaged over the K runs, the other policy with the lowest average,
+the tested policy's average over the K runs, the other policy with the lowest average,
 and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
 give the cells passed and the mean gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 12) instead,
 which nothing may be tuned on (--held-out-set 1 to 11 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
@@ -147,10 +148,10 @@ def cluster_runs(args, path, model):
     return runs
 
 
-def judge_ttft_over_runs(runs, policy, field):
-    """Cluster runs [{policy: row}] -> (tested policy's mean of `field` over the runs, the
-    other online policy with the lowest mean and that mean, runs where the tested policy's
-    `field` is strictly the lowest of all)."""
+def judge_cluster_field(runs, policy, field):
+    """Cluster runs [{policy: row}] -> (tested policy's mean of `field` (a TTFT statistic or
+    cost_seconds) over the runs, the other online policy with the lowest mean and that mean,
+    runs where the tested policy's `field` is strictly the lowest of all)."""
     def mean(p):
         return sum(r[p][field] for r in runs) / len(runs)
     others = [p for p in ONLINE if p != policy and p in runs[0]]
@@ -248,8 +249,8 @@ def main():
                   f"{margin:9.2f} {cell['xfer']:9.3f} {gap_text:>7} {pass_text}", flush=True)
         if args.cluster:
             runs = cluster_runs(args, path, model)
-            cluster_rows.append((name, judge_ttft_over_runs(runs, args.policy, "ttft_mean_ms"),
-                                 judge_ttft_over_runs(runs, args.policy, "ttft_p95_ms")))
+            cluster_rows.append((name, [judge_cluster_field(runs, args.policy, field)
+                                        for field in ("ttft_mean_ms", "ttft_p95_ms", "cost_seconds")]))
     if several:
         print(f"passed by {passed} of {model_cells} (cell, model) pairs; cells whose mean beats "
               f"the best other: {mean_wins}/{cells}; mean cost gap closed: "
@@ -261,16 +262,19 @@ def main():
         k = args.cluster_hbm_runs
         lowest_head = f" {'lowest':>6}" if k > 1 else ""
         print(f"\n{'trace':<12} {'TTFT mean s':>12} {'best other':>20}{lowest_head} "
-              f"{'TTFT p95 s':>11} {'best other':>20}{lowest_head}")
-        for name, by_mean, by_p95 in cluster_rows:
+              f"{'TTFT p95 s':>11} {'best other':>20}{lowest_head} "
+              f"{'cost s':>9} {'best other':>22}{lowest_head}")
+        for name, judged in cluster_rows:
             cells = []
-            for tested, best, best_value, lowest in (by_mean, by_p95):
+            for (tested, best, best_value, lowest), scale, width, digits in zip(
+                    judged, (1000, 1000, 1), (11, 11, 9), (2, 2, 1)):
                 lowest_text = f" {str(lowest) + '/' + str(k):>6}" if k > 1 else ""
-                cells.append(f"{tested / 1000:11.2f} "
-                             f"{best + ' ' + format(best_value / 1000, '.2f'):>20}{lowest_text}")
-            print(f"{name:<12} {cells[0]} {cells[1]}")
+                best_text = best + " " + format(best_value / scale, f".{digits}f")
+                cells.append(f"{tested / scale:{width}.{digits}f} "
+                             f"{best_text:>{20 if scale == 1000 else 22}}{lowest_text}")
+            print(f"{name:<12} {' '.join(cells)}")
         if k > 1:
-            print(f"(TTFT averaged over {k} HBM sizes 0.4% apart around the default; "
+            print(f"(TTFT and cost averaged over {k} HBM sizes 0.4% apart around the default; "
                   f"lowest: runs where the tested policy had the lowest of all)")
 
 

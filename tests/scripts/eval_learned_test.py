@@ -68,13 +68,13 @@ def cluster_run(ttft):
     return out
 
 
-class JudgeTtftOverRunsTest(unittest.TestCase):
+class JudgeClusterFieldTest(unittest.TestCase):
     def test_means_over_runs_and_runs_where_the_tested_policy_is_lowest(self):
         # learned 10, 30, 20 s (mean 20); gdsf 15, 15, 21 (mean 17); lru 25 always.
         runs = [cluster_run({"learned": 10000.0, "gdsf": 15000.0, "lru": 25000.0}),
                 cluster_run({"learned": 30000.0, "gdsf": 15000.0, "lru": 25000.0}),
                 cluster_run({"learned": 20000.0, "gdsf": 21000.0, "lru": 25000.0})]
-        mean, best, best_mean, lowest = evaluate.judge_ttft_over_runs(runs, "learned",
+        mean, best, best_mean, lowest = evaluate.judge_cluster_field(runs, "learned",
                                                                       "ttft_mean_ms")
         self.assertAlmostEqual(mean, 20000.0)
         self.assertEqual(best, "gdsf")
@@ -83,7 +83,7 @@ class JudgeTtftOverRunsTest(unittest.TestCase):
 
     def test_a_tie_is_not_lowest(self):
         runs = [cluster_run({"learned": 10000.0, "arc": 10000.0})]
-        self.assertEqual(evaluate.judge_ttft_over_runs(runs, "learned", "ttft_p95_ms")[3], 0)
+        self.assertEqual(evaluate.judge_cluster_field(runs, "learned", "ttft_p95_ms")[3], 0)
 
 
 if __name__ == "__main__":
