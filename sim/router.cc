@@ -103,10 +103,10 @@ class CacheAwareRouter final : public Router {
       routed_.assign(view.nodes(), RoutedPrefixes(&view.catalog()));
       next_trim_ms_ = now_ms + IntervalMs();
     }
-    while (now_ms >= next_trim_ms_) {
-      for (RoutedPrefixes& node : routed_) node.Trim(o_.max_tree_tokens);
-      next_trim_ms_ += IntervalMs();
-    }
+    if (now_ms < next_trim_ms_) return;
+    // Trims due while no request arrived have nothing new to trim: one does.
+    for (RoutedPrefixes& node : routed_) node.Trim(o_.max_tree_tokens);
+    next_trim_ms_ += ((now_ms - next_trim_ms_) / IntervalMs() + 1) * IntervalMs();
   }
   int64_t IntervalMs() const {
     return std::max<int64_t>(1, static_cast<int64_t>(o_.eviction_interval_s * 1000));
