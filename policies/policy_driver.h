@@ -98,16 +98,19 @@ class PolicyDriver {
   // this is everything before the first miss).
   uint32_t Lookup(std::span<const BlockIndex> chain) const { return pool_.ResidentPrefix(chain); }
 
-  // Starts a request: unpins the previous one's blocks, announces `chain` and
-  // reports its first `hits` blocks as used, deepest first, pinning them.
+  // Starts a request: unpins the previous one's blocks, announces `chain`,
+  // pins its first `hits` blocks and reports those from `first_used` on as
+  // used, deepest first. A tier behind a faster one passes the blocks the
+  // faster one served as `first_used`: it held them but did not serve them.
   // `access.access_pos` must be the chain's offset in the trace.
-  void Touch(std::span<const BlockIndex> chain, uint32_t hits, AccessInfo access) {
+  void Touch(std::span<const BlockIndex> chain, uint32_t hits, AccessInfo access,
+             uint32_t first_used = 0) {
     const uint32_t first = access.access_pos;
     BeginRequest(chain, access);
     for (uint32_t i = hits; i-- > 0;) {
       access.access_pos = first + i;
       pool_.Pin(chain[i]);
-      Hit(chain[i], access);
+      if (i >= first_used) Hit(chain[i], access);
     }
   }
 

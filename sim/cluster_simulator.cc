@@ -494,7 +494,16 @@ void Simulator::Begin(uint32_t n) {
   node.hbm.Touch(chain, kh, access);
   const uint32_t from_dram_end = std::min(choice.dram_blocks, choice.end);
   if (node.dram) node.dram->Touch(chain, from_dram_end, access);
-  if (pool_) pool_->Touch(chain, std::min(choice.pool_blocks, choice.end), access);
+  // The pool is told of a use only for the blocks it serves, past what the
+  // node's HBM and DRAM served: a KV store behind the engine (LMCache's
+  // backends, Mooncake's store) answers a lookup without refreshing an
+  // entry and refreshes it when the entry is read. The DRAM tier shares the
+  // node's prefix tree with HBM (SGLang's HiCache keeps one radix node for
+  // both copies), so an HBM hit refreshes its copy there too.
+  if (pool_) {
+    pool_->Touch(chain, std::min(choice.pool_blocks, choice.end), access,
+                 std::max(kh, from_dram_end));
+  }
 
   uint64_t dram_bytes = 0, pool_bytes = 0;
   for (uint32_t j = kh; j < choice.end; ++j) {

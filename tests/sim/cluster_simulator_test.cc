@@ -289,6 +289,30 @@ TEST(ClusterSimulatorTest, ApproximateCacheAwareFollowsWhatItRouted) {
   EXPECT_EQ(trimmed.hbm_hit_blocks, 0u);
 }
 
+// The pool is told of a use only for the blocks it serves. One node, HBM
+// and pool two blocks each, LRU everywhere, no DRAM. r0 {1} and r1 {2} leave
+// both in HBM and in the pool (pool recency: 1, then 2). r2 {1} at 20 is
+// served by HBM alone: the pool, which served nothing, keeps 1 as its least
+// recent block (were it told of every block it holds, 2 would be). r3 {4} at
+// 30 evicts 2 from HBM (LRU there: 1 was hit at 20) and 1 from the pool to
+// admit 4. r4 {2} at 40 misses HBM and loads block 2 from the pool: 4e6 B at
+// 2e6 B/ms = 2 ms instead of 4 ms of prefill.
+TEST(ClusterSimulatorTest, ThePoolHearsOnlyOfTheBlocksItServes) {
+  Trace t = HandTrace();
+  t.Add(0, 4, 1, std::vector<uint64_t>{1});
+  t.Add(10, 4, 1, std::vector<uint64_t>{2});
+  t.Add(20, 4, 1, std::vector<uint64_t>{1});
+  t.Add(30, 4, 1, std::vector<uint64_t>{4});
+  t.Add(40, 4, 1, std::vector<uint64_t>{2});
+  ClusterOptions o = Options(1);
+  o.hbm_bytes_per_node = 8'000'000;
+  o.pool_bytes = 8'000'000;
+  const ClusterResult r = Simulate(t, o);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[4], 2);
+  EXPECT_EQ(r.pool_hit_blocks, 1u);
+  EXPECT_EQ(r.hbm_hit_blocks, 1u);  // r2's block 1
+}
+
 TEST(ClusterSimulatorTest, RejectsUnknownRouterAndPolicy) {
   Trace t = HandTrace();
   t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
