@@ -1,12 +1,27 @@
-// LRU under the prefix constraint.
+// LRU under the prefix constraint: the least recently used leaf goes.
 //
-// An intrusive doubly-linked list ordered from most to least recently used.
-// Hits are reported deepest first and each moves to the front, so a chain ends
-// up root-first; a new block is linked right behind its parent (same request,
-// same recency, deeper goes first). Hence every block sits behind all of its
-// ancestors and the list tail is always a leaf: eviction is O(1) except when
-// the tail is the current request's pinned block.
+// An intrusive doubly-linked list ordered from most to least recently used,
+// each block with the clock value of its last use (its stamp). A hit moves the
+// block to the front. New blocks are as recent as the request that brings
+// them. When they extend the request's deepest hit, they go right behind it,
+// sharing its stamp (hits come deepest first, so a chain ends up root-first,
+// the new blocks deepest last); a run that extends anything else (a block
+// the request did not use: a cluster's pool is not told of the blocks a node
+// served itself) goes to the front with a new stamp. The list is thus
+// ordered by stamp, ties deeper first.
+//
+// Only leaves may go, and where the request did not use a new block's parent
+// an interior block can reach the back of the list. Rather than step over it
+// at every eviction, the victim scan unlinks each block it passes: an
+// interior one is set aside, a pinned leaf becomes a *returned* leaf, as does
+// a set-aside block whose last child goes. Unlinked blocks are older than
+// every linked one (the scan takes them from the back; linking happens only
+// at the front or behind a linked block), so the returned leaves, least
+// recent first, come before the list, and the victims are exactly those of
+// scanning the whole list every time (tests/policies/lru_set_aside_test.cc).
 #include <algorithm>
+#include <cstdint>
+#include <queue>
 #include <vector>
 
 #include "policies/policy_env.h"
@@ -23,33 +38,77 @@ class LruPolicy final : public RetentionPolicy {
   std::string_view name() const override { return "lru"; }
 
   void OnHit(BlockIndex b, const AccessInfo&) override {
-    list_.MoveToFront(b);
+    if (where_[b] == kLinked) {
+      list_.MoveToFront(b);
+    } else {
+      list_.InsertBehindParent(kNoBlock, b);
+      where_[b] = kLinked;
+    }
     stamp_[b] = ++clock_;
+    if (first_hit_pending_) tail_ = b;
+    first_hit_pending_ = false;
+  }
+
+  void OnRequest(std::span<const BlockIndex>, const AccessInfo&) override {
+    tail_ = kNoBlock;
+    first_hit_pending_ = true;
   }
 
   void OnInsert(BlockIndex b, const AccessInfo&) override {
     Grow(b);
     const BlockIndex parent = catalog_[b].parent;
-    list_.InsertBehindParent(parent, b);
-    stamp_[b] = parent == kNoBlock ? ++clock_ : stamp_[parent];
+    if (parent != kNoBlock && parent == tail_) {
+      stamp_[b] = stamp_[parent];
+      if (where_[parent] == kLinked) {
+        list_.InsertBehindParent(parent, b);
+        where_[b] = kLinked;
+      } else {
+        Return(b);  // behind a set-aside parent: older than the list, as it is
+      }
+    } else {
+      list_.InsertBehindParent(kNoBlock, b);
+      stamp_[b] = ++clock_;
+      where_[b] = kLinked;
+    }
+    tail_ = b;
+    first_hit_pending_ = false;
+    // A returned leaf that gains a child is interior again: back aside.
+    if (parent != kNoBlock && where_[parent] == kReturned) where_[parent] = kAside;
   }
 
   BlockIndex SelectVictim() override {
-    for (BlockIndex b = list_.Back(); b != kNoBlock; b = list_.Prev(b)) {
+    if (const BlockIndex b = LeastRecentReturned(); b != kNoBlock) return b;
+    for (BlockIndex b = list_.Back(); b != kNoBlock;) {
       if (pool_.IsEvictable(b)) return b;
+      const BlockIndex prev = list_.Prev(b);
+      list_.Remove(b);
+      if (pool_.IsLeaf(b)) {
+        Return(b);  // pinned: it waits among the returned leaves
+      } else {
+        where_[b] = kAside;
+      }
+      b = prev;
     }
     return kNoBlock;
   }
 
-  void OnEvict(BlockIndex b) override { list_.Remove(b); }
+  void OnEvict(BlockIndex b) override {
+    if (where_[b] == kLinked) list_.Remove(b);
+    where_[b] = kGone;
+    if (b == tail_) tail_ = kNoBlock;
+    const BlockIndex parent = catalog_[b].parent;
+    if (parent != kNoBlock && where_[parent] == kAside && pool_.IsLeaf(parent)) Return(parent);
+  }
 
-  // Older = evicted sooner; a descendant shares its ancestor's stamp at insert,
-  // so ties between them rank by depth.
+  // Older = evicted sooner; new blocks share the stamp of the block they
+  // were linked behind, so ties rank by depth.
   double EvictionPriority(BlockIndex b) const override {
     return static_cast<double>(stamp_[b]) - catalog_[b].depth * 1e-6;
   }
 
-  // The list from most to least recent, each block with its stamp.
+  // Every resident block from most to least recent, each with its stamp (the
+  // list, then the blocks set aside, all older than the list), then the
+  // block a new one may be linked behind.
   absl::Status SaveState(std::span<const BlockIndex> renumber,
                          PolicyStateWriter& out) const override {
     out.Varint(clock_);
@@ -58,6 +117,18 @@ class LruPolicy final : public RetentionPolicy {
       out.Varint(Renumbered(renumber, b));
       out.Varint(stamp_[b]);
     }
+    std::vector<BlockIndex> aside;
+    for (BlockIndex b = 0; b < where_.size(); ++b) {
+      if (where_[b] == kAside || where_[b] == kReturned) aside.push_back(b);
+    }
+    std::sort(aside.begin(), aside.end(),
+              [this](BlockIndex a, BlockIndex b) { return EvictsBefore(b, a); });
+    for (const BlockIndex b : aside) {
+      out.Varint(Renumbered(renumber, b));
+      out.Varint(stamp_[b]);
+    }
+    out.Varint(tail_ == kNoBlock ? 0 : uint64_t{Renumbered(renumber, tail_)} + 1);
+    out.Bool(first_hit_pending_);
     return absl::OkStatus();
   }
 
@@ -72,21 +143,107 @@ class LruPolicy final : public RetentionPolicy {
       Grow(b);
       list_.PushBack(b);
       stamp_[b] = stamp;
+      where_[b] = kLinked;
     }
+    const uint64_t tail = in.Bounded("lru run tail", in.blocks());
+    if (in.ok() && tail > 0 && !pool_.IsResident(static_cast<BlockIndex>(tail - 1))) {
+      in.Fail("lru run tail: not a resident block");
+    }
+    tail_ = tail == 0 ? kNoBlock : static_cast<BlockIndex>(tail - 1);
+    first_hit_pending_ = in.Bool("lru first hit pending");
     return in.status();
   }
 
  private:
+  enum Where : uint8_t {
+    kGone,      // not resident
+    kLinked,    // in the list
+    kAside,     // interior, unlinked by the victim scan
+    kReturned,  // an unlinked leaf (set aside and then its children went, or
+                // pinned when the scan passed it): in returned_
+  };
+
+  struct Returned {
+    uint64_t stamp;
+    uint32_t depth;
+    BlockIndex block;
+    // For the max-heap: the top is the least recent, deepest first.
+    bool operator<(const Returned& o) const {
+      return stamp != o.stamp ? stamp > o.stamp : depth < o.depth;
+    }
+  };
+
+  // The order SelectVictim takes them: least recent first, ties deeper first.
+  bool EvictsBefore(BlockIndex a, BlockIndex b) const {
+    if (stamp_[a] != stamp_[b]) return stamp_[a] < stamp_[b];
+    return catalog_[a].depth > catalog_[b].depth;
+  }
+
+  // An unlinked leaf joins the returned ones.
+  void Return(BlockIndex b) {
+    where_[b] = kReturned;
+    returned_.push({stamp_[b], catalog_[b].depth, b});
+    // Entries go stale when their block is used or evicted; rebuild before
+    // they outnumber the pool's blocks.
+    if (returned_.size() > 2 * pool_.resident_blocks() + 64) DropStaleReturned();
+  }
+
+  bool Current(const Returned& r) const {
+    return where_[r.block] == kReturned && stamp_[r.block] == r.stamp;
+  }
+
+  // The least recent unpinned returned leaf, or kNoBlock; drops stale entries.
+  BlockIndex LeastRecentReturned() {
+    BlockIndex found = kNoBlock;
+    pinned_.clear();
+    while (!returned_.empty()) {
+      const Returned top = returned_.top();
+      if (!Current(top)) {
+        returned_.pop();
+        continue;
+      }
+      if (!pool_.IsPinned(top.block)) {
+        found = top.block;
+        break;
+      }
+      pinned_.push_back(top);
+      returned_.pop();
+    }
+    for (const Returned& r : pinned_) returned_.push(r);
+    return found;
+  }
+
+  void DropStaleReturned() {
+    std::vector<Returned> live;
+    while (!returned_.empty()) {
+      if (Current(returned_.top())) live.push_back(returned_.top());
+      returned_.pop();
+    }
+    returned_ = std::priority_queue<Returned>(std::less<Returned>(), std::move(live));
+  }
+
   void Grow(BlockIndex b) {
     list_.Grow(b);
-    if (b >= stamp_.size()) stamp_.resize(std::max<size_t>(b + 1, stamp_.size() * 2), 0);
+    if (b >= stamp_.size()) {
+      const size_t n = std::max<size_t>(b + 1, stamp_.size() * 2);
+      stamp_.resize(n, 0);
+      where_.resize(n, kGone);
+    }
   }
 
   const BlockCatalog& catalog_;
   const PoolState& pool_;
   RecencyList list_;
   std::vector<uint64_t> stamp_;
+  std::vector<Where> where_;
+  std::priority_queue<Returned> returned_;
+  std::vector<Returned> pinned_;  // scratch for LeastRecentReturned
   uint64_t clock_ = 0;
+  // The block a new one may be linked behind: the request's first (deepest)
+  // hit, then the block inserted last. One run per stamp, so blocks sharing
+  // a stamp lie on one chain and (stamp, depth) orders them as the list does.
+  BlockIndex tail_ = kNoBlock;
+  bool first_hit_pending_ = true;
 };
 
 }  // namespace

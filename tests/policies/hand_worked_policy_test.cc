@@ -206,8 +206,8 @@ TEST(HandWorkedPolicyTest, S3FifoPromotesTwiceHitBlocksAndRemembersWhatLeftTheSm
 }
 
 // Serves `h`'s requests against a pool large enough to never evict, the way
-// ReplayPool does (hits deepest first, then inserts root to leaf), then
-// unpins everything.
+// ReplayPool does (the request announced, hits deepest first, then inserts
+// root to leaf), then unpins everything.
 void ServeWithoutEvictions(const HandTrace& h, RetentionPolicy& policy, PoolState& pool) {
   const Trace& trace = h.trace;
   for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
@@ -218,6 +218,7 @@ void ServeWithoutEvictions(const HandTrace& h, RetentionPolicy& policy, PoolStat
     access.time_ms = r.timestamp_ms;
     uint32_t hits = 0;
     while (hits < r.num_blocks && pool.IsResident(h.replay.blocks[r.first_block + hits])) ++hits;
+    policy.OnRequest({h.replay.blocks.data() + r.first_block, r.num_blocks}, access);
     for (uint32_t i = hits; i-- > 0;) {
       const BlockIndex b = h.replay.blocks[r.first_block + i];
       access.access_pos = r.first_block + i;

@@ -189,8 +189,8 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
   EXPECT_TRUE(server->SnapshotNow().ok());
 }
 
-// A snapshot of format 2 (written before policies saved their state), 3, 4
-// or 5 (their states of older layouts) would restart them approximately.
+// A snapshot of format 2 (written before policies saved their state), 3, 4,
+// 5 or 6 (their states of older layouts) would restart them approximately.
 class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
  protected:
   std::string Why() const {
@@ -200,7 +200,7 @@ class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
   }
 };
 INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest,
-                         ::testing::Values(char{2}, char{3}, char{4}, char{5}),
+                         ::testing::Values(char{2}, char{3}, char{4}, char{5}, char{6}),
                          [](const auto& info) { return absl::StrCat("Format", int{info.param}); });
 
 // With the whole log retained it is not used, the start-up notes say so, and
@@ -274,16 +274,16 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as formats 3, 4 and 5 (the same bytes, states of
+  // With a policy state; as formats 3, 4, 5 and 6 (the same bytes, states of
   // older layouts: dropped); and as format 2 (which leaves it out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   std::string encoded = EncodePoolsSnapshot(with_state);
   auto state_back = DecodePoolsSnapshot(encoded);
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 6);
+  EXPECT_EQ(state_back->format, 7);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
-  for (const char old : {char{3}, char{4}, char{5}}) {
+  for (const char old : {char{3}, char{4}, char{5}, char{6}}) {
     encoded[0] = old;
     state_back = DecodePoolsSnapshot(encoded);
     ASSERT_TRUE(state_back.ok()) << state_back.status();
