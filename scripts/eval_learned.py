@@ -23,7 +23,8 @@ moves by 10-20% (docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs 
 the cluster at K HBM sizes 0.4% apart around the default and the row gives, per statistic,
 the tested policy's average over the K runs, the other policy with the lowest average,
 and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
-give the cells passed and the mean gap. Tuning seeds run by default; --held-out runs the current held-out seeds (set 12) instead,
+give the cells passed and the mean gap. --cluster-only runs the cluster rows alone (no pool
+cells, no Belady replays). Tuning seeds run by default; --held-out runs the current held-out seeds (set 12) instead,
 which nothing may be tuned on (--held-out-set 1 to 11 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
 One model's cost on a cell moves by about 1% with its training seed alone
@@ -42,7 +43,8 @@ beats the best other policy. The other policies do not read the model, so they a
 replayed once per cell. --cluster uses the seed-1 model.
 
 Usage: scripts/eval_learned.py [--held-out [--held-out-set 12]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
-       [--policy learned] [--train-seeds 1] [--cluster [--cluster-hbm-runs 1] [--cluster-router cache-aware]]
+       [--policy learned] [--train-seeds 1] [--cluster | --cluster-only] [--cluster-hbm-runs 1]
+       [--cluster-router cache-aware]
        [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
 """
@@ -199,6 +201,8 @@ def main():
     parser.add_argument("--train-seeds", type=int, default=1, metavar="N",
                         help="judge each cell over N models, trained with seeds 1..N")
     parser.add_argument("--cluster", action="store_true", help="also compare cluster TTFT")
+    parser.add_argument("--cluster-only", action="store_true",
+                        help="compare cluster TTFT and cost only, without the pool cells")
     parser.add_argument("--cluster-hbm-runs", type=int, default=1, metavar="K",
                         help="average cluster TTFT over K HBM sizes 0.4%% apart (default 1)")
     parser.add_argument("--cluster-router", default="cache-aware",
@@ -211,20 +215,22 @@ def main():
     args = parser.parse_args()
     if args.train_seeds < 1:
         parser.error("--train-seeds must be at least 1")
+    args.cluster = args.cluster or args.cluster_only
     os.makedirs(args.work, exist_ok=True)
 
     seeds = range(1, args.train_seeds + 1)
     several = args.train_seeds > 1
     sd_head = f" {'sd':>6}" if several else ""
-    print(f"{'cell':<18} {'tested':>8}{sd_head} {'best other':>20} {'margin %':>9} {'xfer/lru':>9} "
-          f"{'gap %':>7} pass")
+    if not args.cluster_only:
+        print(f"{'cell':<18} {'tested':>8}{sd_head} {'best other':>20} {'margin %':>9} "
+              f"{'xfer/lru':>9} {'gap %':>7} pass")
     cells = passed = model_cells = mean_wins = 0
     gaps = []
     cluster_rows = []
     for name, path in traces(args):
         models = [model_for(args, name, path, seed) for seed in seeds]
         model = models[0]
-        for pool in args.pools:
+        for pool in [] if args.cluster_only else args.pools:
             extra = ["--pool-fraction", pool]
             first = {r["policy"]: r for r in compare(args, path, models[0], extra)}
             runs = [first]
@@ -251,11 +257,11 @@ def main():
             runs = cluster_runs(args, path, model)
             cluster_rows.append((name, [judge_cluster_field(runs, args.policy, field)
                                         for field in ("ttft_mean_ms", "ttft_p95_ms", "cost_seconds")]))
-    if several:
+    if several and not args.cluster_only:
         print(f"passed by {passed} of {model_cells} (cell, model) pairs; cells whose mean beats "
               f"the best other: {mean_wins}/{cells}; mean cost gap closed: "
               f"{100 * sum(gaps) / max(len(gaps), 1):.1f}%")
-    else:
+    elif not args.cluster_only:
         print(f"cells passed: {passed}/{cells}; mean cost gap closed: "
               f"{100 * sum(gaps) / max(len(gaps), 1):.1f}%")
     if cluster_rows:
