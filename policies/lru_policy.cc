@@ -41,7 +41,7 @@ class LruPolicy final : public RetentionPolicy {
     if (where_[b] == kLinked) {
       list_.MoveToFront(b);
     } else {
-      list_.InsertBehindParent(kNoBlock, b);
+      list_.PushFront(b);
       where_[b] = kLinked;
     }
     stamp_[b] = ++clock_;
@@ -66,7 +66,7 @@ class LruPolicy final : public RetentionPolicy {
         Return(b);  // behind a set-aside parent: older than the list, as it is
       }
     } else {
-      list_.InsertBehindParent(kNoBlock, b);
+      list_.PushFront(b);
       stamp_[b] = ++clock_;
       where_[b] = kLinked;
     }
@@ -122,7 +122,7 @@ class LruPolicy final : public RetentionPolicy {
       if (where_[b] == kAside || where_[b] == kReturned) aside.push_back(b);
     }
     std::sort(aside.begin(), aside.end(),
-              [this](BlockIndex a, BlockIndex b) { return EvictsBefore(b, a); });
+              [this](BlockIndex a, BlockIndex b) { return Now(b).EvictsBefore(Now(a)); });
     for (const BlockIndex b : aside) {
       out.Varint(Renumbered(renumber, b));
       out.Varint(stamp_[b]);
@@ -163,26 +163,27 @@ class LruPolicy final : public RetentionPolicy {
                 // pinned when the scan passed it): in returned_
   };
 
+  // A returned leaf as it was when it joined (its stamp may change later,
+  // which makes the entry stale).
   struct Returned {
     uint64_t stamp;
     uint32_t depth;
     BlockIndex block;
-    // For the max-heap: the top is the least recent, deepest first.
-    bool operator<(const Returned& o) const {
-      return stamp != o.stamp ? stamp > o.stamp : depth < o.depth;
+    // The order SelectVictim takes blocks in: least recent first, ties
+    // deeper first.
+    bool EvictsBefore(const Returned& o) const {
+      return stamp != o.stamp ? stamp < o.stamp : depth > o.depth;
     }
+    // For the max-heap, whose top is the first to evict.
+    bool operator<(const Returned& o) const { return o.EvictsBefore(*this); }
   };
 
-  // The order SelectVictim takes them: least recent first, ties deeper first.
-  bool EvictsBefore(BlockIndex a, BlockIndex b) const {
-    if (stamp_[a] != stamp_[b]) return stamp_[a] < stamp_[b];
-    return catalog_[a].depth > catalog_[b].depth;
-  }
+  Returned Now(BlockIndex b) const { return {stamp_[b], catalog_[b].depth, b}; }
 
   // An unlinked leaf joins the returned ones.
   void Return(BlockIndex b) {
     where_[b] = kReturned;
-    returned_.push({stamp_[b], catalog_[b].depth, b});
+    returned_.push(Now(b));
     // Entries go stale when their block is used or evicted; rebuild before
     // they outnumber the pool's blocks.
     if (returned_.size() > 2 * pool_.resident_blocks() + 64) DropStaleReturned();

@@ -25,8 +25,9 @@ class RecencyList {
     prev_.resize(n, kHead);
   }
 
-  // REQUIRES (these two): Grow(b) done, b not linked.
+  // REQUIRES (these three): Grow(b) done, b not linked.
   void PushBack(BlockIndex b) { LinkAfter(prev_[kHead], Slot(b)); }
+  void PushFront(BlockIndex b) { LinkAfter(kHead, Slot(b)); }
   // Links b right behind its parent in the prefix tree (linked), or at the
   // front for a root (parent kNoBlock): a new block is as recent as the
   // request that brought it, and below the blocks it extends.
@@ -36,7 +37,7 @@ class RecencyList {
   // REQUIRES: b linked.
   void MoveToFront(BlockIndex b) {
     Remove(b);
-    LinkAfter(kHead, Slot(b));
+    PushFront(b);
   }
 
   // REQUIRES: b linked.
