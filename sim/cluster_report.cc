@@ -17,21 +17,25 @@ ReportFields Fields(const ClusterResult& c, double w) {
   const ReplayResult& r = c.replay;
   ReportFields fields = {{"router", JsonString(c.router)}, {"policy", JsonString(r.policy)}};
   AppendCountFields(r, fields);
-  fields.insert(fields.end(),
-                {
-                    {"queue_mean_ms", JsonNumber(c.queue_ms.mean)},
-                    {"queue_p95_ms", JsonNumber(c.queue_ms.p95)},
-                    {"load_mean_ms", JsonNumber(c.load_ms.mean)},
-                    {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
-                    {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
-                    {"dram_hit_ratio", JsonNumber(Ratio(c.dram_hit_blocks, r.block_accesses))},
-                    {"pool_hit_ratio", JsonNumber(Ratio(c.pool_hit_blocks, r.block_accesses))},
-                    {"replication_bytes", absl::StrCat(c.replication_bytes)},
-                    {"replications", absl::StrCat(c.replications)},
-                    {"burst_triggers", absl::StrCat(c.burst_triggers)},
-                    {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
-                    {"link_bytes", absl::StrCat(c.link_bytes)},
-                });
+  fields.insert(
+      fields.end(),
+      {
+          {"queue_mean_ms", JsonNumber(c.queue_ms.mean)},
+          {"queue_p95_ms", JsonNumber(c.queue_ms.p95)},
+          {"routed_to_busier_ratio", JsonNumber(Ratio(c.routed_to_busier, r.requests))},
+          {"routed_excess_mean",
+           JsonNumber(r.requests ? static_cast<double>(c.routed_excess_requests) / r.requests : 0)},
+          {"load_mean_ms", JsonNumber(c.load_ms.mean)},
+          {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
+          {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
+          {"dram_hit_ratio", JsonNumber(Ratio(c.dram_hit_blocks, r.block_accesses))},
+          {"pool_hit_ratio", JsonNumber(Ratio(c.pool_hit_blocks, r.block_accesses))},
+          {"replication_bytes", absl::StrCat(c.replication_bytes)},
+          {"replications", absl::StrCat(c.replications)},
+          {"burst_triggers", absl::StrCat(c.burst_triggers)},
+          {"dram_write_bytes", absl::StrCat(c.dram_write_bytes)},
+          {"link_bytes", absl::StrCat(c.link_bytes)},
+      });
   AppendCostFields(r, w, fields);
   return fields;
 }

@@ -193,6 +193,9 @@ class Simulator final : public ClusterView, public ClusterState {
   }
 
   void Arrive(uint32_t ri);
+  // Counts a request routed to a node with more outstanding requests than
+  // the least loaded one (the router's herding; ClusterResult).
+  void CountHerding(uint32_t chosen);
   void Replicate(uint32_t ri, const ReplicationOrder& order);
   void StartCopy(uint32_t copy_id);
   void DropCopy(uint32_t copy_id);
@@ -282,6 +285,7 @@ void Simulator::Arrive(uint32_t ri) {
   if (replicator_->OnArrival(request, *this, order_)) Replicate(ri, order_);
   uint32_t n = replicator_->Route(request, *this);
   if (n >= nodes()) n = router_->Route(request, *this);
+  if (ri >= eval_start_) CountHerding(n);
   Node& node = *nodes_[n];
   estimate_ms_[ri] = ServiceMs(n, request.chain, r.input_length, MatchedBlocks(n, request.chain));
   node.queued_ms += estimate_ms_[ri];
@@ -289,6 +293,14 @@ void Simulator::Arrive(uint32_t ri) {
   ++node.load;
   node.queue.push_back(ri);
   StartNext(n);
+}
+
+void Simulator::CountHerding(uint32_t chosen) {
+  uint32_t least = Load(chosen);
+  for (uint32_t n = 0; n < nodes(); ++n) least = std::min(least, Load(n));
+  if (Load(chosen) == least) return;
+  ++result_.routed_to_busier;
+  result_.routed_excess_requests += Load(chosen) - least;
 }
 
 void Simulator::Replicate(uint32_t ri, const ReplicationOrder& order) {

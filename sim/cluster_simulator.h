@@ -90,6 +90,11 @@ struct ClusterResult {
   uint64_t replication_bytes = 0;  // bytes copied node -> node for replication
   uint64_t replications = 0;       // copies started (one per target)
   uint64_t burst_triggers = 0;
+  // Evaluated requests the router sent to a node with more outstanding
+  // requests than the least loaded node had at that moment, and the sum over
+  // them of the difference: how much the router herds onto held prefixes.
+  uint64_t routed_to_busier = 0;
+  uint64_t routed_excess_requests = 0;
   uint64_t dram_write_bytes = 0;  // HBM -> host DRAM write-through (background)
   // Bytes over all links: loaded + admitted + replication + DRAM writes
   // (warm-up requests included).

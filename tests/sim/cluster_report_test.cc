@@ -33,6 +33,9 @@ TEST(ClusterReportTest, JsonRowsHavePoolFieldsPlusClusterFields) {
   c.replay = r;
   c.router = "burst-replicate:4";
   c.replication_bytes = 123;
+  c.replay.requests = 12;
+  c.routed_to_busier = 3;
+  c.routed_excess_requests = 9;
   ClusterComparison cluster;
   cluster.prefill_nodes = 4;
   cluster.results.push_back(c);
@@ -48,6 +51,10 @@ TEST(ClusterReportTest, JsonRowsHavePoolFieldsPlusClusterFields) {
   EXPECT_NE(json.find("\"router\": \"burst-replicate:4\""), std::string::npos);
   EXPECT_NE(json.find("\"replication_bytes\": 123"), std::string::npos);
   EXPECT_NE(json.find("\"prefill_nodes\": 4"), std::string::npos);
+  // Shares of the 12 evaluated requests: 3 sent past a less loaded node,
+  // 9 requests' excess in all.
+  EXPECT_NE(json.find("\"routed_to_busier_ratio\": 0.25"), std::string::npos);
+  EXPECT_NE(json.find("\"routed_excess_mean\": 0.75"), std::string::npos);
   for (const char* k : {"transfer_seconds", "cost_seconds", "utilization"}) {
     EXPECT_TRUE(cluster_keys.count(k)) << k;
   }

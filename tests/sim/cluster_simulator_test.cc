@@ -246,6 +246,15 @@ TEST(ClusterSimulatorTest, CacheAwareBalancesPastTheThresholds) {
   EXPECT_DOUBLE_EQ(r.ttft_samples_ms[64], 264);
   EXPECT_DOUBLE_EQ(r.ttft_samples_ms[65], 8);
   EXPECT_DOUBLE_EQ(r.ttft_samples_ms[66], 12);
+  // Herding: r1..r64 follow block 1 to node 0 while node 1 is idle, r_k
+  // with k outstanding there (excess 1 + ... + 64 = 2080); r65 balances and
+  // r66..r69 tie on the match, so they go to the less loaded node 1.
+  EXPECT_EQ(r.routed_to_busier, 64u);
+  EXPECT_EQ(r.routed_excess_requests, 2080u);
+
+  const ClusterResult least = Simulate(t, Options(2, "least-load"));
+  EXPECT_EQ(least.routed_to_busier, 0u);
+  EXPECT_EQ(least.routed_excess_requests, 0u);
 }
 
 // cache-aware-approx remembers what it routed, not what HBM holds. HBM holds
@@ -362,6 +371,9 @@ TEST(ClusterSimulatorTest, InvariantsHoldOnABurstyTrace) {
     EXPECT_TRUE(ok) << router;
     EXPECT_GT(checks, 400u);
     EXPECT_EQ(r->replay.requests, 400u);
+    EXPECT_LE(r->routed_to_busier, r->replay.requests) << router;
+    EXPECT_GE(r->routed_excess_requests, r->routed_to_busier) << router;
+    if (router == "least-load") EXPECT_EQ(r->routed_to_busier, 0u);
     EXPECT_EQ(r->link_bytes, r->replay.loaded_bytes + r->replay.admitted_bytes +
                                  r->replication_bytes + r->dram_write_bytes)
         << router;
