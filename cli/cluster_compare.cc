@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/flag_checks.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -95,14 +96,17 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   cmd->add_option("--decode-nodes", f->decode_nodes,
                   "cluster: decode nodes (counted only: the P->D transfer overlaps prefill)")
       ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20))
       ->group(group);
   cmd->add_option("--hbm-gb", f->hbm_gb,
                   "cluster: HBM for the KV prefix cache per prefill node, GB (default: the "
                   "hardware profile's)")
+      ->check(FiniteRange(0, 1e6))
       ->group(group);
   cmd->add_option("--dram-gb", f->dram_gb,
                   "cluster: host DRAM for KV per prefill node, GB; 0 = no DRAM tier (default: "
                   "the hardware profile's)")
+      ->check(FiniteRange(0, 1e6))
       ->group(group);
   cmd->add_option("--burst-arrivals", f->burst_arrivals,
                   "burst-replicate: X, arrivals of one prefix that make a burst")
@@ -112,7 +116,7 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   cmd->add_option("--burst-window", f->burst_window_s,
                   "burst-replicate: Z, seconds within which the X arrivals must fall")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(FiniteRange(0, 1e6))
       ->group(group);
   cmd->add_option("--burst-prefix-blocks", f->burst_prefix_blocks,
                   "burst-replicate: Y, blocks in the burst key (BTB published: 128 blocks of "
@@ -123,10 +127,12 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   cmd->add_option("--replicate-targets", f->replicate_targets,
                   "burst-replicate: M, least-loaded nodes a burst's prefix is copied to")
       ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20))
       ->group(group);
   cmd->add_option("--cache-threshold", f->cache_threshold,
                   "cache-aware: minimum matched share of the prompt to follow the cache")
       ->capture_default_str()
+      ->check(FiniteRange(0, 1))
       ->group(group);
   cmd->add_option("--balance-abs-threshold", f->balance_abs_threshold,
                   "cache-aware: load gap (requests) past which it balances")
@@ -135,6 +141,7 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   cmd->add_option("--balance-rel-threshold", f->balance_rel_threshold,
                   "cache-aware: load ratio past which it balances")
       ->capture_default_str()
+      ->check(FiniteRange(0, 1e6))
       ->group(group);
   cmd->add_option("--router-tree-tokens", f->router_tree_tokens,
                   "cache-aware-approx: tokens of routed prompts the router remembers per node "
@@ -146,7 +153,7 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
                   "cache-aware-approx: seconds between trims of that memory (sgl-router's "
                   "--eviction-interval)")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 1e9))
+      ->check(FiniteRange(0.001, 1e9))
       ->group(group);
   cmd->add_option("--ttft-samples", f->ttft_samples,
                   "cluster: also write every evaluated request's TTFT per row to this JSON "

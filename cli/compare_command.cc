@@ -14,6 +14,7 @@
 #include "cli/cluster_compare.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "cli/flag_checks.h"
 #include "core/cost_model.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
@@ -276,8 +277,10 @@ Command AddCompareCommand(CLI::App& root) {
   auto* fraction = cmd->add_option("--pool-fraction", flags->pool_fraction,
                                    "pool capacity as a share of the trace's distinct-block bytes")
                        ->capture_default_str()
-                       ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--pool-bytes", flags->pool_bytes, "pool capacity in bytes")->excludes(fraction);
+                       ->check(FiniteRange(0, 1e6));
+  cmd->add_option("--pool-bytes", flags->pool_bytes, "pool capacity in bytes")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX))
+      ->excludes(fraction);
   flags->cost.Register(cmd);
   cmd->add_option("--model", flags->model,
                   "learned model file from `kvlearn train` (needed by policy 'learned')");
@@ -288,7 +291,7 @@ Command AddCompareCommand(CLI::App& root) {
   cmd->add_option("--eval-from", flags->eval_from,
                   "share of requests used only to warm the pool; metrics cover the rest")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999));
+      ->check(FiniteRange(0, 0.999999));
   cmd->add_option("--format", flags->format, "output format")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
@@ -296,7 +299,7 @@ Command AddCompareCommand(CLI::App& root) {
   cmd->add_option("--transfer-weight", flags->transfer_weight,
                   "w in cost_seconds = prefill GPU-seconds + w * transfer seconds")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(FiniteRange(0, 1e9));
   cmd->add_flag("--print-config", flags->print_config,
                 "print the resolved cost model (with its recompute curve and where it stands "
                 "against published prefill times) and pool settings, then exit");

@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/flag_checks.h"
 
 namespace kvlearn {
 
@@ -23,16 +24,25 @@ void CostFlags::Register(CLI::App* cmd) {
                   "them busy at most 80% of the evaluated window; other commands: the hardware "
                   "profile's count)")
       ->capture_default_str();
-  cmd->add_option("--mfu", mfu, "override: model FLOPs utilisation of prefill (flops form)");
+  // Unset overrides hold -1 ("the profile's"), so an explicit negative is
+  // refused here rather than read as unset.
+  cmd->add_option("--mfu", mfu, "override: model FLOPs utilisation of prefill (flops form)")
+      ->check(FiniteRange(0, 1));
   cmd->add_option("--transfer-latency-ms", transfer_latency_ms,
-                  "override: fixed ms per pool transfer on top of bytes / link (flops form)");
-  cmd->add_option("--alpha-bw", alpha_bw, "override: recompute ms per token (kvlearn-paper form)");
+                  "override: fixed ms per pool transfer on top of bytes / link (flops form)")
+      ->check(FiniteRange(0, 1e6));
+  cmd->add_option("--alpha-bw", alpha_bw, "override: recompute ms per token (kvlearn-paper form)")
+      ->check(FiniteRange(0, 1e6));
   cmd->add_option("--alpha-flop", alpha_flop,
-                  "override: recompute ms per token^2 past L_cross (kvlearn-paper form)");
-  cmd->add_option("--l-cross", l_cross, "override: L_cross in tokens (kvlearn-paper form)");
-  cmd->add_option("--rdma-gbps", rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)");
+                  "override: recompute ms per token^2 past L_cross (kvlearn-paper form)")
+      ->check(FiniteRange(0, 1e6));
+  cmd->add_option("--l-cross", l_cross, "override: L_cross in tokens (kvlearn-paper form)")
+      ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
+  cmd->add_option("--rdma-gbps", rdma_gbps, "override: pool link bandwidth in GB/s (1e9 B)")
+      ->check(FiniteRange(0, 1e6));
   cmd->add_option("--kv-bytes-per-token", kv_bytes_per_token,
-                  "override: KV bytes per token (replaces the model profile's)");
+                  "override: KV bytes per token (replaces the model profile's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
 }
 
 absl::StatusOr<std::optional<uint32_t>> CostFlags::PrefillNodes() const {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "cli/flag_checks.h"
 #include "clients/load_generator.h"
 #include "core/cost_model.h"
 #include "datasets/mooncake_reader.h"
@@ -126,12 +127,13 @@ Command AddLoadgenCommand(CLI::App& root) {
                                    "pool capacity per node as a share of the trace's "
                                    "distinct-block bytes")
                        ->capture_default_str()
-                       ->check(CLI::Range(0.0, 1e6));
+                       ->check(FiniteRange(0, 1e6));
   cmd->add_option("--pool-bytes", f->pool_bytes, "pool capacity per node in bytes")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX))
       ->excludes(fraction);
   cmd->add_option("--eval-from", f->eval_from, "share of requests used only to warm the pools")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999));
+      ->check(FiniteRange(0, 0.999999));
   cmd->add_option("--format", f->format, "output format")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "cli/flag_checks.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
 #include "server/sidecar_server.h"
@@ -178,11 +179,11 @@ Command AddServeCommand(CLI::App& root) {
                   "a ReportEvents stream that sends no batch for this long is ended "
                   "(UNAVAILABLE), freeing its slot for other reporters (0: never)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(FiniteRange(0, 86400));
   cmd->add_option("--shutdown-grace-seconds", o.shutdown_grace_seconds,
                   "on SIGINT/SIGTERM, how long calls in flight may run before they are cancelled")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(FiniteRange(0, 3600));
   cmd->add_option("--pool-bytes", o.default_pool_bytes,
                   "capacity assumed for pools whose node sends no pool_configured event "
                   "(0: unbounded; only s3fifo and arc read it)")

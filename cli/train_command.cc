@@ -13,10 +13,12 @@
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "cli/flag_checks.h"
 #include "datasets/mooncake_reader.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
 #include "models/model_file.h"
+#include "policies/policy_factory.h"
 
 namespace kvlearn {
 namespace {
@@ -153,27 +155,40 @@ Command AddTrainCommand(CLI::App& root) {
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
   cmd->add_option("--train-until", f->train_until,
                   "share of requests (from the start) used for training")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1));
   cmd->add_option("--valid-until", f->valid_until,
                   "training stops early on the requests between --train-until and this share")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1));
   auto* hs = cmd->add_option("--horizons", f->horizons,
                              "reuse horizons in seconds, increasing, one model output each (the "
                              "policy reads them at the pool's eviction age); a horizon that fewer "
                              "than half of the training requests are followed by is dropped")
                  ->delimiter(',')
-                 ->capture_default_str();
+                 ->capture_default_str()
+                 ->check(FiniteRange(0.001, 1e9));
   cmd->add_option("--horizon", f->horizon,
                   "a single reuse horizon in seconds (instead of --horizons)")
+      ->check(FiniteRange(0.001, 1e9))
       ->excludes(hs);
   cmd->add_option("--pool-fraction", f->pool_fraction,
                   "pool size while recording, as a share of distinct-block bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1e6));
+  // Named policies only: a wrong name would otherwise surface after the
+  // trace was read.
+  std::vector<std::string> policies;
+  for (std::string_view p : PolicyNames()) policies.emplace_back(p);
   cmd->add_option("--record-policy", f->record_policy, "policy that runs the pool while recording")
-      ->capture_default_str();
-  cmd->add_option("--epochs", f->epochs, "maximum training epochs")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember(policies));
+  cmd->add_option("--epochs", f->epochs, "maximum training epochs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--patience", f->patience, "stop after this many epochs without improvement")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")
       ->capture_default_str();
   cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
