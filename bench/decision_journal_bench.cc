@@ -1,7 +1,8 @@
 // What journaling one decision costs the Admit / RankEviction call that makes
 // it (server/event_log.h): the usual case, a copy into the staging file, and
-// the rare one, a call that finds the staging full (about 3,000 decisions
-// with no event append in between) and first writes it all into RocksDB.
+// the rare one, a call that finds the staging full (about 170 decisions of
+// 64 candidates with no event append in between) and first writes it all
+// into RocksDB.
 //
 //   build/bench/decision_journal_bench
 #include <benchmark/benchmark.h>
@@ -20,7 +21,7 @@
 namespace kvlearn {
 namespace {
 
-// About a 64-candidate RankEviction record (1 MiB holds ~3,000).
+// About a 64-candidate RankEviction record (64 KiB holds ~170).
 constexpr size_t kRecordBytes = 350;
 const std::string kRecord(kRecordBytes, 'r');
 

@@ -6,8 +6,11 @@
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/varint.h"
@@ -28,8 +31,6 @@ constexpr size_t kEngineSequencesWriteBufferBytes = 1 << 20;
 constexpr const char* kDecisions = "decisions";
 constexpr const char* kSnapshots = "snapshots";
 constexpr const char* kEngineSequences = "engine_sequences";
-// Beside RocksDB's files, in a name RocksDB does not claim.
-constexpr const char* kStagingFile = "kvlearn_decisions.staging";
 // First byte of a model-swap record (server/model_swap_record.h).
 constexpr char kModelSwapRecordByte = 'M';
 
@@ -179,7 +180,7 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
       new EventLog(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options));
   if (auto s = log->LoadBounds(); !s.ok()) return s;
   if (!read_only) {
-    if (auto s = log->RecoverStaged(dir + "/" + kStagingFile); !s.ok()) return s;
+    if (auto s = log->RecoverStaged(dir + "/" + DecisionStaging::kFileName); !s.ok()) return s;
   }
   return log;
 }
@@ -207,6 +208,18 @@ absl::Status EventLog::RecoverStaged(const std::string& path) {
     retained_bytes_ += bytes;
   }
   staging_->Clear();
+  // An earlier build's larger file, empty now, starts again at this build's
+  // size: the call that finds a staging full pays for writing all of it.
+  if (staging_->capacity_bytes() > DecisionStaging::kDefaultCapacity) {
+    staging_.reset();
+    if (::truncate(path.c_str(), 0) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("decision staging ", path, ": shrink: ", std::strerror(errno)));
+    }
+    auto smaller = DecisionStaging::Open(path);
+    if (!smaller.ok()) return smaller.status();
+    staging_ = std::move(*smaller);
+  }
   return absl::OkStatus();
 }
 

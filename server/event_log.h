@@ -51,7 +51,7 @@
 // Memory: fixed whatever the traffic: a 16 MiB memtable per appended family
 // (two while one flushes; 1 MiB for engine sequences), snapshots flushed out
 // of theirs as written, one 8 MiB block cache that scans of old entries do not fill
-// (docs/performance.md, "Memory"); the decision staging file's 1 MiB mapping.
+// (docs/performance.md, "Memory"); the decision staging file's 64 KiB mapping.
 //
 // Thread-safety: Append and the accessors may be called concurrently;
 // appends are serialized so sequence numbers are written in order.

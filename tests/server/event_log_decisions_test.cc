@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "server/decision_staging.h"
 #include "server/event_log.h"
 #include "tests/server/journaled_decisions.h"
 #include "tests/server/sidecar_fixture.h"
@@ -100,6 +102,37 @@ TEST(EventLogDecisionsTest, TrimmingDropsTheDecisionsBeforeTheFirstEventKept) {
   if (!ok) _exit(3);
   raise(SIGKILL);
   _exit(4);
+}
+
+// A staging file an earlier build left at 1 MiB, with records past this
+// build's 64 KiB: the next open moves every record into RocksDB, then starts
+// the file again at this build's size, which later decisions fill and empty.
+TEST(EventLogDecisionsTest, AnEarlierBuildsLargerStagingIsRecoveredThenShrunk) {
+  TempDir dir;
+  const std::string path = dir.File(DecisionStaging::kFileName);
+  std::vector<JournaledDecision> want;
+  {
+    auto old = DecisionStaging::Open(path, 1 << 20);
+    ASSERT_TRUE(old.ok()) << old.status();
+    for (uint64_t n = 0; n < 600; ++n) {  // ~200 KB of records
+      want.emplace_back(n, 0, std::string(300, static_cast<char>('a' + n % 26)));
+      ASSERT_TRUE((*old)->Append(n, 0, std::get<2>(want.back())));
+    }
+  }  // closed without Clear, as a killed process leaves it
+  ASSERT_GT(std::filesystem::file_size(path), DecisionStaging::kDefaultCapacity);
+  {
+    auto log = EventLog::Open(dir.path(), {});
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ((*log)->next_decision(), 600u);
+    EXPECT_EQ(std::filesystem::file_size(path), DecisionStaging::kDefaultCapacity);
+    for (uint64_t n = 600; n < 1000; ++n) {  // more than the smaller file holds
+      want.emplace_back(n, 0, std::string(300, 'z'));
+      ASSERT_TRUE((*log)->AppendDecision(std::get<2>(want.back())).ok());
+    }
+  }
+  auto log = EventLog::Open(dir.path(), {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(JournaledDecisions(**log), want);
 }
 
 // Set in the child process: the directory it writes to.
