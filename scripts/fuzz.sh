@@ -4,8 +4,8 @@
 # (default 60), niced, on a working copy of its seed corpus
 # (build-fuzz/corpus/<fuzzer>/; fuzz/corpus/ stays as committed). A crash
 # leaves its input in build-fuzz/crashes/<fuzzer>/ and makes the script exit
-# non-zero. Installs clang (Debian packages clang,
-# libclang-rt-14-dev) if it is missing; the normal build does not need it.
+# non-zero. Installs clang (Debian packages clang, libclang-rt-14-dev)
+# through scripts/setup.sh if it is missing; the normal build does not need it.
 #
 #   scripts/fuzz.sh [SECONDS] [FUZZER...]      e.g. scripts/fuzz.sh 600 model_file_fuzzer
 set -euo pipefail
@@ -18,16 +18,9 @@ if [ ${#fuzzers[@]} -eq 0 ]; then
   fuzzers=(mooncake_reader_fuzzer model_file_fuzzer sidecar_handlers_fuzzer kv_event_decoder_fuzzer)
 fi
 
-if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "fuzz: installing clang and its libFuzzer runtime"
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "fuzz: need root to install clang libclang-rt-14-dev" >&2
-    exit 1
-  fi
-  # update first: setup.sh updates the package lists only when it installs.
-  apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends clang libclang-rt-14-dev
-fi
+# clang and libFuzzer's runtime, with whatever else the build needs, through
+# setup.sh (nothing to do, and no network call, when they are present).
+"$root/scripts/setup.sh" --fuzz
 
 build="${KVLEARN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 if [ ! -f "$build/build.ninja" ]; then  # configure once

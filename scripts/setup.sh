@@ -1,7 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvlearn builds against, only those missing.
 # Idempotent: a second run installs nothing and makes no network call.
+#
+#   scripts/setup.sh [--fuzz]
+#
+# --fuzz adds clang and libFuzzer's runtime (scripts/fuzz.sh; the CI stages),
+# so that a new machine runs one apt-get update for everything.
 set -euo pipefail
+
+fuzz=false
+case "${1:-}" in
+  "") ;;
+  --fuzz) fuzz=true ;;
+  -h | --help)
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--fuzz])" >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format
@@ -17,6 +36,9 @@ packages=(
   python3-torch  # a test opens kvlearn's model files with Python torch
   python3-prometheus-client  # a test parses /metrics with Prometheus' own parser
 )
+if $fuzz; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,11 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-./scripts/setup.sh
+ci_stages=false
+if [ "${CI:-}" = true ] || [ "${KVLEARN_CI_STAGES:-}" = 1 ]; then
+  ci_stages=true
+fi
+if $ci_stages; then
+  ./scripts/setup.sh --fuzz  # the fuzz stage's clang too: one apt-get update
+else
+  ./scripts/setup.sh
+fi
 ./scripts/build.sh "$@"
 build_dir=${KVLEARN_BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j 2
-if [ "${CI:-}" = true ] || [ "${KVLEARN_CI_STAGES:-}" = 1 ]; then
+if $ci_stages; then
   echo "ci: stage suite (setup, build, ctest): ok in $(($(date +%s) - start))s"
   KVLEARN_BUILD_DIR="$build_dir" ./scripts/ci_stages.sh
 fi
