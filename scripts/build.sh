@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds kvlearn into build/ (or $KVLEARN_BUILD_DIR).
 # Extra arguments go to CMake, e.g. ./scripts/build.sh -DKVLEARN_SANITIZE=address,undefined
+# KVLEARN_JOBS sets the parallel jobs (default 2).
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 # ccache keys on paths relative to the checkout's parent, so a fresh clone
 # beside an earlier one (CI's) reuses its objects.

@@ -22,6 +22,7 @@
 # KVLEARN_CI_BUILD_PREFIX (default build); crash and overload run in the
 # normal build, KVLEARN_BUILD_DIR (default build), which must be built.
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 # ccache keys on paths relative to the checkout's parent, so a fresh clone

@@ -9,6 +9,7 @@
 #
 #   scripts/fuzz.sh [SECONDS] [FUZZER...]      e.g. scripts/fuzz.sh 600 model_file_fuzzer
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds_each="${1:-60}"

@@ -2,7 +2,10 @@
 # Installs what is missing, builds, trains the learned policy on the first 60%
 # of the sample trace shipped in datasets/, and prints the A/B table of every
 # policy on its last 20% (the 60-80% slice is the training's validation set).
+#
+#   ./scripts/run.sh [CMAKE_ARG...]   (arguments go to scripts/build.sh)
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh "$@"

@@ -7,15 +7,12 @@
 # --fuzz adds clang and libFuzzer's runtime (scripts/fuzz.sh; the CI stages),
 # so that a new machine runs one apt-get update for everything.
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 
 fuzz=false
 case "${1:-}" in
   "") ;;
   --fuzz) fuzz=true ;;
-  -h | --help)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-    ;;
   *)
     echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--fuzz])" >&2
     exit 2

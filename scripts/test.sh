@@ -3,7 +3,10 @@
 # Extra arguments go to CMake (e.g. -DKVLEARN_SANITIZE=address,undefined).
 # With CI=true or KVLEARN_CI_STAGES=1 (what .ci/run gets), the CI stages
 # follow: sanitizers, fuzzers, crash and overload tests (scripts/ci_stages.sh).
+#
+#   ./scripts/test.sh [CMAKE_ARG...]
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 ci_stages=false
