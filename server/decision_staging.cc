@@ -83,7 +83,8 @@ absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::Open(const std
         absl::StrCat("decision staging ", path, ": ", existing,
                      " bytes, larger than any staging file kvlearn writes; move it aside"));
   }
-  // Never shrink: an older build's larger file may hold records past `capacity`.
+  // Never shrink: an older build's larger file may hold records past
+  // `capacity` (OpenEmptied starts it again, once they are in RocksDB).
   const size_t size = std::max(Align8(existing), capacity);
   // Allocate every block now: a store into a hole of a shared mapping that
   // the file system cannot fill (disk full) kills the process with SIGBUS,
@@ -115,6 +116,12 @@ absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::Open(const std
     staging->end_ = Align8(static_cast<size_t>(r.value.data() + r.value.size() - staging->base_));
   }
   return staging;
+}
+
+absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::OpenEmptied(
+    const std::string& path, size_t capacity) {
+  if (::truncate(path.c_str(), 0) != 0) return Unavailable(path, "truncate");
+  return Open(path, capacity);
 }
 
 DecisionStaging::~DecisionStaging() {

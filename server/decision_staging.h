@@ -65,6 +65,11 @@ class DecisionStaging {
   // mapped.
   static absl::StatusOr<std::unique_ptr<DecisionStaging>> Open(const std::string& path,
                                                                size_t capacity = kDefaultCapacity);
+  // Opens `path` as a new, empty staging file of `capacity` bytes, whatever
+  // it held: every record in it is dropped. Only for a file whose records are
+  // in RocksDB already (an earlier build's larger staging, once recovered).
+  static absl::StatusOr<std::unique_ptr<DecisionStaging>> OpenEmptied(
+      const std::string& path, size_t capacity = kDefaultCapacity);
   ~DecisionStaging();
   DecisionStaging(const DecisionStaging&) = delete;
   DecisionStaging& operator=(const DecisionStaging&) = delete;

@@ -6,11 +6,8 @@
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/varint.h"
@@ -212,11 +209,7 @@ absl::Status EventLog::RecoverStaged(const std::string& path) {
   // size: the call that finds a staging full pays for writing all of it.
   if (staging_->capacity_bytes() > DecisionStaging::kDefaultCapacity) {
     staging_.reset();
-    if (::truncate(path.c_str(), 0) != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("decision staging ", path, ": shrink: ", std::strerror(errno)));
-    }
-    auto smaller = DecisionStaging::Open(path);
+    auto smaller = DecisionStaging::OpenEmptied(path);
     if (!smaller.ok()) return smaller.status();
     staging_ = std::move(*smaller);
   }
