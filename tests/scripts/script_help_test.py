@@ -6,49 +6,45 @@ library only."""
 import os
 import pathlib
 import subprocess
-import sys
 import tempfile
+import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTS = ["run.sh", "test.sh", "build.sh", "ci_stages.sh", "fuzz.sh", "setup.sh"]
 
 
-def header_first_line(script):
-    lines = (ROOT / "scripts" / script).read_text().splitlines()
-    return lines[1].removeprefix("# ")  # line 1 is the shebang
+def run_script(script, arg, env=None):
+    return subprocess.run(["bash", str(ROOT / "scripts" / script), arg], env=env,
+                          capture_output=True, text=True, timeout=60)
 
 
-def main():
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        # Were --help not honoured, build.sh would configure this directory.
-        build_dir = pathlib.Path(tmp) / "build"
-        env = dict(os.environ, KVLEARN_BUILD_DIR=str(build_dir),
-                   KVLEARN_CI_BUILD_PREFIX=str(build_dir),
-                   KVLEARN_FUZZ_BUILD_DIR=str(build_dir))
-        for script in SCRIPTS:
-            for flag in ("-h", "--help"):
-                r = subprocess.run(["bash", str(ROOT / "scripts" / script), flag], env=env,
-                                   capture_output=True, text=True, timeout=60)
-                out = r.stdout.splitlines()
-                if r.returncode != 0:
-                    failures.append(f"{script} {flag}: exit {r.returncode}: {r.stderr.strip()}")
-                elif not out or out[0] != header_first_line(script):
-                    failures.append(f"{script} {flag}: first line {out[:1]}, "
-                                    f"want {header_first_line(script)!r}")
-                elif any(line.startswith(("setup: ", "-- ", "ninja:", "ci: ")) for line in out):
-                    failures.append(f"{script} {flag}: did more than print its usage")
-        if build_dir.exists():
-            failures.append(f"a script's --help created {build_dir}")
-    r = subprocess.run(["bash", str(ROOT / "scripts/setup.sh"), "--bogus"],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 2 or "--bogus" not in r.stderr:
-        failures.append(f"setup.sh --bogus: exit {r.returncode}, stderr {r.stderr.strip()!r}")
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(SCRIPTS) * 2 + 1 - len(failures)} of {len(SCRIPTS) * 2 + 1} checks passed")
-    return 1 if failures else 0
+class ScriptHelpTest(unittest.TestCase):
+    def test_help_prints_the_header_and_does_nothing_else(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # Were --help not honoured, build.sh would configure this directory.
+            build_dir = pathlib.Path(tmp) / "build"
+            env = dict(os.environ, KVLEARN_BUILD_DIR=str(build_dir),
+                       KVLEARN_CI_BUILD_PREFIX=str(build_dir),
+                       KVLEARN_FUZZ_BUILD_DIR=str(build_dir))
+            for script in SCRIPTS:
+                # Line 1 is the shebang, line 2 the header's first line.
+                header = (ROOT / "scripts" / script).read_text().splitlines()[1].removeprefix("# ")
+                for flag in ("-h", "--help"):
+                    with self.subTest(script=script, flag=flag):
+                        r = run_script(script, flag, env)
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        out = r.stdout.splitlines()
+                        self.assertEqual(out[:1], [header])
+                        for line in out:
+                            self.assertFalse(line.startswith(("setup: ", "-- ", "ninja:", "ci: ")),
+                                             f"did more than print its usage: {line!r}")
+            self.assertFalse(build_dir.exists(), f"a script's --help created {build_dir}")
+
+    def test_setup_refuses_an_unknown_argument_naming_it(self):
+        r = run_script("setup.sh", "--bogus")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--bogus", r.stderr)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    unittest.main()
