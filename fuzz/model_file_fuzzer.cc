@@ -1,6 +1,6 @@
-// Fuzzes the model-file loader (LearnedModel::Load, models/model_file.cc) with
+// Fuzzes the model-file loader (LearnedModel::Load, models/model_reader.cc) with
 // arbitrary bytes written to a temporary file: it must return a model or a
-// status whose message is one line (no LibTorch stack trace), never crash;
+// status whose message is one line, never crash;
 // a model it returns must give probabilities in [0, 1].
 #include <unistd.h>
 

@@ -2,13 +2,12 @@
 // probability that the block is used again within each of several horizons.
 //
 // Model files are written by `kvlearn train`: a TorchScript archive with the
-// MLP (normalisation included) and its metadata as extra files. Load() lives
-// in the LibTorch-linked library `kvlearn_learned` (models/model_file.cc) and
-// refuses a file whose feature schema version differs from this build's,
-// whose feature names are not this build's (as many as the inputs), whose
-// weights are not finite, or that fails a probe inference; its errors are one
-// line (no LibTorch stack trace). Everything else only sees this interface,
-// so the hot path never touches LibTorch.
+// MLP (normalisation included) and its metadata as extra files. Load()
+// (models/model_reader.cc) reads them without LibTorch, so only training
+// links it, and refuses a file whose feature schema version differs from
+// this build's, whose feature names are not this build's (as many as the
+// inputs), whose weights are not finite, or that fails a probe inference;
+// its errors are one line.
 //
 // Immutable once built; safe to share between threads.
 #pragma once
@@ -37,7 +36,7 @@ class LearnedModel {
  public:
   virtual ~LearnedModel() = default;
 
-  // Defined in kvlearn_learned (LibTorch); see the file comment.
+  // See the file comment.
   static absl::StatusOr<std::shared_ptr<const LearnedModel>> Load(const std::string& path);
 
   virtual const ModelMetadata& metadata() const = 0;

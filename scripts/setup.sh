@@ -25,6 +25,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtbb-dev libeigen3-dev librocksdb-dev libabsl-dev
   libsimdjson-dev libcpp-httplib-dev libcli11-dev
+  zlib1g-dev  # CRC-32 of model file records (models/torch_archive.cc)
   libgtest-dev libgmock-dev libbenchmark-dev
   cppzmq-dev libzmq3-dev libmsgpack-cxx-dev  # engine KV events (engine/)
   openssl  # the sidecar's TLS tests make their certificates with it

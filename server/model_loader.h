@@ -1,6 +1,6 @@
 // Loads a model file for the sidecar (start-up and ReloadModel): checks the
 // path first so an operator's typo reads as one, then LearnedModel::Load
-// (models/model_file.h). On failure the server keeps its current model.
+// (models/model_reader.cc). On failure the server keeps its current model.
 #pragma once
 
 #include <memory>

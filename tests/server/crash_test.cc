@@ -24,7 +24,6 @@
 #include <thread>
 #include <vector>
 
-#include "models/model_file.h"
 #include "tests/server/restart_compare.h"
 #include "tests/server/serve_process.h"
 #include "tests/support/test_model.h"
@@ -108,8 +107,8 @@ std::string ModelOf(v1::Retention::Stub& stub) {
 TEST(CrashTest, KillNineDuringIngestionAndModelReloadLosesNothingAcknowledged) {
   TempDir dir;
   const std::string first = dir.File("first.pt"), second = dir.File("second.pt");
-  ASSERT_TRUE(SaveModelFile(first, TestModelLayers(1), TestModelMetadata()).ok());
-  ASSERT_TRUE(SaveModelFile(second, TestModelLayers(2), TestModelMetadata()).ok());
+  ASSERT_TRUE(CopyTestModel(first, 1));
+  ASSERT_TRUE(CopyTestModel(second, 2));
   SidecarOptions ro = TestOptions(dir.File("reference"), "learned");
   ro.metrics_listen = "";
   ro.model_path = first;

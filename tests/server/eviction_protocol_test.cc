@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
-#include "models/model_file.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_factory.h"
 #include "sim/pool_simulator.h"
@@ -228,7 +227,7 @@ class EveryPolicyTest : public ProtocolTest, public ::testing::WithParamInterfac
     o.cost = std::make_shared<CostModel>(DefaultCost());
     if (PolicyNeedsModel(GetParam())) {
       o.model_path = dir_.File("model.pt");
-      ASSERT_TRUE(SaveModelFile(o.model_path, TestModelLayers(), TestModelMetadata()).ok());
+      ASSERT_TRUE(CopyTestModel(o.model_path));
     }
     server_ = StartServer(o);
     ASSERT_NE(server_, nullptr);

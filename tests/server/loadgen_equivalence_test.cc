@@ -11,7 +11,6 @@
 
 #include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
-#include "models/model_file.h"
 #include "policies/policy_factory.h"
 #include "sim/pool_simulator.h"
 #include "tests/server/sidecar_fixture.h"
@@ -58,7 +57,7 @@ TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
   if (PolicyNeedsModel(policy)) {
     // Both sides load the same file, as an operator's would.
     o.model_path = dir.File("model.pt");
-    ASSERT_TRUE(SaveModelFile(o.model_path, TestModelLayers(), TestModelMetadata()).ok());
+    ASSERT_TRUE(CopyTestModel(o.model_path));
     auto model = LearnedModel::Load(o.model_path);
     ASSERT_TRUE(model.ok()) << model.status();
     sim_options.model = *model;

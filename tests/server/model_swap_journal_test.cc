@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <string>
 
-#include "models/model_file.h"
 #include "server/model_swap_record.h"
 #include "tests/server/restart_compare.h"
 #include "tests/support/test_model.h"
@@ -19,8 +18,8 @@ namespace {
 class ModelSwapJournalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(SaveModelFile(first_, TestModelLayers(1), TestModelMetadata()).ok());
-    ASSERT_TRUE(SaveModelFile(second_, TestModelLayers(2), TestModelMetadata()).ok());
+    ASSERT_TRUE(CopyTestModel(first_, 1));
+    ASSERT_TRUE(CopyTestModel(second_, 2));
   }
   SidecarOptions Options(const std::string& data) const {
     SidecarOptions o = RestartTestOptions(data, "learned");

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "models/model_file.h"
 #include "policies/policy_factory.h"
 #include "server/node_pools.h"
 #include "tests/server/pool_events.h"
@@ -232,7 +231,7 @@ TEST_P(CompactionReplayTest, ARestartCompactsAtTheSamePoints) {
     o.ghost_blocks = kGhosts;
     if (PolicyNeedsModel(GetParam())) {
       o.model_path = dir + "/model.pt";
-      EXPECT_TRUE(SaveModelFile(o.model_path, TestModelLayers(), TestModelMetadata()).ok());
+      EXPECT_TRUE(CopyTestModel(o.model_path));
     }
     return o;
   };

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "models/model_file.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/test_model.h"
 
@@ -61,7 +60,7 @@ class LearnedSidecarTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string model = dir_.File("model.pt");
-    ASSERT_TRUE(SaveModelFile(model, TestModelLayers(), TestModelMetadata()).ok());
+    ASSERT_TRUE(CopyTestModel(model));
     SidecarOptions o = TestOptions(dir_.File("data"), "learned");
     o.model_path = model;
     server_ = StartServer(o);

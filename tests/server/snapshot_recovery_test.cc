@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/model_file.h"
 #include "policies/policy_factory.h"
 #include "server/event_log.h"
 #include "server/pools_snapshot.h"
@@ -25,7 +24,7 @@ SidecarOptions Options(const std::string& dir, const std::string& policy) {
   if (PolicyNeedsModel(policy)) {
     // The same weights in each server's directory.
     o.model_path = dir + "/model.pt";
-    EXPECT_TRUE(SaveModelFile(o.model_path, TestModelLayers(), TestModelMetadata()).ok());
+    EXPECT_TRUE(CopyTestModel(o.model_path));
   }
   return o;
 }

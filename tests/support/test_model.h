@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "features/feature_schema.h"
@@ -48,5 +50,23 @@ inline ModelMetadata TestModelMetadata() {
 inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
   return *MlpModel::Create(TestModelLayers(seed), TestModelMetadata(), "test-model");
 }
+
+#ifdef KVLEARN_TEST_MODEL_DIR
+// The model file of TestModelLayers(seed) (seed 1 or 2) with
+// TestModelMetadata(), as `kvlearn train` writes models: written at build
+// time (tests/models/write_test_models), so that a test needing a model file
+// does not link LibTorch to write one.
+inline std::string TestModelFile(uint64_t seed = 1) {
+  return std::string(KVLEARN_TEST_MODEL_DIR) + "/test_model_" + std::to_string(seed) + ".pt";
+}
+
+// Copies it to `path` (replacing what is there); false if that fails.
+inline bool CopyTestModel(const std::string& path, uint64_t seed = 1) {
+  std::error_code error;
+  std::filesystem::copy_file(TestModelFile(seed), path,
+                             std::filesystem::copy_options::overwrite_existing, error);
+  return !error;
+}
+#endif
 
 }  // namespace kvlearn

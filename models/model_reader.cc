@@ -1,0 +1,195 @@
+// LearnedModel::Load: a model file read without LibTorch (models/torch_archive.h,
+// models/module_pickle.h), its metadata and weights checked, into an MlpModel.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "features/feature_schema.h"
+#include "models/learned_model.h"
+#include "models/mlp_model.h"
+#include "models/model_metadata_json.h"
+#include "models/module_pickle.h"
+#include "models/torch_archive.h"
+
+namespace kvlearn {
+namespace {
+
+// The class `kvlearn train` writes (SaveModelFile's torch::jit::Module).
+constexpr char kModuleClass[] = "__torch__.KvlearnReuseMlp";
+// kvlearn's networks have thousands of weights, not millions: a stride-0 view
+// stores one element and would copy to gigabytes.
+constexpr int64_t kMaxTensorElements = int64_t{1} << 24;
+
+// FNV-1a (64 bits) of the file's bytes: two files with other weights or
+// metadata get other versions even when trained on the same trace.
+uint64_t Fnv1a(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// A tensor's elements as floats, in row-major order of its sizes, after
+// checking that every element it reaches lies inside `storage` (a damaged
+// file's sizes, strides or offset must not read past the record).
+absl::StatusOr<std::vector<float>> Elements(const PickledTensor& t, std::string_view storage) {
+  int64_t count = 1;
+  int64_t last = t.storage_offset;  // index of the last element reached
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    const int64_t size = t.sizes[d], stride = t.strides[d];
+    if (size == 0) return std::vector<float>();  // no element to read
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(count, size, &count) || count > kMaxTensorElements) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("has more than ", kMaxTensorElements, " elements (limit 2^24)"));
+    }
+    if (__builtin_mul_overflow(size - 1, stride, &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return absl::InvalidArgumentError("has sizes and strides out of range");
+    }
+  }
+  const size_t item = DtypeBytes(t.dtype);
+  const uint64_t stored = storage.size() / item;
+  if (static_cast<uint64_t>(last) >= stored) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reaches element ", last, " but only ", stored, " are stored"));
+  }
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(count));
+  std::vector<int64_t> index(t.sizes.size(), 0);
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t at = t.storage_offset;
+    for (size_t d = 0; d < index.size(); ++d) at += index[d] * t.strides[d];
+    const char* p = storage.data() + static_cast<size_t>(at) * item;
+    if (t.dtype == PickledDtype::kFloat32) {
+      float f;
+      std::memcpy(&f, p, sizeof(f));
+      out.push_back(f);
+    } else {
+      double f;
+      std::memcpy(&f, p, sizeof(f));
+      out.push_back(static_cast<float>(f));
+    }
+    for (size_t d = index.size(); d-- > 0;) {  // next index, last dimension fastest
+      if (++index[d] < t.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+// The network's layers w<i>, b<i> for i = 0, 1, ... until one is missing.
+absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
+                                                   const std::map<std::string, PickledTensor>& t,
+                                                   const std::string& path) {
+  std::vector<DenseLayer> layers;
+  for (size_t i = 0;; ++i) {
+    const std::string w = absl::StrCat("w", i), b = absl::StrCat("b", i);
+    const auto w_it = t.find(w), b_it = t.find(b);
+    if (w_it == t.end() || b_it == t.end()) break;
+    std::vector<float> values[2];
+    for (int k = 0; k < 2; ++k) {
+      const auto& [name, tensor] = k == 0 ? *w_it : *b_it;
+      auto storage = archive.Record(absl::StrCat("data/", tensor.storage_key));
+      if (!storage.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): tensor ", name,
+                         ": ", storage.status().message()));
+      }
+      auto elements = Elements(tensor, *storage);
+      if (!elements.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor ", name, " ", elements.status().message()));
+      }
+      values[k] = *std::move(elements);
+    }
+    const PickledTensor& wt = w_it->second;
+    if (wt.sizes.size() != 2 || b_it->second.sizes.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": layer ", i, " is not a matrix"));
+    }
+    DenseLayer d;
+    d.weight =
+        Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            values[0].data(), wt.sizes[0], wt.sizes[1]);
+    d.bias = Eigen::Map<const Eigen::VectorXf>(values[1].data(), b_it->second.sizes[0]);
+    layers.push_back(std::move(d));
+  }
+  return layers;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("model file ", path, " does not exist"));
+  }
+  const auto not_a_model = [&path](const absl::Status& s) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ", s.message()));
+  };
+  auto archive = TorchArchive::Read(path);
+  if (!archive.ok()) {
+    return archive.status().code() == absl::StatusCode::kInvalidArgument
+               ? not_a_model(archive.status())
+               : archive.status();
+  }
+  auto pickle = archive->Record("data.pkl");
+  if (!pickle.ok()) return not_a_model(pickle.status());
+  auto tensors = ReadModulePickle(*pickle, kModuleClass);
+  if (!tensors.ok()) {
+    return not_a_model(
+        absl::InvalidArgumentError(absl::StrCat("data.pkl: ", tensors.status().message())));
+  }
+  auto layers = ReadLayers(*archive, *tensors, path);
+  if (!layers.ok()) return layers.status();
+  const std::string metadata_record = absl::StrCat("extra/", kMetadataFile);
+  if (!archive->Has(metadata_record)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " has no ", kMetadataFile, ": not written by kvlearn train"));
+  }
+  auto metadata_json = archive->Record(metadata_record);
+  if (!metadata_json.ok()) return not_a_model(metadata_json.status());
+  auto metadata = ParseModelMetadata(*metadata_json, path);
+  if (!metadata.ok()) return metadata.status();
+  if (metadata->schema_version != kFeatureSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was trained on feature schema ", metadata->schema_version,
+                     " but this build computes schema ", kFeatureSchemaVersion, "; retrain it"));
+  }
+  if (metadata->feature_mean.size() != kNumFeatures) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": expects ",
+                                                   metadata->feature_mean.size(),
+                                                   " features, this build has ", kNumFeatures));
+  }
+  // The names say which input is which: as many as the network has inputs,
+  // and this build's, in order (a file edited by hand or written by another
+  // build must not be read with its columns shifted).
+  const size_t inputs = layers->empty() ? metadata->feature_mean.size()
+                                        : static_cast<size_t>(layers->front().weight.cols());
+  if (metadata->feature_names.size() != inputs) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", kMetadataFile, " lists ",
+                                                   metadata->feature_names.size(),
+                                                   " feature names for ", inputs, " inputs"));
+  }
+  for (size_t i = 0; i < inputs && i < kNumFeatures; ++i) {
+    if (metadata->feature_names[i] != kFeatureNames[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", kMetadataFile, ": feature_names[", i, "] is '", metadata->feature_names[i],
+          "' but this build computes '", std::string(kFeatureNames[i]), "' there"));
+    }
+  }
+  const uint64_t hash = Fnv1a(archive->bytes());
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  auto model = MlpModel::Create(*std::move(layers), *metadata,
+                                absl::StrCat(base, "@", absl::Hex(hash, absl::kZeroPad16)));
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
+  }
+  return std::shared_ptr<const LearnedModel>(*model);
+}
+
+}  // namespace kvlearn
