@@ -16,7 +16,14 @@ using Command = std::pair<CLI::App*, CommandRunner>;
 
 Command AddCompareCommand(CLI::App& root);
 Command AddGenCommand(CLI::App& root);
-Command AddTrainCommand(CLI::App& root);
+// `kvlearn train` is its own executable, kvlearn-train (cli/train_main.cc),
+// the only one linking LibTorch: the forwarder (in kvlearn) runs it with the
+// same arguments, so no other command loads LibTorch's ~280 libraries.
+inline constexpr char kTrainDescription[] =
+    "Train the learned retention model from a trace: replay it (under --record-policy), label "
+    "every block access from the future, fit an MLP with LibTorch, write a TorchScript model.";
+Command AddTrainCommand(CLI::App& root);    // cli/train_command.cc, in kvlearn-train
+Command AddTrainForwarder(CLI::App& root);  // cli/train_forwarder.cc, in kvlearn
 Command AddServeCommand(CLI::App& root);
 Command AddLoadgenCommand(CLI::App& root);
 Command AddExportLogCommand(CLI::App& root);

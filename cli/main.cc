@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<kvlearn::Command> commands = {
       kvlearn::AddCompareCommand(app), kvlearn::AddGenCommand(app),
-      kvlearn::AddTrainCommand(app),   kvlearn::AddServeCommand(app),
+      kvlearn::AddTrainForwarder(app), kvlearn::AddServeCommand(app),
       kvlearn::AddLoadgenCommand(app), kvlearn::AddExportLogCommand(app),
   };
   CLI11_PARSE(app, argc, argv);

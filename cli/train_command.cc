@@ -147,10 +147,7 @@ int RunTrain(const TrainFlags& f) {
 
 Command AddTrainCommand(CLI::App& root) {
   auto f = std::make_shared<TrainFlags>();
-  CLI::App* cmd = root.add_subcommand(
-      "train",
-      "Train the learned retention model from a trace: replay it (under --record-policy), label "
-      "every block access from the future, fit an MLP with LibTorch, write a TorchScript model.");
+  CLI::App* cmd = root.add_subcommand("train", kTrainDescription);
   cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from")->required();
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
   cmd->add_option("--train-until", f->train_until,
