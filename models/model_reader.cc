@@ -86,6 +86,7 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
                                                    const std::map<std::string, PickledTensor>& t,
                                                    const std::string& path) {
   std::vector<DenseLayer> layers;
+  uint64_t total_elements = 0;
   for (size_t i = 0;; ++i) {
     const std::string w = absl::StrCat("w", i), b = absl::StrCat("b", i);
     const auto w_it = t.find(w), b_it = t.find(b);
@@ -103,6 +104,12 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
       if (!elements.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": tensor ", name, " ", elements.status().message()));
+      }
+      // Tensors may share a storage: bound the copies' total, not each.
+      total_elements += elements->size();
+      if (total_elements > static_cast<uint64_t>(kMaxTensorElements)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": the network's tensors hold more than 2^24 elements in all"));
       }
       values[k] = *std::move(elements);
     }

@@ -18,6 +18,9 @@ constexpr uint64_t kMaxMemoIndex = 1 << 20;
 constexpr int kMaxNesting = 16;
 // Dimensions of a tensor (kvlearn's have one or two).
 constexpr size_t kMaxDims = 8;
+// Objects pushed in all: bounds the memory a hostile pickle can make the
+// reader allocate (one object per opcode); kvlearn's push about 150.
+constexpr size_t kMaxPushes = size_t{1} << 17;
 
 struct Value;
 using ValuePtr = std::shared_ptr<Value>;
@@ -130,6 +133,7 @@ class Evaluator {
 
   absl::Status Push(ValuePtr v) {
     if (v->nesting > kMaxNesting) return Fail("objects nested too deep");
+    if (++pushes_ > kMaxPushes) return Fail(absl::StrCat("more than ", kMaxPushes, " objects"));
     stack_.push_back(std::move(v));
     return absl::OkStatus();
   }
@@ -403,6 +407,7 @@ class Evaluator {
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;  // stack size at each open MARK
   std::unordered_map<uint64_t, ValuePtr> memo_;
+  size_t pushes_ = 0;
 };
 
 }  // namespace

@@ -372,6 +372,26 @@ TEST(ModelFileTest, RefusesATensorOfTooManyElements) {
 // The reader sees every stored record of an archive LibTorch wrote with the
 // bytes LibTorch's own reader (caffe2's PyTorchStreamReader) gives, and
 // refuses to read the compressed ones (the TorchScript source) at all.
+// Each of these stride-0 views stays under the per-tensor limit (2^22
+// elements of 2^24), but copying all of them would take 2^24 + 2^22 floats:
+// refused before the copy that crosses the bound.
+TEST(ModelFileTest, RefusesTensorsOfTooManyElementsInAll) {
+  const std::string path = TempPath("many_views.pt");
+  torch::jit::Module module("KvlearnReuseMlp");
+  for (int i = 0; i < 5; ++i) {
+    module.register_parameter(absl::StrCat("w", i), torch::ones({1, 1}).expand({1 << 12, 1 << 10}),
+                              false);
+    module.register_parameter(absl::StrCat("b", i), torch::zeros({1}).expand({1 << 12}), false);
+  }
+  module.save(path);
+  ASSERT_LT(fs::file_size(path), 1u << 20) << "the views were saved expanded";
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("2^24 elements in all"), std::string::npos) << m.status();
+  fs::remove(path);
+}
+
 TEST(ModelFileTest, TheArchiveReaderAgreesWithLibTorchsOnEveryRecord) {
   const TrainedMlp mlp = Train(3);
   const std::string path = TempPath("records.pt");

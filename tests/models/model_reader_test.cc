@@ -188,6 +188,7 @@ TEST(ModulePickleTest, RefusesWhatWouldReadOutsideTheStackMemoOrInputOrRunCode) 
            Module(Str("w0") + Tensor("0", 0, Int(1), Int(1), "LongStorage")),   // not floats
            Module(Str("w0") + Tensor("0", 0, Int(1) + Int(1), Int(1))),         // sizes != strides
            absl::StrCat("\x80\x02)", std::string(40, '\x85'), "."),             // nested 41 deep
+           absl::StrCat("\x80\x02", std::string(200000, 'N'), "."),             // 200,000 objects
            absl::StrCat("\x80\x02", Global("__torch__", "KvlearnReuseMlp"), ")\x81}(", w0,
                         "ubq\x03}(K\x01h\x03ub."),  // a module put in a dict
        }) {
