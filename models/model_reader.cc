@@ -24,6 +24,12 @@ constexpr char kModuleClass[] = "__torch__.KvlearnReuseMlp";
 // stores one element and would copy to gigabytes.
 constexpr int64_t kMaxTensorElements = int64_t{1} << 24;
 
+// A file that is not a readable model archive, and why (one line).
+absl::Status NotAModel(const std::string& path, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ", why));
+}
+
 // FNV-1a (64 bits) of the file's bytes: two files with other weights or
 // metadata get other versions even when trained on the same trace.
 uint64_t Fnv1a(std::string_view bytes) {
@@ -96,9 +102,7 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
       const auto& [name, tensor] = k == 0 ? *w_it : *b_it;
       auto storage = archive.Record(absl::StrCat("data/", tensor.storage_key));
       if (!storage.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): tensor ", name,
-                         ": ", storage.status().message()));
+        return NotAModel(path, absl::StrCat("tensor ", name, ": ", storage.status().message()));
       }
       auto elements = Elements(tensor, *storage);
       if (!elements.ok()) {
@@ -134,22 +138,17 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("model file ", path, " does not exist"));
   }
-  const auto not_a_model = [&path](const absl::Status& s) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ", s.message()));
-  };
   auto archive = TorchArchive::Read(path);
   if (!archive.ok()) {
     return archive.status().code() == absl::StatusCode::kInvalidArgument
-               ? not_a_model(archive.status())
+               ? NotAModel(path, archive.status().message())
                : archive.status();
   }
   auto pickle = archive->Record("data.pkl");
-  if (!pickle.ok()) return not_a_model(pickle.status());
+  if (!pickle.ok()) return NotAModel(path, pickle.status().message());
   auto tensors = ReadModulePickle(*pickle, kModuleClass);
   if (!tensors.ok()) {
-    return not_a_model(
-        absl::InvalidArgumentError(absl::StrCat("data.pkl: ", tensors.status().message())));
+    return NotAModel(path, absl::StrCat("data.pkl: ", tensors.status().message()));
   }
   auto layers = ReadLayers(*archive, *tensors, path);
   if (!layers.ok()) return layers.status();
@@ -159,7 +158,7 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
         absl::StrCat(path, " has no ", kMetadataFile, ": not written by kvlearn train"));
   }
   auto metadata_json = archive->Record(metadata_record);
-  if (!metadata_json.ok()) return not_a_model(metadata_json.status());
+  if (!metadata_json.ok()) return NotAModel(path, metadata_json.status().message());
   auto metadata = ParseModelMetadata(*metadata_json, path);
   if (!metadata.ok()) return metadata.status();
   if (metadata->schema_version != kFeatureSchemaVersion) {

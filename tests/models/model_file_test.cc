@@ -353,15 +353,24 @@ TEST(ModelFileTest, RefusesAPickleThatPopsAnEmptyStack) {
   EXPECT_NE(m.status().message().find("data.pkl: pickle byte 2"), std::string::npos) << m.status();
 }
 
+// Writes `layers` layers whose weights (rows x cols) and biases (rows) are
+// stride-0 views of one stored element each: tiny on disk, large to copy.
+void SaveStrideZeroModel(const std::string& path, int layers, int64_t rows, int64_t cols) {
+  torch::jit::Module module("KvlearnReuseMlp");
+  for (int i = 0; i < layers; ++i) {
+    module.register_parameter(absl::StrCat("w", i), torch::ones({1, 1}).expand({rows, cols}),
+                              false);
+    module.register_parameter(absl::StrCat("b", i), torch::zeros({1}).expand({rows}), false);
+  }
+  module.save(path);
+  ASSERT_LT(fs::file_size(path), 1u << 20) << "the views were saved expanded";
+}
+
 // A stride-0 view stores one element but copies to 2^25 x 23 floats (3 GB):
 // refused before anything is copied.
 TEST(ModelFileTest, RefusesATensorOfTooManyElements) {
   const std::string path = TempPath("huge_view.pt");
-  torch::jit::Module module("KvlearnReuseMlp");
-  module.register_parameter("w0", torch::ones({1, 1}).expand({1 << 25, kNumFeatures}), false);
-  module.register_parameter("b0", torch::zeros({1}).expand({1 << 25}), false);
-  module.save(path);
-  ASSERT_LT(fs::file_size(path), 1u << 20) << "the view was saved expanded";
+  SaveStrideZeroModel(path, 1, 1 << 25, kNumFeatures);
   auto m = LearnedModel::Load(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
@@ -369,22 +378,12 @@ TEST(ModelFileTest, RefusesATensorOfTooManyElements) {
   fs::remove(path);
 }
 
-// The reader sees every stored record of an archive LibTorch wrote with the
-// bytes LibTorch's own reader (caffe2's PyTorchStreamReader) gives, and
-// refuses to read the compressed ones (the TorchScript source) at all.
-// Each of these stride-0 views stays under the per-tensor limit (2^22
-// elements of 2^24), but copying all of them would take 2^24 + 2^22 floats:
-// refused before the copy that crosses the bound.
+// Each of these views stays under the per-tensor limit (2^22 elements of
+// 2^24), but all five layers would copy 5 x (2^22 + 2^12) floats: refused
+// before the copy that crosses 2^24.
 TEST(ModelFileTest, RefusesTensorsOfTooManyElementsInAll) {
   const std::string path = TempPath("many_views.pt");
-  torch::jit::Module module("KvlearnReuseMlp");
-  for (int i = 0; i < 5; ++i) {
-    module.register_parameter(absl::StrCat("w", i), torch::ones({1, 1}).expand({1 << 12, 1 << 10}),
-                              false);
-    module.register_parameter(absl::StrCat("b", i), torch::zeros({1}).expand({1 << 12}), false);
-  }
-  module.save(path);
-  ASSERT_LT(fs::file_size(path), 1u << 20) << "the views were saved expanded";
+  SaveStrideZeroModel(path, 5, 1 << 12, 1 << 10);
   auto m = LearnedModel::Load(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
@@ -392,6 +391,9 @@ TEST(ModelFileTest, RefusesTensorsOfTooManyElementsInAll) {
   fs::remove(path);
 }
 
+// The reader sees every stored record of an archive LibTorch wrote with the
+// bytes LibTorch's own reader (caffe2's PyTorchStreamReader) gives, and
+// refuses to read the compressed ones (the TorchScript source) at all.
 TEST(ModelFileTest, TheArchiveReaderAgreesWithLibTorchsOnEveryRecord) {
   const TrainedMlp mlp = Train(3);
   const std::string path = TempPath("records.pt");
