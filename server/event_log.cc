@@ -8,6 +8,8 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "core/varint.h"
@@ -129,6 +131,16 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenReadOnly(const std::stri
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& dir,
                                                              const EventLogOptions& options,
                                                              bool read_only) {
+  if (!read_only) {
+    // RocksDB creates the last directory only; `serve --data-dir runs/a/log`
+    // should not fail because `runs/a` is new.
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create the event log directory ", dir, ": ", ec.message()));
+    }
+  }
   rocksdb::Options o;
   o.create_if_missing = !read_only;
   o.create_missing_column_families = !read_only;

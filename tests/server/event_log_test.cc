@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,30 @@ TEST(EventLogTest, RetentionBoundDeletesTheOldestEntries) {
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_EQ((*reopened)->first_sequence(), first);
   EXPECT_EQ((*reopened)->next_sequence(), 500u);
+}
+
+TEST(EventLogTest, OpeningCreatesMissingParentDirectories) {
+  TempDir dir;
+  const std::string nested = dir.File("runs/a/log");
+  {
+    auto log = EventLog::Open(nested, {});
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::vector<std::string> a = {"a0"};
+    EXPECT_EQ(*(*log)->Append(a), 0u);
+  }
+  auto ro = EventLog::OpenReadOnly(nested);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  EXPECT_EQ(ReadAll(**ro).size(), 1u);
+}
+
+TEST(EventLogTest, ADirectoryThatCannotBeCreatedIsNamedInTheError) {
+  TempDir dir;
+  // A regular file where a parent directory should be.
+  const std::string file = dir.File("plain-file");
+  { std::ofstream(file) << "x"; }
+  auto log = EventLog::Open(file + "/log", {});
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find(file + "/log"), std::string::npos) << log.status();
 }
 
 TEST(EventLogTest, OpeningAMissingLogReadOnlyFails) {
