@@ -248,8 +248,12 @@ void EngineSubscriber::State::Deliver(Link& l, uint64_t seq, std::string_view pa
     c.batches_replayed.fetch_add(1);
     c.events_replayed.fetch_add(batch->events.size());
   }
-  callback(l.config.node_id, seq, *batch);
+  // Counted before the callback, so a reader that saw the batch arrive also
+  // sees it in Stats(): it is delivered and `seq + 1` is the next expected
+  // (every caller advances next past seq right after).
   c.batches.fetch_add(1);
+  c.next_sequence.store(static_cast<int64_t>(seq + 1));
+  callback(l.config.node_id, seq, *batch);
 }
 
 void EngineSubscriber::State::FlushHeld(Link& l) {

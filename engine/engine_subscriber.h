@@ -95,6 +95,8 @@ struct EngineSubscriberOptions {
 // A snapshot of one endpoint's counters.
 struct EngineEndpointStats {
   std::string node_id;
+  // Counters move before a batch's callback runs, so they already count a
+  // batch the callback has seen.
   uint64_t batches = 0;  // decoded and delivered
   uint64_t stored_events = 0;
   uint64_t removed_events = 0;

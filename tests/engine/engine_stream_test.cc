@@ -8,6 +8,7 @@
 // No assertion depends on time: waits poll a condition and give up only
 // after a generous limit, so a loaded machine makes them slower, not flaky.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "datasets/mooncake_reader.h"
 #include "engine/engine_publisher.h"
 #include "engine/engine_subscriber.h"
@@ -121,8 +123,8 @@ bool CaughtUp(const EngineSubscriber& subscriber, int64_t n, size_t endpoint = 0
   return WaitUntil([&] { return subscriber.Stats().at(endpoint).next_sequence >= n; });
 }
 
-// Waits until the subscriber's next sequence is `n` exactly: after a restart
-// it falls back, and a batch's callback runs before the counter moves past it.
+// Waits until the subscriber's next sequence is `n` exactly (after a restart
+// it falls back, so an earlier, higher value would satisfy CaughtUp).
 bool NextSequenceIs(const EngineSubscriber& subscriber, int64_t n) {
   return WaitUntil([&] { return subscriber.Stats().at(0).next_sequence == n; });
 }
@@ -534,6 +536,51 @@ TEST(EngineStreamTest, AFirstLiveSequenceBelowTheStartIsARestart) {
   EXPECT_EQ(s.restarts, 1u);
   EXPECT_EQ(s.duplicates, 0u);
   EXPECT_EQ(s.sequences_lost, 0u);
+}
+
+// A metrics reader that saw a batch applied must see it counted: every
+// callback finds its own batch in Stats() already, live and replayed alike.
+TEST(EngineStreamTest, StatsAlreadyCountTheBatchACallbackSees) {
+  auto publisher = StartPublisher(WithReplay());
+  ASSERT_NE(publisher, nullptr);
+  // Published before the subscriber joins: these arrive in the replay answer.
+  for (uint64_t i = 0; i < 3; ++i) {
+    publisher->Publish(EncodeKvEventBatch(Batch(i, {Stored({100 + i}, std::nullopt)}), {}));
+  }
+  publisher->Flush();
+  std::atomic<EngineSubscriber*> self{nullptr};
+  std::mutex mu;
+  std::vector<std::string> wrong;  // what a callback found out of step
+  uint64_t seen = 0;
+  EngineSubscriberOptions o;
+  o.endpoints.push_back({"e", publisher->endpoint(), publisher->replay_endpoint()});
+  o.start_sequence = 0;
+  auto subscriber =
+      EngineSubscriber::Start(o, [&](const std::string&, uint64_t seq, const EngineEventBatch&) {
+        // Only the first batches can come before Start returns; the replay
+        // waits for the subscription, so in practice none do.
+        EngineSubscriber* sub = self.load();
+        std::lock_guard<std::mutex> lock(mu);
+        ++seen;
+        if (sub == nullptr) return;
+        const EngineEndpointStats s = sub->Stats().at(0);
+        if (s.batches != seen || s.next_sequence != static_cast<int64_t>(seq + 1)) {
+          wrong.push_back(absl::StrCat("seq ", seq, ": batches ", s.batches, " of ", seen,
+                                       ", next_sequence ", s.next_sequence));
+        }
+      });
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status();
+  self.store(subscriber->get());
+  ASSERT_TRUE(publisher->WaitForSubscribers(1, kPatience));
+  for (uint64_t i = 3; i < 6; ++i) {
+    publisher->Publish(EncodeKvEventBatch(Batch(i, {Stored({100 + i}, std::nullopt)}), {}));
+  }
+  ASSERT_TRUE(CaughtUp(**subscriber, 6));
+  (*subscriber)->Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(seen, 6u);
+  EXPECT_THAT(wrong, ::testing::IsEmpty());
+  EXPECT_GE((*subscriber)->Stats().at(0).batches_replayed, 1u);
 }
 
 TEST(EngineStreamTest, StopsWithNoEngineListening) {
