@@ -52,7 +52,7 @@ configure() {  # configure DIR CMAKE_ARGS...: once per directory
 
 stage_asan() {
   local dir=$prefix-asan
-  configure "$dir" -DKVLEARN_SANITIZE=address,undefined
+  configure "$dir" -DKVLEARN_SANITIZE=address,undefined -DKVLEARN_BENCH=OFF
   cmake --build "$dir" -j "$jobs"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs"
 }
