@@ -74,6 +74,10 @@
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
 // only rank evictions: refusing there saves nothing and loses the hit.
+// A pool behind such tiers (a cluster's shared pool) reads P_i(E) as the
+// reuse it would serve itself (learned_served_share.h), and a return a
+// node served settles no bet and is no ghost miss: evicting or refusing it
+// lost nothing there.
 //
 // What was tried and what each attempt measured: docs/learned_policy.md.
 // The model is swappable at run time (SwapModel).
@@ -93,6 +97,7 @@
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_refusal_ledger.h"
 #include "policies/learned_reuse_curve.h"
+#include "policies/learned_served_share.h"
 #include "policies/learned_shadow_pool.h"
 #include "policies/policy_factory.h"
 
@@ -115,6 +120,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         shadow_(env.catalog, env.pool->capacity_bytes()),
         arc_(env),
         arc_shadow_(env.catalog, env.pool->capacity_bytes()),
+        served_(model_->metadata().horizons_seconds),
         value_horizon_s_(Horizon()) {}
 
   std::string_view name() const override { return "learned"; }
@@ -123,15 +129,18 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     ++hooks_;
     CountShadowHits(chain);
     arc_.OnRequest(chain, access);
+    CountReturns(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
-    refusals_.OnAccess(chain, access.time_ms, Horizon() * 1000);
+    // A return a faster tier served settles no bet: refusing lost nothing.
+    refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
+                       access.time_ms, Horizon() * 1000);
     chain_.assign(chain.begin(), chain.end());
     bet_entered_ = false;
     value_horizon_s_ = Horizon();
     Grow();
-    CountGhosts(chain, access.time_ms);
+    CountGhosts(chain, access.time_ms, access.served_above);
     now_ms_ = access.time_ms;
     for (const BlockIndex b : chain) Score(b, access.request, true);
     // G_i from the leaf up: what admitting block i and the run it enables is worth.
@@ -308,13 +317,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     curves_.assign(scored_.size() * model_->num_outputs(), 0.0f);
     value_horizon_s_ = Horizon();
     shadow_advantage_ = 0;  // a new model earns its evictions afresh
+    served_ = LearnedServedShare(model_->metadata().horizons_seconds);
     return absl::OkStatus();
   }
 
   // ---- state (core/policy_state.h) ----
   // The recency keys, the access history, the guard, the refusal ledger,
-  // the latest request's chain and whether its bet is entered, V's window,
-  // the last choices, E, the clock, the price of space (its two decayed sums
+  // the served shares, the latest request's chain and whether its bet is
+  // entered, V's window, the last choices, E, the clock, the price of space (its two decayed sums
   // and the last admission), and per block known (kept by a compaction):
   // whether it was scored, its curve, G, the cached V and when it was
   // evicted. The model is not state: the restarted pool gets it from its
@@ -331,6 +341,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     if (auto s = arc_.SaveState(renumber, out); !s.ok()) return s;
     arc_shadow_.Save(renumber, out);
     refusals_.Save(renumber, out);
+    served_.Save(out);
     std::vector<BlockIndex> chain;
     for (const BlockIndex b : chain_) {
       if (Renumbered(renumber, b) != kNoBlock) chain.push_back(Renumbered(renumber, b));
@@ -380,6 +391,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     if (in.ok()) (void)arc_.LoadState(in);
     if (in.ok()) arc_shadow_.Load(in);
     refusals_.Load(in);
+    served_.Load(in);
     const uint64_t chain = in.Count("learned request chain");
     for (uint64_t i = 0; i < chain && in.ok(); ++i)
       chain_.push_back(in.Block("learned chain block"));
@@ -445,7 +457,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     model_->Predict(x, curve);
     scored_[b] = 1;
     value_ms_[b] = kStale;
-    const double p = ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
+    const double p = served_.ReuseHere(curve, Horizon());
     const BlockMeta& m = catalog_[b];
     gain_[b] =
         static_cast<float>(p * (m.recompute_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
@@ -463,7 +475,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // request (a refusal ends the request's admission): enters the bet in
   // the refusal ledger and says whether its class has won enough to place it.
   bool BetOnRefusing(BlockIndex b) {
-    const double p = ReuseCurveAt(model_->metadata().horizons_seconds, Curve(b), Horizon());
+    const double p = served_.ReuseHere(Curve(b), Horizon());
     const size_t c = LearnedRefusalLedger::ClassOf(p);
     std::span<const BlockIndex> run(&b, 1);  // a block no request named (sidecar)
     if (const auto at = std::find(chain_.begin(), chain_.end(), b); at != chain_.end()) {
@@ -489,7 +501,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // savings, per byte admitted over the same time, are what one more
   // admitted byte costs the others (the average slope of the hit curve from
   // this pool's size to twice it). Both sums decay with time constant E.
-  void CountGhosts(std::span<const BlockIndex> chain, int64_t time_ms) {
+  void CountGhosts(std::span<const BlockIndex> chain, int64_t time_ms, size_t served_above) {
     const double e_ms = Horizon() * 1000;
     // A clock that steps back (a sidecar's caller) decays nothing.
     const double decay =
@@ -505,9 +517,13 @@ class LearnedPolicy final : public LeafOrderedPolicy {
       admitted_bytes_ = 0;
       last_admit_ms_ = kStale;
     }
-    for (const BlockIndex b : chain) {
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const BlockIndex b = chain[i];
       if (pool_.IsResident(b) || evicted_ms_[b] == kStale) continue;
-      if (static_cast<double>(time_ms - evicted_ms_[b]) <= e_ms) ghost_value_ += Saving(b);
+      // A faster tier served it: the eviction cost nothing this time.
+      if (i >= served_above && static_cast<double>(time_ms - evicted_ms_[b]) <= e_ms) {
+        ghost_value_ += Saving(b);
+      }
       evicted_ms_[b] = kStale;
     }
   }
@@ -596,6 +612,18 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // the recency shadow's, with this pool's admissions.
   bool ArcLeads() const { return arc_lead_ > 0; }
 
+  // Counts every block of `chain` seen before as a return after its idle
+  // time, served by a faster tier or here (LearnedServedShare). Before the
+  // history records this request: times_ms[0] is still the previous use.
+  void CountReturns(std::span<const BlockIndex> chain, const AccessInfo& access) {
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const BlockHistory& h = history_.Of(chain[i]);
+      if (h.kept == 0) continue;
+      served_.Count(static_cast<double>(access.time_ms - h.times_ms[0]) / 1000.0,
+                    i < access.served_above);
+    }
+  }
+
   // Adds to shadow_advantage_ the savings of the blocks of `chain` that hit
   // in this pool and not in the recency shadow, less the reverse, and to
   // arc_lead_ those of the ARC shadow against the recency shadow: only the
@@ -650,6 +678,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   LearnedArcShadowPool arc_shadow_;
   double arc_lead_ = 0;
   LearnedRefusalLedger refusals_;
+  LearnedServedShare served_;      // on the model's ladder
   std::vector<BlockIndex> chain_;  // of the latest request
   // E as the latest request began: V's window, fixed while that request's
   // evictions move E, so V, and with it the eviction order, does not depend

@@ -106,6 +106,7 @@ class PolicyDriver {
   void Touch(std::span<const BlockIndex> chain, uint32_t hits, AccessInfo access,
              uint32_t first_used = 0) {
     const uint32_t first = access.access_pos;
+    access.served_above = first_used;
     BeginRequest(chain, access);
     for (uint32_t i = hits; i-- > 0;) {
       access.access_pos = first + i;

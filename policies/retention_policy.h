@@ -35,6 +35,10 @@ struct AccessInfo {
   int64_t time_ms = 0;
   uint32_t request = 0;
   uint32_t access_pos = 0;
+  // Leading blocks of the request's chain that a faster tier in front of
+  // this one served (a cluster node's HBM or DRAM in front of the shared
+  // pool): whether this tier held them or not, it saved nothing on them.
+  uint32_t served_above = 0;
 };
 
 class RetentionPolicy {

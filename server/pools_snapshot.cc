@@ -8,12 +8,13 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 7;
+constexpr char kFormat = 8;
 constexpr char kFormatWithoutPolicyState = 2;
 // Policy states of an older layout: 3 (access histories without forks), 4
 // (learned without its shadow pool), 5 (learned without its ARC expert), 6
-// (lru without the block its next insert may be linked behind).
-bool HasOldPolicyStates(char format) { return format >= 3 && format <= 6; }
+// (lru without the block its next insert may be linked behind), 7 (learned
+// without its served shares).
+bool HasOldPolicyStates(char format) { return format >= 3 && format <= 7; }
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());

@@ -35,10 +35,10 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 7; 6, 5, 4, 3 or 2 as decoded from an older snapshot (no policy state to
+  // 8; 7 down to 2 as decoded from an older snapshot (no policy state to
   // load). Encoding a 2 leaves the policy states out (tests); any other value
-  // encodes format 7.
-  char format = 7;
+  // encodes format 8.
+  char format = 8;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

@@ -141,8 +141,11 @@ std::shared_ptr<const LearnedModel> NeverAgainModel() {
 
 // One-block requests, request i at i seconds, ids from `ids` (each a full
 // hand block); the residents after each, under learned with the stand-in
-// model, in a pool that never fills.
-std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids, HandTrace& h) {
+// model, in a pool that never fills. Request `served_above` (if any) had its
+// block served by a faster tier in front of the pool, as a cluster node's
+// HBM serves it (ClusterSimulator): the pool is told so, then offered it.
+std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids, HandTrace& h,
+                                                int64_t served_above = -1) {
   h.trace.source = "hand-worked";
   h.trace.block_size = kHandBlockSize;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -157,8 +160,18 @@ std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids
   EXPECT_TRUE(driver.StartPolicy("learned", env).ok());
   std::vector<std::vector<bool>> resident;
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
-    RequestOutcome outcome;
-    EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
+    if (r == served_above) {
+      const TraceRequest& q = h.trace.requests[r];
+      const std::span<const BlockIndex> chain(h.replay.blocks.data() + q.first_block, 1);
+      const AccessInfo access{q.timestamp_ms, r, q.first_block};
+      const uint32_t hits = driver.Lookup(chain);
+      driver.Touch(chain, hits, access, 1);
+      uint64_t admitted = 0, evicted = 0;
+      EXPECT_TRUE(driver.Admit(chain, hits, 1, access, admitted, evicted, [](BlockIndex) {}).ok());
+    } else {
+      RequestOutcome outcome;
+      EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
+    }
     std::vector<bool> now;
     for (const uint64_t id : ids)
       now.push_back(driver.pool().IsResident(h.replay.catalog.Find(id)));
@@ -199,28 +212,50 @@ TEST(LearnedRefusalLedgerTest, TheModelRefusesOnlyOnceItsRefusalsHaveWonTheStake
   }
 }
 
-// The same, then the block refused first comes back within its window (a
-// lost bet: the balance falls by S and no longer covers it), and a new block
-// after it: both are admitted.
-TEST(LearnedRefusalLedgerTest, ALostBetStopsTheRefusals) {
+// The trace of the test above cut two requests after its first refusal,
+// then the block refused first again and a new block (id 5000), replayed
+// with the return served by a faster tier or not. The residents after each
+// request, and the index of the block refused first.
+struct RefusedBlockReturns {
+  std::vector<std::vector<bool>> after;
+  size_t first_refused = 0;
+};
+RefusedBlockReturns ReplayARefusedBlocksReturn(bool served_above) {
   HandTrace h;
   std::vector<uint64_t> ids;
   for (uint64_t i = 0; i < 160; ++i) ids.push_back(1000 + i);
   const auto before = ReplayNeverAgain(ids, h);
-  size_t first_refused = 0;
-  while (first_refused < ids.size() && before.back()[first_refused]) ++first_refused;
-  ASSERT_LT(first_refused + 2, ids.size());
-  // Cut the trace two requests after the first refusal, then block
-  // x(first_refused) again and a new block.
-  std::vector<uint64_t> again(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(first_refused) + 2);
-  again.push_back(ids[first_refused]);
+  RefusedBlockReturns r;
+  while (r.first_refused < ids.size() && before.back()[r.first_refused]) ++r.first_refused;
+  EXPECT_LT(r.first_refused + 2, ids.size());
+  std::vector<uint64_t> again(ids.begin(),
+                              ids.begin() + static_cast<ptrdiff_t>(r.first_refused) + 2);
+  again.push_back(ids[r.first_refused]);
   again.push_back(5000);
   HandTrace h2;
-  const auto after = ReplayNeverAgain(again, h2);
-  const size_t n = again.size();
-  EXPECT_FALSE(after[n - 3][first_refused]) << "refused first";
-  EXPECT_TRUE(after[n - 2][first_refused]) << "admitted on its return: the lost bet";
-  EXPECT_TRUE(after[n - 1][n - 1]) << "the next new block is admitted too";
+  r.after = ReplayNeverAgain(again, h2, served_above ? static_cast<int64_t>(again.size()) - 2 : -1);
+  return r;
+}
+
+// The block refused first comes back within its window (a lost bet: the
+// balance falls by S and no longer covers it), and a new block after it:
+// both are admitted.
+TEST(LearnedRefusalLedgerTest, ALostBetStopsTheRefusals) {
+  const auto r = ReplayARefusedBlocksReturn(false);
+  const size_t n = r.after.size();
+  EXPECT_FALSE(r.after[n - 3][r.first_refused]) << "refused first";
+  EXPECT_TRUE(r.after[n - 2][r.first_refused]) << "admitted on its return: the lost bet";
+  EXPECT_TRUE(r.after[n - 1][n - 1]) << "the next new block is admitted too";
+}
+
+// The same return, but a faster tier in front of the pool served it: the
+// pool's refusal cost nothing, so the bet is not lost, the balance still
+// covers the stake and the block and the new one after it are refused.
+TEST(LearnedRefusalLedgerTest, AReturnAFasterTierServedLosesNoBet) {
+  const auto r = ReplayARefusedBlocksReturn(true);
+  const size_t n = r.after.size();
+  EXPECT_FALSE(r.after[n - 2][r.first_refused]) << "refused again: the bet stands";
+  EXPECT_FALSE(r.after[n - 1][n - 1]) << "the next new block is refused too";
 }
 
 }  // namespace

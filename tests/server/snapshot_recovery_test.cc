@@ -188,8 +188,8 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
   EXPECT_TRUE(server->SnapshotNow().ok());
 }
 
-// A snapshot of format 2 (written before policies saved their state), 3, 4,
-// 5 or 6 (their states of older layouts) would restart them approximately.
+// A snapshot of format 2 (written before policies saved their state), 3 to 7
+// (their states of older layouts) would restart them approximately.
 class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
  protected:
   std::string Why() const {
@@ -199,7 +199,7 @@ class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
   }
 };
 INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest,
-                         ::testing::Values(char{2}, char{3}, char{4}, char{5}, char{6}),
+                         ::testing::Values(char{2}, char{3}, char{4}, char{5}, char{6}, char{7}),
                          [](const auto& info) { return absl::StrCat("Format", int{info.param}); });
 
 // With the whole log retained it is not used, the start-up notes say so, and
@@ -280,9 +280,9 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   std::string encoded = EncodePoolsSnapshot(with_state);
   auto state_back = DecodePoolsSnapshot(encoded);
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 7);
+  EXPECT_EQ(state_back->format, 8);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
-  for (const char old : {char{3}, char{4}, char{5}, char{6}}) {
+  for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}}) {
     encoded[0] = old;
     state_back = DecodePoolsSnapshot(encoded);
     ASSERT_TRUE(state_back.ok()) << state_back.status();
