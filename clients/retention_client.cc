@@ -147,6 +147,7 @@ void RetentionClient::ReportArrival(const ClientArrival& arrival) {
     a->mutable_block_tokens()->Add(arrival.block_tokens.begin(), arrival.block_tokens.end());
     a->mutable_block_bytes()->Add(arrival.block_bytes.begin(), arrival.block_bytes.end());
     a->set_request_id(arrival.request_id);
+    a->set_served_above(arrival.served_above);
   }
 }
 

@@ -112,6 +112,10 @@ struct ClientArrival {
   // Optional (1..128 bytes): the chain stays pinned in the sidecar until
   // ReportFinished(request_id); without one, until the next arrival.
   std::string request_id;
+  // Optional: leading blocks a cache in front of this pool served (the
+  // engine's own prefix cache, for a KV store behind it); at most
+  // block_ids.size().
+  uint32_t served_above = 0;
 };
 
 struct ClientAdmitResult {

@@ -409,7 +409,9 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           if (s.proposal_score.contains(b)) Withdraw(s, b, access);
         }
       }
-      s.driver.AnnounceRequest(blocks, access);
+      AccessInfo announced = access;
+      announced.served_above = r.served_above();  // validated: at most n
+      s.driver.AnnounceRequest(blocks, announced);
       return absl::OkStatus();
     }
     case Event::kRequestFinished: {

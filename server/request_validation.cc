@@ -97,6 +97,11 @@ absl::Status ValidateEvent(const Event& e) {
           return s;
         }
       }
+      if (r.served_above() > static_cast<uint32_t>(r.block_ids_size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request_arrival.served_above: ", r.served_above(),
+                         " blocks of a chain of ", r.block_ids_size()));
+      }
       if (r.request_id().size() > kMaxRequestIdBytes) {
         return absl::InvalidArgumentError(
             absl::StrCat("request_arrival.request_id: must be at most ", kMaxRequestIdBytes,

@@ -230,11 +230,14 @@ class RetentionClient:
 
     def report_arrival(self, block_ids: Sequence[int], input_length: int = 0,
                        output_length: int = 0, block_tokens: Sequence[int] = (),
-                       block_bytes: Sequence[int] = (), request_id: str = "") -> None:
+                       block_bytes: Sequence[int] = (), request_id: str = "",
+                       served_above: int = 0) -> None:
         """A request arrived needing `block_ids` (root first). Send block_tokens
         and block_bytes when the sidecar's model profile does not give them.
         With a request_id its blocks stay pinned until report_finished(id);
-        without one, until the next arrival."""
+        without one, until the next arrival. served_above: how many leading
+        blocks a cache in front of this pool served (the engine's own prefix
+        cache, for a KV store behind it)."""
         with self._lock:
             self._fallback.begin_request()
             event = self._new_event()
@@ -246,6 +249,7 @@ class RetentionClient:
                 a.block_tokens.extend(block_tokens)
                 a.block_bytes.extend(block_bytes)
                 a.request_id = request_id
+                a.served_above = served_above
 
     def report_finished(self, request_id: str) -> None:
         """The request reported with this id ended: its blocks may be proposed."""
