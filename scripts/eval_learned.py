@@ -24,8 +24,8 @@ the cluster at K HBM sizes 0.4% apart around the default and the row gives, per 
 the tested policy's average over the K runs, the other policy with the lowest average,
 and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
 give the cells passed and the mean gap. --cluster-only runs the cluster rows alone (no pool
-cells, no Belady replays). Tuning seeds run by default; --held-out runs the current held-out seeds (set 13) instead,
-which nothing may be tuned on (--held-out-set 1 to 12 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
+cells, no Belady replays). Tuning seeds run by default; --held-out runs the current held-out seeds (set 14) instead,
+which nothing may be tuned on (--held-out-set 1 to 13 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
 One model's cost on a cell moves by about 1% with its training seed alone
 (docs/learned_policy.md, rounds 8 and 9), so --train-seeds N trains N models per trace
@@ -42,7 +42,7 @@ and the last lines count the passes over every (cell, model) pair and the cells 
 beats the best other policy. The other policies do not read the model, so they are
 replayed once per cell. --cluster uses the seed-1 model.
 
-Usage: scripts/eval_learned.py [--held-out [--held-out-set 12]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
+Usage: scripts/eval_learned.py [--held-out [--held-out-set 13]] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
        [--policy learned] [--train-seeds 1] [--cluster | --cluster-only] [--cluster-hbm-runs 1]
        [--cluster-router cache-aware]
        [--kvlearn build/cli/kvlearn]
@@ -73,6 +73,7 @@ HELD_OUT_SEEDS = {
     11: {"mixed": [11101, 11102], "chat": [11201, 11202]},
     12: {"mixed": [11301, 11302], "chat": [11401, 11402]},
     13: {"mixed": [11501, 11502], "chat": [11601, 11602]},
+    14: {"mixed": [11701, 11702], "chat": [11801, 11802]},
 }
 SAMPLE = "datasets/mooncake_conversation_trace.jsonl"
 
