@@ -12,8 +12,8 @@
 // measure each call with steady_clock, but against a bound 40 times the 50 ms
 // deadline (2 s; 4 times the 500 ms of the test that needs every live answer
 // to be the sidecar's): far above any scheduling delay, far below a hang (a
-// call without a deadline waits on a stalled sidecar forever). Under
-// ThreadSanitizer every deadline and that bound are kSanitizerSlowdown times
+// call without a deadline waits on a stalled sidecar forever). Under a
+// sanitizer every deadline and that bound are kSanitizerSlowdown times
 // longer: the live sidecar's answers must still arrive in time.
 #include "clients/retention_client.h"
 
