@@ -324,10 +324,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // ---- state (core/policy_state.h) ----
   // The recency keys, the access history, the guard, the refusal ledger,
   // the served shares, the latest request's chain and whether its bet is
-  // entered, V's window, the last choices, E, the clock, the price of space (its two decayed sums
-  // and the last admission), and per block known (kept by a compaction):
-  // whether it was scored, its curve, G, the cached V and when it was
-  // evicted. The model is not state: the restarted pool gets it from its
+  // entered, V's window, the last choices, E, the clock, the price of space
+  // (its two decayed sums and the last admission), and per block known
+  // (kept by a compaction): whether it was scored, its curve, G, the cached
+  // V and when it was evicted. The model is not state: the restarted pool gets it from its
   // environment; if that one's curves are of another length, blocks are
   // unscored as after SwapModel.
   absl::Status SaveState(std::span<const BlockIndex> renumber,

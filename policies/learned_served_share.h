@@ -15,8 +15,8 @@
 // for the rungs h_(k-1) < E (h_(-1) = 0). Returns idler than the last rung
 // are not counted: the model says nothing past it.
 //
-// A tier nothing serves ahead of (the pool replay, the sidecar today)
-// counts no return as served elsewhere, and then P_here is F(E) exactly, so
+// A tier nothing serves ahead of (the pool replay, a sidecar whose node
+// sends no served_above) counts no return as served elsewhere, and then P_here is F(E) exactly, so
 // its decisions are those of a policy without this class. Counts decay by
 // a factor (1 - 1/kMemory) per counted return, so the shares follow the
 // last few thousand returns; a prior of kPrior returns served here keeps an
@@ -83,7 +83,10 @@ class LearnedServedShare {
     for (size_t k = 0; k < horizons_s_.size(); ++k) {
       const double lower = k == 0 ? 0.0 : horizons_s_[k - 1];
       if (e_s <= lower) break;
-      const double at = ReuseCurveAt(horizons_s_, p, std::min(horizons_s_[k], e_s));
+      // F at a rung is the running maximum of p (what ReuseCurveAt gives
+      // there exactly); only the interval E ends inside needs interpolating.
+      const double at = e_s < horizons_s_[k] ? ReuseCurveAt(horizons_s_, p, e_s)
+                                             : std::max(below, static_cast<double>(p[k]));
       sum += std::max(0.0, at - below) * Share(k);
       below = std::max(below, at);
     }

@@ -47,6 +47,27 @@ TEST(LearnedServedShareTest, AReturnServedElsewhereWeighsItsIntervalByHand) {
   EXPECT_NEAR(shares.ReuseHere(kCurve, 31.6), f0 * 2 / 3 + (f_at - f0), 1e-6);
 }
 
+// On a longer, non-monotone curve: each interval's mass read off
+// ReuseCurveAt at both of its ends, weighed by its share, summed, as the
+// formula in the header says, for E on and between rungs and past the last.
+TEST(LearnedServedShareTest, ReuseHereIsTheFormulaOverEveryInterval) {
+  const std::vector<double> ladder = {15, 30, 60, 120, 240};
+  const std::vector<float> curve = {0.1f, 0.05f, 0.3f, 0.3f, 0.7f};
+  LearnedServedShare shares(ladder);
+  for (int i = 0; i < 40; ++i) shares.Count(7.0 * i, i % 3 != 0);
+  for (const double e : {1.0, 15.0, 20.0, 30.0, 45.0, 60.0, 100.0, 120.0, 239.0, 240.0, 999.0}) {
+    double expected = 0;
+    for (size_t k = 0; k < ladder.size(); ++k) {
+      const double lower = k == 0 ? 0.0 : ladder[k - 1];
+      if (e <= lower) break;
+      const double mass =
+          ReuseCurveAt(ladder, curve, std::min(ladder[k], e)) - ReuseCurveAt(ladder, curve, lower);
+      expected += mass * shares.Share(k);
+    }
+    EXPECT_NEAR(shares.ReuseHere(curve, e), expected, 1e-12) << e;
+  }
+}
+
 // Idle times the ladder does not cover, or that are not times, count nowhere.
 TEST(LearnedServedShareTest, ReturnsOffTheLadderAreNotCounted) {
   LearnedServedShare shares(kLadder);
