@@ -8,10 +8,17 @@ namespace kvlearn {
 void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
   if (!chain.empty()) {
     const BlockIndex deepest = *std::max_element(chain.begin(), chain.end());
-    if (deepest >= blocks_.size())
-      blocks_.resize(std::max<size_t>(deepest + 1, blocks_.size() * 2));
+    // To the catalog's size at once: a replay's catalog is whole before the
+    // first request, and growing by doubling would zero and copy twice the memory.
+    if (deepest >= blocks_.size()) {
+      blocks_.resize(std::max({size_t{deepest} + 1, blocks_.size() * 2, catalog_->size()}));
+    }
   }
   bool previous_new = false;  // chain[i - 1] was first used by this request
+  // The blocks a request shares with an earlier one were mostly last used
+  // together, so they decay by the same factors: computed once per idle time.
+  int64_t decay_dt_ms = INT64_MIN;
+  std::array<double, kDecaySeconds.size()> decay{};
   for (size_t i = 0; i < chain.size(); ++i) {
     BlockHistory& h = blocks_[chain[i]];
     const bool is_new = h.accesses == 0;
@@ -28,9 +35,13 @@ void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
     }
     previous_new = is_new;
     if (h.kept > 0) {
-      const double dt_s = static_cast<double>(time_ms - h.times_ms[0]) / 1000.0;
+      if (time_ms - h.times_ms[0] != decay_dt_ms) {
+        decay_dt_ms = time_ms - h.times_ms[0];
+        const double dt_s = static_cast<double>(decay_dt_ms) / 1000.0;
+        for (size_t k = 0; k < decay.size(); ++k) decay[k] = std::exp(-dt_s / kDecaySeconds[k]);
+      }
       for (size_t k = 0; k < h.decayed.size(); ++k) {
-        h.decayed[k] = static_cast<float>(h.decayed[k] * std::exp(-dt_s / kDecaySeconds[k]));
+        h.decayed[k] = static_cast<float>(h.decayed[k] * decay[k]);
       }
     }
     for (float& d : h.decayed) d += 1.0f;

@@ -74,6 +74,13 @@ class LeafHeap {
     return true;
   }
 
+  // Makes room for blocks below n at once (a replay knows its catalog's
+  // size before the first insert; growing block by block doubles, zeroing
+  // and copying twice the memory).
+  void Reserve(size_t n) {
+    if (n > pos_.size()) Resize(std::max(n, pos_.size() * 2));
+  }
+
   // Records b's key; repositions b if it is in the heap.
   void SetKey(BlockIndex b, const OrderKey& key) {
     Grow(b);
@@ -112,7 +119,9 @@ class LeafHeap {
  private:
   void Grow(BlockIndex b) {
     if (b < pos_.size()) return;
-    const size_t n = std::max<size_t>(b + 1, pos_.size() * 2);
+    Resize(std::max<size_t>(b + 1, pos_.size() * 2));
+  }
+  void Resize(size_t n) {
     pos_.resize(n, kAbsent);
     keys_.resize(n);
   }

@@ -5,6 +5,7 @@
 namespace kvlearn {
 
 void LeafOrderedPolicy::Track(BlockIndex b, const OrderKey& key) {
+  heap_.Reserve(catalog_.size());
   heap_.SetKey(b, key);
   // Children are inserted after their parent, and the block is new, so it is a
   // leaf; its parent stops being one.

@@ -196,7 +196,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--held-out", action="store_true", help="run the held-out seeds only")
     parser.add_argument("--held-out-set", type=int, default=max(HELD_OUT_SEEDS), choices=sorted(HELD_OUT_SEEDS),
-                        help="which held-out seed set --held-out runs (1 to 12 are spent; 13 is current)")
+                        help="which held-out seed set --held-out runs (1 to 13 are spent; 14 is current)")
     parser.add_argument("--kinds", default="mixed,chat,sample", type=lambda s: s.split(","))
     parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
     parser.add_argument("--policy", default="learned", help="policy under test")

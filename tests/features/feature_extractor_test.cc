@@ -219,6 +219,34 @@ TEST(FeatureExtractorTest, BurstCountsAccessesWithinOneAndTenSeconds) {
   EXPECT_FLOAT_EQ(f[kPoolOccupancy], 1.0);  // a pool of no capacity reads as full
 }
 
+TEST(FeatureExtractorTest, EachBlockOfAChainDecaysByItsOwnIdleTime) {
+  // A, B, C in a row, used together at 0 s; A and B at 30 s; all three at
+  // 90 s: A and B were idle 60 s and C 90 s, so C must not take the factor
+  // its ancestors just shared. 1-minute counts read at 90 s:
+  // A and B (e^(-30/60) + 1) e^(-60/60) + 1, C e^(-90/60) + 1.
+  BlockCatalog catalog;
+  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  const BlockIndex b = catalog.Add(
+      {.hash_id = 2, .parent = a, .depth = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  const BlockIndex c = catalog.Add(
+      {.hash_id = 3, .parent = b, .depth = 2, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  PoolState pool(&catalog, 10);
+  AccessHistory history(&catalog);
+  const std::array<BlockIndex, 3> abc = {a, b, c};
+  const std::array<BlockIndex, 2> ab = {a, b};
+  history.Record(abc, 0);
+  history.Record(ab, 30'000);
+  history.Record(abc, 90'000);
+  const double shared = (std::exp(-0.5) + 1) * std::exp(-1.0) + 1;
+  std::array<float, kNumFeatures> f{};
+  for (const BlockIndex x : {a, b}) {
+    FeatureExtractor(FeatureConfig{}).Extract(x, 90'000, catalog, history, pool, f);
+    EXPECT_NEAR(f[kDecayed1mLog], std::log1p(shared), 1e-6) << x;
+  }
+  FeatureExtractor(FeatureConfig{}).Extract(c, 90'000, catalog, history, pool, f);
+  EXPECT_NEAR(f[kDecayed1mLog], std::log1p(std::exp(-1.5) + 1), 1e-6);
+}
+
 TEST(FeatureExtractorTest, BlockNeverSeenReadsAsADayOld) {
   BlockCatalog catalog;
   const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 256, .bytes = 1, .recompute_ms = 1});
