@@ -59,20 +59,39 @@ class FollowEngineTest(unittest.TestCase):
                 r["input_length"] = BLOCK_TOKENS * len(r["hash_ids"])
                 out.write(json.dumps(r) + "\n")
         self.processes = []
+        self.logs = {}
 
     def tearDown(self):
         for p in self.processes:
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
             p.wait()
+        self.saved_logs = {}
+        for name, f in self.logs.items():
+            f.seek(0)
+            self.saved_logs[name] = f.read()[-4000:]
+            f.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self, name: str):
+        """A file for a child's stderr, printed if the test fails (a failure
+        seen once under a loaded ctest said nothing of which child stalled)."""
+        self.logs[name] = open(os.path.join(self.dir, name + ".log"), "w+")
+        return self.logs[name]
+
+    def run(self, result=None):
+        result = super().run(result)
+        if result is not None and not result.wasSuccessful():
+            for name, f in getattr(self, "saved_logs", {}).items():
+                sys.stderr.write(f"--- {name} stderr ---\n{f}\n")
+        return result
 
     def start_sidecar(self, engine_port: int) -> int:
         serve = subprocess.Popen(
             [os.environ["KVLEARN_BINARY"], "serve", "--listen", "127.0.0.1:0",
              "--metrics-listen", "", "--data-dir", os.path.join(self.dir, "data"),
              "--policy", "lru", "--engine-events", f"engine-0=tcp://127.0.0.1:{engine_port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=self.log("serve"))
         self.processes.append(serve)
         ready, _, _ = select.select([serve.stdout], [], [], 60)
         line = serve.stdout.readline().decode() if ready else ""
@@ -88,7 +107,7 @@ class FollowEngineTest(unittest.TestCase):
              "--capacity-blocks", str(CAPACITY_BLOCKS), "--encoding", "map",
              "--hash-type", "int", "--wait-subscribers", "1", "--linger-ms", "0",
              "--step-stdin", "--print-resident"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log("publisher"))
         self.processes.append(publisher)
         summary_path = os.path.join(self.dir, "summary.json")
         example = subprocess.run(
