@@ -6,6 +6,8 @@
 // Not thread-safe for writers; concurrent readers are fine once built.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -77,5 +79,13 @@ class BlockCatalog {
   std::vector<BlockMeta> blocks_;
   BlockIdIndex index_;
 };
+
+// The size a per-block array must reach to index block `needed - 1`, now
+// `current` long: the catalog's size at once (a replay's catalog is whole
+// before the first request, and growing block by block would zero and copy
+// twice the memory), otherwise doubling, so growth stays amortised O(1).
+inline size_t GrownPerBlockSize(size_t needed, size_t current, const BlockCatalog& catalog) {
+  return std::max({needed, 2 * current, catalog.size()});
+}
 
 }  // namespace kvlearn

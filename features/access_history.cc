@@ -8,10 +8,8 @@ namespace kvlearn {
 void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
   if (!chain.empty()) {
     const BlockIndex deepest = *std::max_element(chain.begin(), chain.end());
-    // To the catalog's size at once: a replay's catalog is whole before the
-    // first request, and growing by doubling would zero and copy twice the memory.
     if (deepest >= blocks_.size()) {
-      blocks_.resize(std::max({size_t{deepest} + 1, blocks_.size() * 2, catalog_->size()}));
+      blocks_.resize(GrownPerBlockSize(size_t{deepest} + 1, blocks_.size(), *catalog_));
     }
   }
   bool previous_new = false;  // chain[i - 1] was first used by this request

@@ -43,7 +43,8 @@ void AccessHistory::Load(PolicyStateReader& in, uint64_t evictions_total) {
     if (in.ok() && static_cast<int64_t>(b) <= last) in.Fail("history blocks: not increasing");
     if (!in.ok()) break;
     last = b;
-    if (b >= blocks_.size()) blocks_.resize(std::max<size_t>(b + 1, blocks_.size() * 2));
+    if (b >= blocks_.size())
+      blocks_.resize(GrownPerBlockSize(size_t{b} + 1, blocks_.size(), *catalog_));
     BlockHistory& h = blocks_[b];
     h.kept = static_cast<uint8_t>(in.Bounded("history kept times", BlockHistory::kKeptTimes));
     for (int k = 0; k < h.kept; ++k) h.times_ms[k] = in.Signed("history time");

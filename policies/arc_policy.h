@@ -262,8 +262,7 @@ class ArcPolicy final : public RetentionPolicy {
 
   void Grow(BlockIndex b) {
     if (b < where_.size()) return;
-    // The catalog's size at once: a replay's catalog is whole before it starts.
-    const size_t n = std::max({size_t{b} + 1, where_.size() * 2, catalog_.size()});
+    const size_t n = GrownPerBlockSize(size_t{b} + 1, where_.size(), catalog_);
     where_.resize(n, kNowhere);
     stamp_.resize(n, 0);
     next_.resize(n + kFirstBlockSlot);

@@ -74,9 +74,8 @@ class LeafHeap {
     return true;
   }
 
-  // Makes room for blocks below n at once (a replay knows its catalog's
-  // size before the first insert; growing block by block doubles, zeroing
-  // and copying twice the memory).
+  // Makes room for blocks below n at once (LeafOrderedPolicy passes its
+  // catalog's size: see GrownPerBlockSize).
   void Reserve(size_t n) {
     if (n > pos_.size()) Resize(std::max(n, pos_.size() * 2));
   }
