@@ -96,7 +96,7 @@ class GdsfPolicy final : public LeafOrderedPolicy {
   }
 
   void Grow(BlockIndex b) {
-    if (b >= freq_.size()) freq_.resize(std::max<size_t>(b + 1, freq_.size() * 2), 0);
+    if (b >= freq_.size()) freq_.resize(GrownPerBlockSize(b + 1, freq_.size(), catalog_), 0);
   }
 
   std::vector<uint32_t> freq_;

@@ -96,7 +96,7 @@ class LearnedShadowPool {
   void Grow() {
     shadow_.Grow();
     const size_t n = shadow_.catalog().size();
-    if (n > 0) list_.Grow(static_cast<BlockIndex>(n - 1));
+    if (n > 0) list_.Grow(static_cast<BlockIndex>(n - 1), shadow_.catalog());
   }
 
   // Evicts least recent evictable leaves until `bytes` fit; false when the

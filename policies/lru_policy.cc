@@ -224,9 +224,9 @@ class LruPolicy final : public RetentionPolicy {
   }
 
   void Grow(BlockIndex b) {
-    list_.Grow(b);
+    list_.Grow(b, catalog_);
     if (b >= stamp_.size()) {
-      const size_t n = std::max<size_t>(b + 1, stamp_.size() * 2);
+      const size_t n = GrownPerBlockSize(b + 1, stamp_.size(), catalog_);
       stamp_.resize(n, 0);
       where_.resize(n, kGone);
     }

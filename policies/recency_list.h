@@ -17,10 +17,11 @@ namespace kvlearn {
 
 class RecencyList {
  public:
-  // Makes room for block b (doubling, so appends stay amortised O(1)).
-  void Grow(BlockIndex b) {
+  // Makes room for block b, and for all of `catalog` at once (see
+  // GrownPerBlockSize).
+  void Grow(BlockIndex b, const BlockCatalog& catalog) {
     if (Slot(b) < next_.size()) return;
-    const size_t n = std::max<size_t>(Slot(b) + 1, next_.size() * 2);
+    const size_t n = 1 + GrownPerBlockSize(b + 1, next_.size(), catalog);  // slot 0: the head
     next_.resize(n, kHead);
     prev_.resize(n, kHead);
   }

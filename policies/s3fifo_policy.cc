@@ -302,7 +302,7 @@ class S3FifoPolicy final : public RetentionPolicy {
 
   void Grow(BlockIndex b) {
     if (b < queue_.size()) return;
-    const size_t n = std::max<size_t>(b + 1, queue_.size() * 2);
+    const size_t n = GrownPerBlockSize(b + 1, queue_.size(), catalog_);
     queue_.resize(n, kNone);
     freq_.resize(n, 0);
     seq_.resize(n, 0);

@@ -197,7 +197,7 @@ class SievePolicy final : public RetentionPolicy {
 
   void Grow(BlockIndex b) {
     if (b < visited_.size()) return;
-    const size_t n = std::max<size_t>(b + 1, visited_.size() * 2);
+    const size_t n = GrownPerBlockSize(b + 1, visited_.size(), catalog_);
     visited_.resize(n, 0);
     group_.resize(n, 0);
     towards_head_.resize(n + kFirstBlockSlot, kSentinel);
