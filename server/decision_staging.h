@@ -9,8 +9,10 @@
 // once the copy ends, so it survives the process being killed (kill -9)
 // exactly as a WAL record written without fsync does, for the price of a
 // memcpy. The next event append takes the staged records into its own
-// RocksDB write batch (EventLog::PutLocked), and a restart moves whatever was
-// still staged into RocksDB before anything reads the journal.
+// RocksDB write batch (EventLog::PutLocked); a full staging is written by
+// EventLog's drain thread while a second file takes the calls; a restart
+// moves whatever either file still holds into RocksDB before anything reads
+// the journal.
 //
 // File layout: a 16-byte header (magic "KVLDSTG1", 8 reserved bytes), then
 // records, each aligned to 8 bytes:
@@ -25,7 +27,9 @@
 // catch the rest (a damaged or foreign file ends the records where it
 // starts to differ).
 //
-// Thread-safety: none; EventLog calls it under its mutex.
+// Thread-safety: none. EventLog calls it under its mutex, except its drain
+// thread, which reads the records of a full file no other thread touches
+// meanwhile.
 #pragma once
 
 #include <cstddef>
@@ -43,14 +47,17 @@ class DecisionStaging {
  public:
   // 64 KiB: about 170 RankEviction decisions of 64 candidates, more than
   // arrive between two event appends of a serving node that reports events.
-  // A node that reports none fills it, and the call that finds it full
-  // writes it into RocksDB first: 0.2-0.8 ms at this size, 3-6 ms at the
-  // 1 MiB of earlier builds (bench/decision_journal_bench.cc), past a
-  // client's default 5 ms deadline.
+  // A node that reports none fills it; EventLog's drain thread then writes
+  // it into RocksDB (0.2-0.8 ms at this size, bench/decision_journal_bench.cc)
+  // while the second file fills. Small, so that a call that finds both full
+  // (decisions outrunning RocksDB) waits well under a client's 5 ms deadline.
   static constexpr size_t kDefaultCapacity = 1 << 16;
   // Its name in the event log's directory, beside RocksDB's files, one RocksDB
   // does not claim.
   static constexpr const char* kFileName = "kvlearn_decisions.staging";
+  // The second file's (a directory from a build with one file lacks it: it
+  // is created empty).
+  static constexpr const char* kSecondFileName = "kvlearn_decisions.staging.2";
 
   struct Record {
     uint64_t number = 0;

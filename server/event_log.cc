@@ -112,6 +112,14 @@ EventLog::EventLog(std::unique_ptr<rocksdb::DB> db,
     : db_(std::move(db)), handles_(std::move(handles)), options_(options) {}
 
 EventLog::~EventLog() {
+  if (drain_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    drain_work_.notify_all();
+    drain_thread_.join();
+  }
   // Staged decisions would be recovered by the next open anyway; moving them
   // now leaves a closed log whole for read-only opens.
   (void)FlushStaged();
@@ -189,25 +197,37 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
       new EventLog(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options));
   if (auto s = log->LoadBounds(); !s.ok()) return s;
   if (!read_only) {
-    if (auto s = log->RecoverStaged(dir + "/" + DecisionStaging::kFileName); !s.ok()) return s;
+    if (auto s = log->RecoverStaged(dir); !s.ok()) return s;
+    // With `sync` nothing is staged, so nothing is drained.
+    if (!options.sync) log->drain_thread_ = std::thread([raw = log.get()] { raw->DrainLoop(); });
   }
   return log;
 }
 
-absl::Status EventLog::RecoverStaged(const std::string& path) {
-  absl::MutexLock lock(&mu_);
-  auto staging = DecisionStaging::Open(path);
-  if (!staging.ok()) return staging.status();
-  staging_ = std::move(*staging);
-  // Records below next_decision_ reached RocksDB before the crash.
+absl::Status EventLog::RecoverStaged(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = dir + "/" + DecisionStaging::kFileName;
+  auto first = DecisionStaging::Open(path);
+  if (!first.ok()) return first.status();
+  auto second = DecisionStaging::Open(dir + "/" + DecisionStaging::kSecondFileName);
+  if (!second.ok()) return second.status();
+  // A record is in RocksDB already when the crash came between its write
+  // and its file's Clear. Its number says nothing: the other file's newer
+  // records may have reached RocksDB first (an event append carries the
+  // file taking calls while the drain thread writes the full one).
   rocksdb::WriteBatch batch;
   uint64_t next = next_decision_, bytes = 0;
-  for (const DecisionStaging::Record& r : staging_->Records()) {
-    if (r.number < next_decision_) continue;
-    const std::string key = EventLogKey(r.number);
-    batch.Put(handles_[1], key, rocksdb::Slice(r.value.data(), r.value.size()));
-    next = r.number + 1;
-    bytes += key.size() + r.value.size();
+  std::string existing;
+  for (const DecisionStaging* staging : {first->get(), second->get()}) {
+    for (const DecisionStaging::Record& r : staging->Records()) {
+      const std::string key = EventLogKey(r.number);
+      const rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), handles_[1], key, &existing);
+      if (got.ok()) continue;
+      if (!got.IsNotFound()) return FromRocks(got, "recover staged decisions");
+      batch.Put(handles_[1], key, rocksdb::Slice(r.value.data(), r.value.size()));
+      next = std::max(next, r.number + 1);
+      bytes += key.size() + r.value.size();
+    }
   }
   if (batch.Count() > 0) {
     rocksdb::WriteOptions w;
@@ -216,43 +236,82 @@ absl::Status EventLog::RecoverStaged(const std::string& path) {
     next_decision_ = next;
     retained_bytes_ += bytes;
   }
-  staging_->Clear();
+  (*first)->Clear();
+  (*second)->Clear();
   // An earlier build's larger file, empty now, starts again at this build's
-  // size: the call that finds a staging full pays for writing all of it.
-  if (staging_->capacity_bytes() > DecisionStaging::kDefaultCapacity) {
-    staging_.reset();
-    auto smaller = DecisionStaging::OpenEmptied(path);
-    if (!smaller.ok()) return smaller.status();
-    staging_ = std::move(*smaller);
+  // size: a call that finds both stagings busy pays for writing all of it.
+  if ((*first)->capacity_bytes() > DecisionStaging::kDefaultCapacity) {
+    first->reset();
+    first = DecisionStaging::OpenEmptied(path);
+    if (!first.ok()) return first.status();
   }
+  staging_ = std::move(*first);
+  spare_ = std::move(*second);
+  return absl::OkStatus();
+}
+
+void EventLog::AddStaged(const DecisionStaging& staging, rocksdb::WriteBatch& batch) const {
+  for (const DecisionStaging::Record& r : staging.Records()) {
+    batch.Put(handles_[1], EventLogKey(r.number), rocksdb::Slice(r.value.data(), r.value.size()));
+  }
+}
+
+absl::Status EventLog::WriteStaged(const DecisionStaging& staging) const {
+  rocksdb::WriteBatch batch;
+  AddStaged(staging, batch);
+  if (batch.Count() == 0) return absl::OkStatus();
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync;
+  return FromRocks(db_->Write(w, &batch), "append staged decisions");
+}
+
+void EventLog::DrainLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    drain_work_.wait(lock,
+                     [this] { return stopping_ || (draining_ != nullptr && !drain_failed_); });
+    if (stopping_) return;  // the destructor writes what is left
+    drain_writing_ = true;
+    const DecisionStaging& full = *draining_;  // no one else touches it until drain_writing_ clears
+    lock.unlock();
+    const absl::Status written = WriteStaged(full);
+    lock.lock();
+    drain_writing_ = false;
+    if (written.ok()) {
+      draining_->Clear();
+      spare_ = std::move(draining_);
+    } else {
+      drain_failed_ = true;  // kept: SettleDrainLocked retries and reports the error
+    }
+    drain_done_.notify_all();
+  }
+}
+
+absl::Status EventLog::SettleDrainLocked(std::unique_lock<std::mutex>& lock) const {
+  drain_done_.wait(lock, [this] { return !drain_writing_; });
+  if (draining_ == nullptr) return absl::OkStatus();
+  if (auto s = WriteStaged(*draining_); !s.ok()) return s;
+  draining_->Clear();
+  spare_ = std::move(draining_);
+  drain_failed_ = false;
   return absl::OkStatus();
 }
 
 absl::Status EventLog::FlushStaged() const {
-  absl::MutexLock lock(&mu_);
-  return FlushStagedLocked();
+  std::unique_lock<std::mutex> lock(mu_);
+  return FlushStagedLocked(lock);
 }
 
-bool EventLog::AddStagedLocked(rocksdb::WriteBatch& batch) const {
-  if (staging_ == nullptr || staging_->empty()) return false;
-  for (const DecisionStaging::Record& r : staging_->Records()) {
-    batch.Put(handles_[1], EventLogKey(r.number), rocksdb::Slice(r.value.data(), r.value.size()));
-  }
-  return true;
-}
-
-absl::Status EventLog::FlushStagedLocked() const {
-  rocksdb::WriteBatch batch;
-  if (!AddStagedLocked(batch)) return absl::OkStatus();
-  rocksdb::WriteOptions w;
-  w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Write(w, &batch), "append staged decisions"); !s.ok()) return s;
+absl::Status EventLog::FlushStagedLocked(std::unique_lock<std::mutex>& lock) const {
+  if (auto s = SettleDrainLocked(lock); !s.ok()) return s;
+  if (staging_ == nullptr || staging_->empty()) return absl::OkStatus();
+  if (auto s = WriteStaged(*staging_); !s.ok()) return s;
   staging_->Clear();
   return absl::OkStatus();
 }
 
 absl::Status EventLog::LoadBounds() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
     it->SeekToFirst();
@@ -276,16 +335,23 @@ absl::Status EventLog::LoadBounds() {
 }
 
 absl::Status EventLog::AppendDecision(std::string_view record) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (handles_.size() < 2) return absl::FailedPreconditionError("event log: opened read-only");
-  // Staged unless every write is fsynced (staging would skip the fsync); a
-  // full staging goes to RocksDB first, and a record too large for an empty
-  // one goes to RocksDB directly (nothing is staged before it by then).
+  // Staged unless every write is fsynced (staging would skip the fsync). A
+  // full staging goes to the drain thread and the other file takes over,
+  // once the drain thread has written that one (it has, unless decisions
+  // come faster than RocksDB takes them). A record too large for an empty
+  // staging goes to RocksDB directly.
   bool staged = false;
   if (staging_ != nullptr && !options_.sync) {
     staged = staging_->Append(next_decision_, next_sequence_, record);
-    if (!staged) {
-      if (auto s = FlushStagedLocked(); !s.ok()) return s;
+    if (!staged && !staging_->empty()) {
+      if (spare_ == nullptr) {
+        if (auto s = SettleDrainLocked(lock); !s.ok()) return s;
+      }
+      draining_ = std::move(staging_);
+      staging_ = std::move(spare_);
+      drain_work_.notify_one();
       staged = staging_->Append(next_decision_, next_sequence_, record);
     }
   }
@@ -293,6 +359,8 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
   PutVarint(value, next_sequence_);
   const uint64_t bytes = kKeySize + value.size() + record.size();
   if (!staged) {
+    // After the full staging's records, if any: no gap in RocksDB's numbers.
+    if (auto s = SettleDrainLocked(lock); !s.ok()) return s;
     value.append(record);
     rocksdb::WriteOptions w;
     w.sync = options_.sync;
@@ -304,7 +372,7 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
   }
   ++next_decision_;
   retained_bytes_ += bytes;
-  if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) return TrimLocked();
+  if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) return TrimLocked(lock);
   return absl::OkStatus();
 }
 
@@ -411,14 +479,14 @@ absl::StatusOr<EventLog::Snapshot> EventLog::LatestSnapshot() const {
 }
 
 absl::StatusOr<uint64_t> EventLog::Append(std::span<const std::string> values) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (values.empty()) return next_sequence_;
   std::string value;
   size_t total = 0;
   for (const std::string& v : values) total += v.size() + 6;
   value.reserve(total);
   for (const std::string& v : values) AppendRecord(value, v);
-  return PutLocked(value, values.size());
+  return PutLocked(lock, value, values.size());
 }
 
 absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64_t count,
@@ -433,9 +501,9 @@ absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64
                                                    " framed events holds ", n,
                                                    well_formed ? "" : " and malformed bytes"));
   }
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (count == 0) return next_sequence_;
-  return PutLocked(records, count, sequences);
+  return PutLocked(lock, records, count, sequences);
 }
 
 absl::StatusOr<uint64_t> EventLog::LoggedEngineSequence(std::string_view node) const {
@@ -455,7 +523,8 @@ absl::StatusOr<uint64_t> EventLog::LoggedEngineSequence(std::string_view node) c
   return DecodeKey(value);
 }
 
-absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t count,
+absl::StatusOr<uint64_t> EventLog::PutLocked(std::unique_lock<std::mutex>& lock,
+                                             std::string_view value, uint64_t count,
                                              std::span<const EngineSequence> sequences) {
   if (!sequences.empty() && engine_sequences() == nullptr) {
     return absl::FailedPreconditionError("event log: opened read-only");
@@ -468,22 +537,36 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::string_view value, uint64_t co
   for (const EngineSequence& e : sequences) {
     batch.Put(engine_sequences(), e.node, EventLogKey(e.sequence));
   }
-  // The staged decisions ride along: one WAL write for both.
-  const bool carries_staged = AddStagedLocked(batch);
+  // The staged decisions ride along, one WAL write for all; the full file's
+  // too when the drain thread has not written it (waiting for it if it is
+  // writing): RocksDB's decisions stay numbered without a gap, so a reader,
+  // even a read-only open, sees every decision up to some number.
+  drain_done_.wait(lock, [this] { return !drain_writing_; });
+  const bool carries_full = draining_ != nullptr;
+  if (carries_full) AddStaged(*draining_, batch);
+  const bool carries_staged = staging_ != nullptr && !staging_->empty();
+  if (carries_staged) AddStaged(*staging_, batch);
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
   if (auto s = FromRocks(db_->Write(w, &batch), "append"); !s.ok()) return s;
+  if (carries_full) {
+    draining_->Clear();
+    spare_ = std::move(draining_);
+    drain_failed_ = false;
+  }
   if (carries_staged) staging_->Clear();
   next_sequence_ = first + count;
   retained_bytes_ += bytes;
   if (options_.max_bytes > 0 && retained_bytes_ > options_.max_bytes) {
-    if (auto s = TrimLocked(); !s.ok()) return s;
+    if (auto s = TrimLocked(lock); !s.ok()) return s;
   }
   return first;
 }
 
-absl::Status EventLog::TrimLocked() {
-  if (auto s = FlushStagedLocked(); !s.ok()) return s;
+absl::Status EventLog::TrimLocked(std::unique_lock<std::mutex>& lock) {
+  // Every decision in RocksDB first: one written after the trim below would
+  // come back from before the first event kept.
+  if (auto s = FlushStagedLocked(lock); !s.ok()) return s;
   const uint64_t target = options_.max_bytes / 10 * 9;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ScanOnce(), handles_[0]));
   uint64_t removed = 0;
@@ -577,23 +660,23 @@ absl::Status EventLog::ForEachFrom(
 }
 
 uint64_t EventLog::next_sequence() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return next_sequence_;
 }
 uint64_t EventLog::first_sequence() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return first_sequence_;
 }
 uint64_t EventLog::retained_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return retained_bytes_;
 }
 uint64_t EventLog::next_decision() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return next_decision_;
 }
 uint64_t EventLog::trimmed_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return trimmed_bytes_;
 }
 

@@ -38,7 +38,12 @@
 // does at the price of a memcpy; the next Append carries the staged decisions
 // into RocksDB in its own write, and so does any reader of decisions, a trim,
 // closing the log, and opening it again after a crash (before anything reads
-// them). A read-only open sees the decisions in RocksDB: every one journaled
+// them). There are two staging files: when the one taking decisions is full
+// (a node that sends no events), the log's drain thread writes it into
+// RocksDB while the other takes the calls, so no call waits for RocksDB
+// unless decisions outrun it; an event append that comes while it writes
+// waits for it, so RocksDB never holds a decision without every earlier one.
+// A read-only open sees the decisions in RocksDB: every one journaled
 // before the writer's latest event append.
 //
 // Retention: when the retained entries exceed `max_bytes`, the oldest
@@ -51,23 +56,26 @@
 // Memory: fixed whatever the traffic: a 16 MiB memtable per appended family
 // (two while one flushes; 1 MiB for engine sequences), snapshots flushed out
 // of theirs as written, one 8 MiB block cache that scans of old entries do not fill
-// (docs/performance.md, "Memory"); the decision staging file's 64 KiB mapping.
+// (docs/performance.md, "Memory"); the two decision staging files' 64 KiB
+// mappings. Threads: one, the drain thread, in a writable log without `sync`.
 //
 // Thread-safety: Append and the accessors may be called concurrently;
 // appends are serialized so sequence numbers are written in order.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -170,18 +178,26 @@ class EventLog {
                                                             const EventLogOptions& options,
                                                             bool read_only);
   absl::Status LoadBounds();
-  // Opens the staging file at `path` and moves what a crashed run left
-  // staged into RocksDB.
-  absl::Status RecoverStaged(const std::string& path);
-  // Writes the staged decisions into RocksDB and empties the staging.
+  // Opens the two staging files in `dir` and moves what a crashed run left
+  // staged in either into RocksDB.
+  absl::Status RecoverStaged(const std::string& dir);
+  // Writes `staging`'s records into RocksDB (not emptying it). Takes no
+  // lock: the drain thread calls it on a file no one else touches meanwhile.
+  absl::Status WriteStaged(const DecisionStaging& staging) const;
+  // Writes every staged decision into RocksDB and empties the stagings.
   absl::Status FlushStaged() const;
-  absl::Status FlushStagedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds the staged decisions to `batch`; true if there were any.
-  bool AddStagedLocked(rocksdb::WriteBatch& batch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> PutLocked(std::string_view value, uint64_t count,
-                                     std::span<const EngineSequence> sequences = {})
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same with mu_ held by `lock`.
+  absl::Status FlushStagedLocked(std::unique_lock<std::mutex>& lock) const;
+  // Waits for the drain thread's write, then writes draining_ here if it is
+  // still set (not started, or the drain thread's write failed).
+  absl::Status SettleDrainLocked(std::unique_lock<std::mutex>& lock) const;
+  void DrainLoop();
+  // Adds `staging`'s decisions to `batch`.
+  void AddStaged(const DecisionStaging& staging, rocksdb::WriteBatch& batch) const;
+  absl::Status TrimLocked(std::unique_lock<std::mutex>& lock);
+  absl::StatusOr<uint64_t> PutLocked(std::unique_lock<std::mutex>& lock, std::string_view value,
+                                     uint64_t count,
+                                     std::span<const EngineSequence> sequences = {});
 
   std::unique_ptr<rocksdb::DB> db_;
   // [0] default (events), [1] decisions when present (absent in a read-only
@@ -195,14 +211,29 @@ class EventLog {
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   EventLogOptions options_;
-  mutable absl::Mutex mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t first_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retained_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_decision_ ABSL_GUARDED_BY(mu_) = 0;
-  // Null in a read-only open. Emptied by const readers, hence mutable.
-  mutable std::unique_ptr<DecisionStaging> staging_ ABSL_GUARDED_BY(mu_);
+
+  // A std::mutex and condition variables, not absl::Mutex::Await: Debian's
+  // Abseil is not built with ThreadSanitizer, which then cannot see Await
+  // release and retake the mutex (the CI tsan stage). Every member below up
+  // to drain_thread_ is guarded by mu_.
+  mutable std::mutex mu_;
+  uint64_t next_sequence_ = 0;
+  uint64_t first_sequence_ = 0;
+  uint64_t retained_bytes_ = 0;
+  uint64_t trimmed_bytes_ = 0;
+  uint64_t next_decision_ = 0;
+  // The two staging files, null in a read-only open: staging_ takes the
+  // decisions; the other is spare_ (empty) or draining_ (full, its records
+  // not yet in RocksDB). Emptied by const readers, hence mutable.
+  mutable std::unique_ptr<DecisionStaging> staging_;
+  mutable std::unique_ptr<DecisionStaging> spare_;
+  mutable std::unique_ptr<DecisionStaging> draining_;
+  mutable bool drain_writing_ = false;  // the drain thread writes draining_ outside mu_
+  mutable bool drain_failed_ = false;   // ... and failed: the next caller that needs it retries
+  bool stopping_ = false;
+  mutable std::condition_variable drain_work_;  // drain thread: draining_ set, or stopping_
+  mutable std::condition_variable drain_done_;  // callers: drain_writing_ cleared
+  std::thread drain_thread_;
 };
 
 // Big-endian key of a sequence number.
