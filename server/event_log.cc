@@ -347,6 +347,7 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
     staged = staging_->Append(next_decision_, next_sequence_, record);
     if (!staged && !staging_->empty()) {
       if (spare_ == nullptr) {
+        ++decision_waits_;
         if (auto s = SettleDrainLocked(lock); !s.ok()) return s;
       }
       draining_ = std::move(staging_);
@@ -674,6 +675,10 @@ uint64_t EventLog::retained_bytes() const {
 uint64_t EventLog::next_decision() const {
   std::lock_guard<std::mutex> lock(mu_);
   return next_decision_;
+}
+uint64_t EventLog::decision_waits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return decision_waits_;
 }
 uint64_t EventLog::trimmed_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -170,6 +170,10 @@ class EventLog {
   uint64_t retained_bytes() const;  // keys + values of retained entries
   uint64_t trimmed_bytes() const;   // deleted by the retention bound since open
   uint64_t next_decision() const;   // number of the next journaled decision
+  // AppendDecision calls that found both staging files holding decisions
+  // not yet in RocksDB and so waited for (or made) a RocksDB write: decisions
+  // coming faster than RocksDB takes them, or a failed drain write retried.
+  uint64_t decision_waits() const;
 
  private:
   EventLog(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
@@ -222,6 +226,7 @@ class EventLog {
   uint64_t retained_bytes_ = 0;
   uint64_t trimmed_bytes_ = 0;
   uint64_t next_decision_ = 0;
+  uint64_t decision_waits_ = 0;
   // The two staging files, null in a read-only open: staging_ takes the
   // decisions; the other is spare_ (empty) or draining_ (full, its records
   // not yet in RocksDB). Emptied by const readers, hence mutable.

@@ -169,6 +169,11 @@ std::string SidecarMetrics::Render(const MetricsGauges& g) const {
   Header(out, "kvlearn_event_log_trimmed_bytes_total", "counter",
          "Event-log bytes deleted by --log-max-bytes since start.");
   absl::StrAppend(&out, "kvlearn_event_log_trimmed_bytes_total ", g.log_trimmed_bytes, "\n");
+  Header(out, "kvlearn_decision_journal_waits_total", "counter",
+         "Admit / RankEviction calls whose journal entry waited for a RocksDB write: both "
+         "decision staging files full (decisions faster than the log takes them, or a failed "
+         "background write retried).");
+  absl::StrAppend(&out, "kvlearn_decision_journal_waits_total ", g.log_decision_waits, "\n");
   Header(out, "kvlearn_event_log_next_sequence", "gauge",
          "Sequence number the next logged event gets (= events ever logged).");
   absl::StrAppend(&out, "kvlearn_event_log_next_sequence ", g.log_next_sequence, "\n");

@@ -52,6 +52,7 @@ struct MetricsGauges {
   uint64_t policy_states_refused = 0;
   uint64_t log_bytes = 0;
   uint64_t log_trimmed_bytes = 0;
+  uint64_t log_decision_waits = 0;
   uint64_t log_next_sequence = 0;
 };
 

@@ -308,6 +308,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       g.policy_states_refused = c.policy_states_refused.load(std::memory_order_relaxed);
       g.log_bytes = self->log_->retained_bytes();
       g.log_trimmed_bytes = self->log_->trimmed_bytes();
+      g.log_decision_waits = self->log_->decision_waits();
       g.log_next_sequence = self->log_->next_sequence();
       std::string engines;
       if (self->engine_ingest_) {

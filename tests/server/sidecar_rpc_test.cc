@@ -285,6 +285,8 @@ TEST_F(SidecarRpcTest, MetricsEndpointServesPrometheusText) {
            "kvlearn_resident_bytes 100\n",
            "kvlearn_pools 1\n",
            "kvlearn_event_log_next_sequence 2\n",
+           // One journaled decision cannot fill one staging file, let alone two.
+           "kvlearn_decision_journal_waits_total 0\n",
            "kvlearn_model_info{policy=\"lru\",model_version=\"\"} 1\n",
            "# TYPE kvlearn_decision_latency_seconds histogram\n",
        }) {
