@@ -211,19 +211,15 @@ absl::Status EventLog::RecoverStaged(const std::string& dir) {
   if (!first.ok()) return first.status();
   auto second = DecisionStaging::Open(dir + "/" + DecisionStaging::kSecondFileName);
   if (!second.ok()) return second.status();
-  // A record is in RocksDB already when the crash came between its write
-  // and its file's Clear. Its number says nothing: the other file's newer
-  // records may have reached RocksDB first (an event append carries the
-  // file taking calls while the drain thread writes the full one).
+  // RocksDB's decisions have no gap (every write of one carries or waits
+  // for the earlier ones still staged), so records below next_decision_
+  // reached it before the crash, whichever file holds them.
   rocksdb::WriteBatch batch;
   uint64_t next = next_decision_, bytes = 0;
-  std::string existing;
   for (const DecisionStaging* staging : {first->get(), second->get()}) {
     for (const DecisionStaging::Record& r : staging->Records()) {
+      if (r.number < next_decision_) continue;
       const std::string key = EventLogKey(r.number);
-      const rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), handles_[1], key, &existing);
-      if (got.ok()) continue;
-      if (!got.IsNotFound()) return FromRocks(got, "recover staged decisions");
       batch.Put(handles_[1], key, rocksdb::Slice(r.value.data(), r.value.size()));
       next = std::max(next, r.number + 1);
       bytes += key.size() + r.value.size();
@@ -278,8 +274,7 @@ void EventLog::DrainLoop() {
     lock.lock();
     drain_writing_ = false;
     if (written.ok()) {
-      draining_->Clear();
-      spare_ = std::move(draining_);
+      RetireDrainedLocked();
     } else {
       drain_failed_ = true;  // kept: SettleDrainLocked retries and reports the error
     }
@@ -291,10 +286,14 @@ absl::Status EventLog::SettleDrainLocked(std::unique_lock<std::mutex>& lock) con
   drain_done_.wait(lock, [this] { return !drain_writing_; });
   if (draining_ == nullptr) return absl::OkStatus();
   if (auto s = WriteStaged(*draining_); !s.ok()) return s;
+  RetireDrainedLocked();
+  return absl::OkStatus();
+}
+
+void EventLog::RetireDrainedLocked() const {
   draining_->Clear();
   spare_ = std::move(draining_);
   drain_failed_ = false;
-  return absl::OkStatus();
 }
 
 absl::Status EventLog::FlushStaged() const {
@@ -550,11 +549,7 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::unique_lock<std::mutex>& lock,
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
   if (auto s = FromRocks(db_->Write(w, &batch), "append"); !s.ok()) return s;
-  if (carries_full) {
-    draining_->Clear();
-    spare_ = std::move(draining_);
-    drain_failed_ = false;
-  }
+  if (carries_full) RetireDrainedLocked();
   if (carries_staged) staging_->Clear();
   next_sequence_ = first + count;
   retained_bytes_ += bytes;

@@ -195,6 +195,8 @@ class EventLog {
   // Waits for the drain thread's write, then writes draining_ here if it is
   // still set (not started, or the drain thread's write failed).
   absl::Status SettleDrainLocked(std::unique_lock<std::mutex>& lock) const;
+  // draining_'s records are in RocksDB: empties it and makes it the spare.
+  void RetireDrainedLocked() const;
   void DrainLoop();
   // Adds `staging`'s decisions to `batch`.
   void AddStaged(const DecisionStaging& staging, rocksdb::WriteBatch& batch) const;
