@@ -93,7 +93,14 @@ class Simulator final : public ClusterView, public ClusterState {
     }
     return k;
   }
-  uint64_t CachedBytes(uint32_t n) const override { return nodes_[n]->hbm.pool().used_bytes(); }
+  uint64_t CachedBytes(uint32_t n) const override {
+    const Node& node = *nodes_[n];
+    uint64_t bytes = node.hbm.pool().used_bytes();
+    for (const auto& [b, count] : node.pending) {
+      if (!node.hbm.pool().IsResident(b)) bytes += replay_.catalog[b].bytes;
+    }
+    return bytes;
+  }
   const BlockCatalog& catalog() const override { return replay_.catalog; }
   double BacklogMs(uint32_t n) const override {
     return RemainingMs(*nodes_[n]) + std::max(0.0, nodes_[n]->queued_ms);

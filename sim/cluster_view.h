@@ -27,8 +27,12 @@ class ClusterView {
   // cache exactly, as a router fed by the engines' KV cache events can;
   // sgl-router's default remembers what it routed instead (RoutedPrefixes).
   virtual uint32_t MatchedBlocks(uint32_t node, std::span<const BlockIndex> chain) const = 0;
-  // Bytes of KV cache the node holds in HBM (the cache-aware fallback's
-  // "tree size").
+  // Bytes of KV cache the node holds in HBM plus those of the blocks on
+  // their way there (the ones MatchedBlocks counts and HBM lacks): the
+  // cache-aware fallback's "tree size". sgl-router's tree grows when it
+  // routes a prompt, not when the prompt is computed; a size that waited
+  // for the prefill would send every new prompt to the same node until its
+  // queue drained.
   virtual uint64_t CachedBytes(uint32_t node) const = 0;
   virtual const BlockCatalog& catalog() const = 0;
 

@@ -257,6 +257,26 @@ TEST(ClusterSimulatorTest, CacheAwareBalancesPastTheThresholds) {
   EXPECT_EQ(least.routed_excess_requests, 0u);
 }
 
+// The cache-aware fallback counts the prompts on their way to a node as part
+// of its cache, as sgl-router's tree does once it routes them. r0 {1, 2} at
+// 0 -> node 0 (ties), 8 ms. r1 {3} at 10 -> node 1 (node 0 caches 8e6 B,
+// node 1 nothing), 4 ms. r2 {4, 5, 6} at 100 matches nothing -> node 1
+// (4e6 B against 8e6 B), 12 ms. r3 {7} at 100 matches nothing either: node 1
+// now caches 4e6 B and has 12e6 B on their way, so r3 goes to idle node 0,
+// TTFT 4. Counting only what HBM holds, node 1 would still look emptier and
+// r3 would queue behind r2 there: TTFT 12 + 4.
+TEST(ClusterSimulatorTest, CacheAwareFallbackCountsPromptsOnTheirWay) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(10, 4, 1, std::vector<uint64_t>{3});
+  t.Add(100, 12, 1, std::vector<uint64_t>{4, 5, 6});
+  t.Add(100, 4, 1, std::vector<uint64_t>{7});
+  const ClusterResult r = Simulate(t, Options(2, "cache-aware"));
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[2], 12);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[3], 4);
+  EXPECT_EQ(r.routed_to_busier, 0u);
+}
+
 // cache-aware-approx remembers what it routed, not what HBM holds. HBM holds
 // one 4-token block per node; each prompt takes 4 ms per block to prefill.
 // r0 {1} at 0 -> node 0 (nothing anywhere; ties: node 0). r1 {2} at 10 ->
