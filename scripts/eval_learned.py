@@ -19,7 +19,8 @@ and, with --cluster, one row per trace: TTFT mean and p95 (seconds) and the clus
 cost_seconds (prefill GPU-s + transfer s over every tier's loads and admissions) of the tested
 policy, each beside the lowest of the other online policies. Cluster TTFT under the cache-aware router is decided
 by where bursts queue, which a change of HBM size too small to move any policy's prefill time
-moves by 10-20% (docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs K replays
+moves by a few percent (10-20% before the router's fallback counted the blocks on their way;
+docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs K replays
 the cluster at K HBM sizes 0.4% apart around the default and the row gives, per statistic,
 the tested policy's average over the K runs, the other policy with the lowest average,
 and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
