@@ -54,8 +54,15 @@ struct Node {
   std::deque<uint32_t> queue;
   uint32_t load = 0;     // routed and not yet prefilled
   double queued_ms = 0;  // estimated prefill of the queued requests (ClusterView::BacklogMs)
-  // Blocks promised to this node by routed requests and incoming copies.
-  absl::flat_hash_map<BlockIndex, uint32_t> pending;
+  // Blocks promised to this node by routed requests and incoming copies:
+  // how many promise each, and whether HBM lacks it (then its bytes are in
+  // pending_absent_bytes, which CachedBytes adds to what HBM holds).
+  struct Promised {
+    uint32_t count = 0;
+    bool absent = false;
+  };
+  absl::flat_hash_map<BlockIndex, Promised> pending;
+  uint64_t pending_absent_bytes = 0;
   std::vector<uint32_t> incoming;  // copies into this node not finished
   std::vector<uint32_t> deferred;  // copies from this node waiting for the prefix
   // The request being served.
@@ -94,12 +101,7 @@ class Simulator final : public ClusterView, public ClusterState {
     return k;
   }
   uint64_t CachedBytes(uint32_t n) const override {
-    const Node& node = *nodes_[n];
-    uint64_t bytes = node.hbm.pool().used_bytes();
-    for (const auto& [b, count] : node.pending) {
-      if (!node.hbm.pool().IsResident(b)) bytes += replay_.catalog[b].bytes;
-    }
-    return bytes;
+    return nodes_[n]->hbm.pool().used_bytes() + nodes_[n]->pending_absent_bytes;
   }
   const BlockCatalog& catalog() const override { return replay_.catalog; }
   double BacklogMs(uint32_t n) const override {
@@ -158,13 +160,41 @@ class Simulator final : public ClusterView, public ClusterState {
   }
 
   void AddPending(Node& node, std::span<const BlockIndex> chain) {
-    for (BlockIndex b : chain) ++node.pending[b];
+    for (BlockIndex b : chain) {
+      Node::Promised& p = node.pending[b];
+      if (p.count++ == 0 && !node.hbm.pool().IsResident(b)) SetAbsent(node, b, p, true);
+    }
   }
   void RemovePending(Node& node, std::span<const BlockIndex> chain) {
     for (BlockIndex b : chain) {
       auto it = node.pending.find(b);
-      if (--it->second == 0) node.pending.erase(it);
+      if (--it->second.count > 0) continue;
+      if (it->second.absent) SetAbsent(node, b, it->second, false);
+      node.pending.erase(it);
     }
+  }
+  void SetAbsent(Node& node, BlockIndex b, Node::Promised& p, bool absent) {
+    if (p.absent == absent) return;
+    p.absent = absent;
+    const uint64_t bytes = replay_.catalog[b].bytes;
+    node.pending_absent_bytes += absent ? bytes : -bytes;
+  }
+  // Offers blocks [0, end) of `chain` to `node`'s HBM, keeping the promised
+  // blocks' absent flags in step with what enters and leaves it.
+  absl::Status AdmitToHbm(Node& node, std::span<const BlockIndex> chain, uint32_t end,
+                          const AccessInfo& access, uint64_t& inserted, uint64_t& evicted) {
+    auto s = node.hbm.Admit(chain, 0, end, access, inserted, evicted, [&](BlockIndex victim) {
+      if (auto it = node.pending.find(victim); it != node.pending.end()) {
+        SetAbsent(node, victim, it->second, true);
+      }
+    });
+    for (uint32_t i = 0; i < end; ++i) {
+      auto it = node.pending.find(chain[i]);
+      if (it != node.pending.end() && node.hbm.pool().IsResident(chain[i])) {
+        SetAbsent(node, chain[i], it->second, false);
+      }
+    }
+    return s;
   }
 
   // Of blocks [hbm_blocks, ...) of `chain` on node n, how far to load (from
@@ -425,8 +455,7 @@ absl::Status Simulator::FinishCopy(uint32_t id) {
   Node& target = *nodes_[c.target];
   const auto prefix = Chain(c.request).first(c.prefix_blocks);
   uint64_t inserted = 0, evicted = 0;
-  if (auto s = target.hbm.Admit(prefix, 0, c.prefix_blocks, Access(c.request), inserted, evicted,
-                                [](BlockIndex) {});
+  if (auto s = AdmitToHbm(target, prefix, c.prefix_blocks, Access(c.request), inserted, evicted);
       !s.ok()) {
     return s;
   }
@@ -567,8 +596,7 @@ absl::Status Simulator::PrefillDone(uint32_t n) {
   const uint32_t blocks = r.num_blocks;
 
   uint64_t hbm_in = 0, hbm_evicted = 0;
-  if (auto s = node.hbm.Admit(chain, 0, blocks, access, hbm_in, hbm_evicted, [](BlockIndex) {});
-      !s.ok()) {
+  if (auto s = AdmitToHbm(node, chain, blocks, access, hbm_in, hbm_evicted); !s.ok()) {
     return s;
   }
   if (node.dram) {
