@@ -274,6 +274,11 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
     std::cerr << "kvlearn compare: saturated: " << absl::StrJoin(saturated, ", ")
               << " of the window busy (>= 95%): those rows' TTFT grows with the trace's length\n";
   }
+  if (const std::string rows = BackloggedRows(comparison); !rows.empty()) {
+    std::cerr << "kvlearn compare: backlog: " << rows
+              << " left by the warm-up, more than the evaluated window's idle time: those rows' "
+                 "TTFT is mostly the warm-up's queue\n";
+  }
   if (!c.ttft_samples.empty()) {
     if (auto st = WriteFile(c.ttft_samples, FormatTtftSamplesJson(comparison)); !st.ok()) {
       return Fail(st);

@@ -1,5 +1,7 @@
 #include "sim/cluster_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/json_text.h"
@@ -25,6 +27,8 @@ ReportFields Fields(const ClusterResult& c, double w) {
           {"routed_to_busier_ratio", JsonNumber(Ratio(c.routed_to_busier, r.requests))},
           {"routed_excess_mean",
            JsonNumber(r.requests ? static_cast<double>(c.routed_excess_requests) / r.requests : 0)},
+          {"backlog_at_eval_requests", absl::StrCat(c.backlog_at_eval_requests)},
+          {"backlog_at_eval_ms", JsonNumber(c.backlog_at_eval_ms)},
           {"load_mean_ms", JsonNumber(c.load_ms.mean)},
           {"prefill_mean_ms", JsonNumber(c.prefill_ms.mean)},
           {"hbm_hit_ratio", JsonNumber(c.hbm_hit_ratio())},
@@ -47,6 +51,23 @@ bool AnyClusterSaturated(const ClusterComparison& c) {
     if (CountsForSaturation(r.replay)) return true;
   }
   return false;
+}
+
+bool CarriesBacklog(const ClusterResult& row) {
+  const ReplayResult& r = row.replay;
+  const double idle_ms = 1000 * r.window_seconds() * std::max(0.0, 1 - r.utilization());
+  return !IsRecomputeBound(r.policy) && row.backlog_at_eval_ms > idle_ms;
+}
+
+std::string BackloggedRows(const ClusterComparison& c) {
+  std::string out;
+  for (const ClusterResult& r : c.results) {
+    if (!CarriesBacklog(r)) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ",
+                    absl::StrFormat("%s/%s (%.0f s per node)", r.router, r.replay.policy,
+                                    r.backlog_at_eval_ms / 1000));
+  }
+  return out;
 }
 
 std::string FormatClusterJson(const ClusterComparison& c) {
@@ -123,6 +144,11 @@ std::string FormatClusterTable(const ClusterComparison& c) {
     }
   }
   absl::StrAppend(&out, SaturatedNote(saturated));
+  if (const std::string rows = BackloggedRows(c); !rows.empty()) {
+    absl::StrAppend(&out, "\nbacklog: ", rows,
+                    ": the warm-up left more work than the window's idle time, so these "
+                    "rows' TTFT is mostly the warm-up's queue\n");
+  }
   return out;
 }
 

@@ -31,6 +31,14 @@ struct ClusterComparison {
 // Whether any row's utilization reaches kSaturatedUtilization.
 bool AnyClusterSaturated(const ClusterComparison& comparison);
 
+// Whether the warm-up left each node more work (backlog_at_eval_ms) than the
+// evaluated window gives it idle time (window * (1 - utilization)): the
+// nodes never catch up inside the window, so its TTFT is mostly the
+// warm-up's queue. The recompute bound is left out, as for saturation.
+bool CarriesBacklog(const ClusterResult& row);
+// "router/policy (N s per node), ..." for the rows that carry one; empty if none.
+std::string BackloggedRows(const ClusterComparison& comparison);
+
 std::string FormatClusterTable(const ClusterComparison& comparison);
 std::string FormatClusterJson(const ClusterComparison& comparison);
 std::string FormatClusterCsv(const ClusterComparison& comparison);

@@ -319,6 +319,12 @@ double Simulator::ReadyMs(uint32_t n, std::span<const BlockIndex> prefix) const 
 void Simulator::Arrive(uint32_t ri) {
   const TraceRequest& r = trace_.requests[ri];
   const RouteRequest request{ri, r.timestamp_ms, r.input_length, Chain(ri)};
+  if (ri == eval_start_) {
+    for (uint32_t n = 0; n < nodes(); ++n) {
+      result_.backlog_at_eval_requests += Load(n);
+      result_.backlog_at_eval_ms += BacklogMs(n) / nodes();
+    }
+  }
   if (replicator_->OnArrival(request, *this, order_)) Replicate(ri, order_);
   uint32_t n = replicator_->Route(request, *this);
   if (n >= nodes()) n = router_->Route(request, *this);

@@ -95,6 +95,12 @@ struct ClusterResult {
   // them of the difference: how much the router herds onto held prefixes.
   uint64_t routed_to_busier = 0;
   uint64_t routed_excess_requests = 0;
+  // What the warm-up leaves for the evaluated requests to queue behind: the
+  // requests outstanding (queued or running) on all nodes when the first
+  // evaluated one arrives, and their estimated remaining work per node (ms,
+  // mean over the nodes). 0 when every request is evaluated.
+  uint32_t backlog_at_eval_requests = 0;
+  double backlog_at_eval_ms = 0;
   uint64_t dram_write_bytes = 0;  // HBM -> host DRAM write-through (background)
   // Bytes over all links: loaded + admitted + replication + DRAM writes
   // (warm-up requests included).

@@ -65,21 +65,48 @@ TEST(ClusterReportTest, JsonRowsHavePoolFieldsPlusClusterFields) {
   EXPECT_NE(csv.find("\nburst-replicate:4,lru,"), std::string::npos);
 }
 
-// One node busy 1 s of a 1 s window: 100%, saturated; the table names it.
-TEST(ClusterReportTest, SaturatedRowIsFlagged) {
+// A cache-aware row of `policy` on `nodes` nodes busy `busy_s` seconds of
+// a window of `window_ms`.
+ClusterResult BusyRow(const char* policy, uint32_t nodes, double window_ms, double busy_s) {
   ClusterResult c;
   c.router = "cache-aware";
-  c.replay.policy = "lru";
-  c.replay.prefill_nodes = 1;
+  c.replay.policy = policy;
+  c.replay.prefill_nodes = nodes;
   c.replay.first_arrival_ms = 0;
-  c.replay.last_arrival_ms = 1000;
-  c.replay.busy_seconds = 1;
+  c.replay.last_arrival_ms = window_ms;
+  c.replay.busy_seconds = busy_s;
+  return c;
+}
+
+// One node busy 1 s of a 1 s window: 100%, saturated; the table names it.
+TEST(ClusterReportTest, SaturatedRowIsFlagged) {
+  const ClusterResult c = BusyRow("lru", 1, 1000, 1);
   ClusterComparison cluster;
   cluster.results.push_back(c);
   EXPECT_TRUE(AnyClusterSaturated(cluster));
   EXPECT_NE(FormatClusterJson(cluster).find("\"saturated\": true"), std::string::npos);
   EXPECT_NE(FormatClusterTable(cluster).find("saturated: cache-aware/lru (100%)"),
             std::string::npos);
+}
+
+// Two nodes busy 60% of a 10 s window have 4 s of idle time each: a
+// backlog of 4 s per node at the window's start fits in it, 4.001 s does
+// not. The recompute bound is never flagged.
+TEST(ClusterReportTest, BacklogBeyondTheWindowsIdleTimeIsFlagged) {
+  ClusterResult c = BusyRow("kvlearn-cars", 2, 10'000, 12);
+  c.backlog_at_eval_ms = 4000;
+  EXPECT_FALSE(CarriesBacklog(c));
+  c.backlog_at_eval_ms = 4001;
+  EXPECT_TRUE(CarriesBacklog(c));
+  ClusterComparison cluster;
+  cluster.results.push_back(c);
+  EXPECT_EQ(BackloggedRows(cluster), "cache-aware/kvlearn-cars (4 s per node)");
+  EXPECT_NE(FormatClusterTable(cluster).find("backlog: cache-aware/kvlearn-cars (4 s per node)"),
+            std::string::npos);
+  EXPECT_NE(FormatClusterJson(cluster).find("\"backlog_at_eval_ms\": 4001"), std::string::npos);
+  cluster.results[0].replay.policy = "no-cache";
+  EXPECT_FALSE(CarriesBacklog(cluster.results[0]));
+  EXPECT_EQ(BackloggedRows(cluster), "");
 }
 
 TEST(ClusterReportTest, SamplesFileListsEveryTtft) {

@@ -79,6 +79,32 @@ TEST(ClusterSimulatorTest, TwoRequestsQueueThenAnHbmHit) {
   EXPECT_NEAR(r.hbm_hit_ratio(), 2.0 / 6, 1e-12);
 }
 
+// The warm-up's backlog. Evaluating from the second request of the trace
+// above: when r1 arrives at 2, r0 runs on node 0 until 8, so 1 request and 6
+// ms of work are outstanding; over two nodes that is 3 ms per node. Evaluating
+// every request, nothing is carried.
+TEST(ClusterSimulatorTest, BacklogAtTheEvaluatedWindowsStart) {
+  Trace t = HandTrace();
+  t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
+  t.Add(2, 4, 1, std::vector<uint64_t>{3});
+  t.Add(20, 12, 1, std::vector<uint64_t>{1, 2, 4});
+  ClusterOptions o = Options(1);
+  o.eval_from = 0.34;  // floor(0.34 * 3) = 1: r1 is the first evaluated
+  ClusterResult r = Simulate(t, o);
+  ASSERT_EQ(r.ttft_samples_ms.size(), 2u);
+  EXPECT_EQ(r.backlog_at_eval_requests, 1u);
+  EXPECT_DOUBLE_EQ(r.backlog_at_eval_ms, 6);
+
+  o.prefill_nodes = 2;
+  r = Simulate(t, o);
+  EXPECT_EQ(r.backlog_at_eval_requests, 1u);
+  EXPECT_DOUBLE_EQ(r.backlog_at_eval_ms, 3);
+
+  r = Simulate(t, Options(1));
+  EXPECT_EQ(r.backlog_at_eval_requests, 0u);
+  EXPECT_DOUBLE_EQ(r.backlog_at_eval_ms, 0);
+}
+
 // With two nodes round-robin, r2 does not wait.
 TEST(ClusterSimulatorTest, SecondNodeTakesTheSecondRequest) {
   Trace t = HandTrace();
