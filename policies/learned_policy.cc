@@ -73,7 +73,11 @@
 //
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
-// only rank evictions: refusing there saves nothing and loses the hit.
+// only rank evictions: refusing there saves nothing and loses the hit. The
+// ARC expert never leads there: in the cluster its lead over the recency
+// shadow flipped with HBM sizes 0.4% apart, and without it every tuning
+// trace's cluster cost was as low or lower under both routers
+// (docs/learned_policy.md, "Cluster TTFT").
 // A pool behind such tiers (a cluster's shared pool) reads P_i(E) as the
 // reuse it would serve itself (learned_served_share.h), and a return a
 // node served settles no bet and is no ghost miss: evicting or refusing it
@@ -609,8 +613,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   bool ModelRanks() const { return guard_.Trusted() && shadow_advantage_ >= 0; }
 
   // ARC chooses the victims while its shadow's hits have saved more than
-  // the recency shadow's, with this pool's admissions.
-  bool ArcLeads() const { return arc_lead_ > 0; }
+  // the recency shadow's, with this pool's admissions; never in a node's own
+  // tiers (see the header comment).
+  bool ArcLeads() const { return admission_moves_bytes_ && arc_lead_ > 0; }
 
   // Counts every block of `chain` seen before as a return after its idle
   // time, served by a faster tier or here (LearnedServedShare). Before the

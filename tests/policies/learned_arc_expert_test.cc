@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/policy_state.h"
@@ -152,8 +153,10 @@ TEST(LearnedArcShadowPoolTest, SavedStateResumesAndDropsForgottenBlocks) {
 
 // The learned pool hands its evictions to ARC while ARC's shadow leads.
 // A model that says nothing returns (V = 0 for every block: the model's
-// order is recency's) on a tier whose admission moves no bytes (every block
-// admitted), so until ARC leads the pool is LRU's. Pool of 3 blocks, R0 a,
+// order is recency's) in a fresh pool (its refusals have not proved
+// themselves, so every block is admitted), so until ARC leads the pool is
+// LRU's. In a node's own tier (admission moves no bytes) ARC never leads, and
+// the pool stays LRU's to the end. Pool of 3 blocks, R0 a,
 // R1 a, R2 b, R3 c, R4 d, R5 a, R6 c, R7 e, R8 f, R9 g.
 //   LRU: R4 d evicts a {b c d}; R5 a evicts b {a c d}; R7 e evicts d
 //     {a c e}; R8 f evicts a {c e f}; R9 g evicts c, the least recent
@@ -172,18 +175,20 @@ TEST(LearnedArcExpertTest, EvictsByArcOnceArcsShadowLeads) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "a", "c", "e", "f", "g"});
   auto never = std::make_shared<StandInModel>(
       "never", [](std::span<const float>, std::span<float> out) { out[0] = out[1] = 0; });
-  std::vector<std::string> learned, lru;
-  for (auto [policy, residents] : {std::pair{"learned", &learned}, std::pair{"lru", &lru}}) {
+  std::vector<std::string> learned, lru, learned_in_tier;
+  for (auto [policy, residents, tier] :
+       {std::tuple{"learned", &learned, false}, std::tuple{"lru", &lru, false},
+        std::tuple{"learned", &learned_in_tier, true}}) {
     PolicyDriver driver(&h->replay.catalog, 3 * HandBlockBytes());
     PolicyEnv env = MakePolicyEnv(DefaultCost(), never);
-    env.admission_moves_bytes = false;
+    env.admission_moves_bytes = !tier;
     ASSERT_TRUE(driver.StartPolicy(policy, env).ok());
     for (uint32_t r = 0; r < h->trace.requests.size(); ++r) {
       RequestOutcome outcome;
       ASSERT_TRUE(ServeRequest(h->replay, r, driver, outcome).ok());
       residents->push_back(h->Resident(driver.pool()));
     }
-    if (std::string_view(policy) != "learned") continue;
+    if (std::string_view(policy) != "learned" || tier) continue;
     driver.UnpinAll();
     const std::vector<BlockIndex> all = {h->Block('c'), h->Block('f'), h->Block('g')};
     EXPECT_EQ(driver.RankVictims(all),
@@ -193,6 +198,7 @@ TEST(LearnedArcExpertTest, EvictsByArcOnceArcsShadowLeads) {
                                            "efg"}));
   EXPECT_EQ(learned, (std::vector<std::string>{"a", "a", "ab", "abc", "bcd", "acd", "acd", "ace",
                                                "cef", "cfg"}));
+  EXPECT_EQ(learned_in_tier, lru);
 }
 
 }  // namespace
