@@ -70,15 +70,18 @@ struct Flags {
   uint64_t heap_ids = 20'000'000;  // part 1b
 };
 
-// Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`.
-void AddChain(v1::EventBatch& batch, uint64_t c, uint64_t resident) {
+// Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`, for
+// the node's `tier`.
+void AddChain(v1::EventBatch& batch, uint64_t c, uint64_t resident, v1::Tier tier = v1::TIER_POOL) {
   const uint64_t first = c * kChain + 1;
   v1::Event* a = batch.add_events();
   a->set_node_id("mem");
+  a->set_tier(tier);
   a->set_timestamp_us(static_cast<int64_t>(c) * 1000);
   for (uint64_t i = 0; i < kChain; ++i) a->mutable_request_arrival()->add_block_ids(first + i);
   v1::Event* s = batch.add_events();
   s->set_node_id("mem");
+  s->set_tier(tier);
   s->set_timestamp_us(static_cast<int64_t>(c) * 1000);
   auto* st = s->mutable_block_stored();
   st->set_block_id(first);
@@ -87,6 +90,7 @@ void AddChain(v1::EventBatch& batch, uint64_t c, uint64_t resident) {
   if (c >= resident) {
     v1::Event* r = batch.add_events();
     r->set_node_id("mem");
+    r->set_tier(tier);
     r->set_timestamp_us(static_cast<int64_t>(c) * 1000);
     r->mutable_block_removed()->set_block_id((c - resident) * kChain + 1);
   }
@@ -103,8 +107,11 @@ void BytesPerBlock() {
   std::printf("part 1: heap bytes per tracked block (1,000,000 ids, nothing forgotten)\n");
   std::printf("%-12s %14s %16s %12s\n", "policy", "blocks_tracked", "bytes_per_block",
               "within_128");
-  for (const char* policy :
-       {"lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars", "learned"}) {
+  // learned/hbm: learned in a node's HBM, which keeps no ARC expert.
+  for (const std::string row : {"lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc",
+                                "kvlearn-cars", "learned", "learned/hbm"}) {
+    const std::string policy = row.substr(0, row.find('/'));
+    const v1::Tier tier = row.ends_with("/hbm") ? v1::TIER_HBM : v1::TIER_POOL;
     const size_t before = HeapInUse();
     {
       NodePoolsOptions o;
@@ -112,12 +119,12 @@ void BytesPerBlock() {
       o.cost =
           std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
       o.ghost_blocks = uint64_t{1} << 30;
-      if (std::string(policy) == "learned") o.model = MakeTestModel();
+      if (policy == "learned") o.model = MakeTestModel();
       NodePools pools(o);
       const uint64_t chains = 1'000'000 / kChain;
       for (uint64_t c = 0; c < chains; ++c) {
         v1::EventBatch batch;
-        AddChain(batch, c, 16'384);
+        AddChain(batch, c, 16'384, tier);
         for (const auto& e : batch.events()) {
           if (auto st = pools.Apply(e); !st.ok()) {
             std::fprintf(stderr, "serve_memory: %s\n", std::string(st.message()).c_str());
@@ -128,8 +135,9 @@ void BytesPerBlock() {
       const uint64_t tracked = pools.counters().blocks_tracked.load();
       const size_t after = HeapInUse();
       const double per_block = static_cast<double>(after - before) / static_cast<double>(tracked);
-      std::printf("%-12s %14llu %16.1f %12s\n", policy, static_cast<unsigned long long>(tracked),
-                  per_block, per_block <= 128 ? "yes" : "no");
+      std::printf("%-12s %14llu %16.1f %12s\n", row.c_str(),
+                  static_cast<unsigned long long>(tracked), per_block,
+                  per_block <= 128 ? "yes" : "no");
     }
   }
 }

@@ -63,7 +63,7 @@
 // ARC expert (arc_policy.h, learned_arc_shadow_pool.h). An ARC instance over
 // this pool sees every hook, and a second shadow, evicting by ARC with the
 // same admissions, counts what its hits would have saved. While that shadow
-// has saved more than the recency shadow (ArcLeads: arc_lead_ > 0), ARC
+// has saved more than the recency shadow (ArcLeads: its lead > 0), ARC
 // chooses the victims, and EvictionPriority and RankVictims are ARC's; the
 // model (guard and recency shadow as above) chooses otherwise. ARC keeps as
 // ghosts only the victims it chose: a victim the model chose, had it come
@@ -73,10 +73,10 @@
 //
 // Tiers whose admission moves no bytes (PolicyEnv::admission_moves_bytes
 // false: a node's HBM holds what it just computed) admit every block and
-// only rank evictions: refusing there saves nothing and loses the hit. The
-// ARC expert never leads there: in the cluster its lead over the recency
-// shadow flipped with HBM sizes 0.4% apart, and without it every tuning
-// trace's cluster cost was as low or lower under both routers
+// only rank evictions: refusing there saves nothing and loses the hit. They
+// have no ARC expert: in the cluster its lead over the recency shadow
+// flipped with HBM sizes 0.4% apart, and without it every tuning trace's
+// cluster cost was as low or lower under both routers
 // (docs/learned_policy.md, "Cluster TTFT").
 // A pool behind such tiers (a cluster's shared pool) reads P_i(E) as the
 // reuse it would serve itself (learned_served_share.h), and a return a
@@ -88,6 +88,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -122,8 +123,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
         feature_sink_(env.feature_sink),
         admission_moves_bytes_(env.admission_moves_bytes),
         shadow_(env.catalog, env.pool->capacity_bytes()),
-        arc_(env),
-        arc_shadow_(env.catalog, env.pool->capacity_bytes()),
+        arc_(env.admission_moves_bytes ? std::make_unique<ArcExpert>(env) : nullptr),
         served_(model_->metadata().horizons_seconds),
         value_horizon_s_(Horizon()) {}
 
@@ -132,7 +132,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override {
     ++hooks_;
     CountShadowHits(chain);
-    arc_.OnRequest(chain, access);
+    if (arc_) arc_->arc.OnRequest(chain, access);
     CountReturns(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
@@ -158,10 +158,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   void OnHit(BlockIndex b, const AccessInfo& access) override {
     ++hooks_;
     Rekey(b, KeyFor(b));
-    arc_.OnHit(b, access);
+    if (arc_) arc_->arc.OnHit(b, access);
   }
   bool ShouldAdmit(BlockIndex b, const AccessInfo& access) override {
-    arc_.ShouldAdmit(b, access);  // ARC's miss (its p moves on a ghost); ARC admits all
+    if (arc_) arc_->arc.ShouldAdmit(b, access);  // ARC's miss (a ghost moves its p); admits all
     // The simulator announces every block in a request's chain before asking,
     // but the sidecar may be asked about a block no request_arrival named (a
     // node that sends none, a pool of another tier, a candidate outside the
@@ -182,10 +182,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
     last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
-    arc_.OnInsert(b, access);
+    if (arc_) arc_->arc.OnInsert(b, access);
   }
 
-  BlockIndex SelectVictim() override { return ArcLeads() ? arc_.SelectVictim() : OwnVictim(); }
+  BlockIndex SelectVictim() override { return ArcLeads() ? arc_->arc.SelectVictim() : OwnVictim(); }
 
   // The model's choice among the window, or recency's (the guard and the
   // recency shadow decide), recording both for the guard. Kept until the
@@ -223,14 +223,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     Grow();  // a sidecar may insert blocks no request or admission named
     evicted_ms_[b] = now_ms_;
     LeafOrderedPolicy::OnEvict(b);
-    arc_.OnEvict(b, /*remember=*/ArcLeads());
+    if (arc_) arc_->arc.OnEvict(b, /*remember=*/ArcLeads());
   }
 
   // While the model is trusted: V / (1 + V) in [0, 1) for the leaves in the
   // window, 1 + the last use in ms for the others (not yet the model's to
   // choose from); the victim always has the lowest. Else the last use, ms.
   double EvictionPriority(BlockIndex b) const override {
-    if (ArcLeads()) return arc_.EvictionPriority(b);
+    if (ArcLeads()) return arc_->arc.EvictionPriority(b);
     if (!ModelRanks()) return KeyOf(b).primary;
     if (!window_finder_.Holds(heap(), Pinned(), b)) return 1 + std::max(KeyOf(b).primary, 0.0);
     const double v = Value(b);
@@ -246,7 +246,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // hold `bytes_wanted`; the rest follow in candidate order.
   std::vector<BlockIndex> FirstVictims(std::span<const BlockIndex> candidates,
                                        uint64_t bytes_wanted) const override {
-    if (ArcLeads()) return arc_.RankVictims(candidates);
+    if (ArcLeads()) return arc_->arc.RankVictims(candidates);
     if (!ModelRanks()) return LeafOrderedPolicy::RankVictims(candidates);
     std::vector<BlockIndex> wanted(candidates.begin(), candidates.end());
     std::sort(wanted.begin(), wanted.end());
@@ -326,7 +326,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   }
 
   // ---- state (core/policy_state.h) ----
-  // The recency keys, the access history, the guard, the refusal ledger,
+  // The recency keys, the access history, the guard, the recency shadow and
+  // its advantage, the ARC expert (its lead, ARC and its shadow; a tier has
+  // none), the refusal ledger,
   // the served shares, the latest request's chain and whether its bet is
   // entered, V's window, the last choices, E, the clock, the price of space
   // (its two decayed sums and the last admission), and per block known
@@ -341,9 +343,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     guard_.Save(renumber, out);
     out.Double(shadow_advantage_);
     shadow_.Save(renumber, out);
-    out.Double(arc_lead_);
-    if (auto s = arc_.SaveState(renumber, out); !s.ok()) return s;
-    arc_shadow_.Save(renumber, out);
+    if (arc_) {  // a tier has none (the header comment): its state has no such section
+      out.Double(arc_->lead);
+      if (auto s = arc_->arc.SaveState(renumber, out); !s.ok()) return s;
+      arc_->shadow.Save(renumber, out);
+    }
     refusals_.Save(renumber, out);
     served_.Save(out);
     std::vector<BlockIndex> chain;
@@ -391,9 +395,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     guard_.Load(in);
     shadow_advantage_ = in.Double("learned shadow advantage");
     shadow_.Load(in);
-    arc_lead_ = in.Double("learned arc lead");
-    if (in.ok()) (void)arc_.LoadState(in);
-    if (in.ok()) arc_shadow_.Load(in);
+    if (arc_) {
+      arc_->lead = in.Double("learned arc lead");
+      if (in.ok()) (void)arc_->arc.LoadState(in);
+      if (in.ok()) arc_->shadow.Load(in);
+    }
     refusals_.Load(in);
     served_.Load(in);
     const uint64_t chain = in.Count("learned request chain");
@@ -615,7 +621,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // ARC chooses the victims while its shadow's hits have saved more than
   // the recency shadow's, with this pool's admissions; never in a node's own
   // tiers (see the header comment).
-  bool ArcLeads() const { return admission_moves_bytes_ && arc_lead_ > 0; }
+  bool ArcLeads() const { return arc_ && arc_->lead > 0; }
 
   // Counts every block of `chain` seen before as a return after its idle
   // time, served by a faster tier or here (LearnedServedShare). Before the
@@ -631,16 +637,15 @@ class LearnedPolicy final : public LeafOrderedPolicy {
 
   // Adds to shadow_advantage_ the savings of the blocks of `chain` that hit
   // in this pool and not in the recency shadow, less the reverse, and to
-  // arc_lead_ those of the ARC shadow against the recency shadow: only the
+  // the ARC expert's lead those of its shadow against the recency one: only the
   // blocks where two pools differ (a prefix is held in both), so pools that
   // agree add exactly 0, whatever the rounding.
   void CountShadowHits(std::span<const BlockIndex> chain) {
     const auto held = [this](BlockIndex b) { return pool_.IsResident(b); };
     const size_t real = pool_.ResidentPrefix(chain);
     const size_t shadow = shadow_.OnRequest(chain, held);
-    const size_t arc = arc_shadow_.OnRequest(chain, held);
     shadow_advantage_ += SavingBetween(chain, real, shadow);
-    arc_lead_ += SavingBetween(chain, arc, shadow);
+    if (arc_) arc_->lead += SavingBetween(chain, arc_->shadow.OnRequest(chain, held), shadow);
   }
   // The savings of chain[b, a) when a > b, less those of chain[a, b) when b > a.
   double SavingBetween(std::span<const BlockIndex> chain, size_t a, size_t b) const {
@@ -679,9 +684,15 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The expert that evicts while ARC leads: ARC over this pool, fed every
   // hook, remembering as ghosts only the victims it chose. Its lead: what
   // the ARC shadow's hits saved beyond the recency shadow's (R - T summed).
-  ArcPolicy arc_;
-  LearnedArcShadowPool arc_shadow_;
-  double arc_lead_ = 0;
+  // Null in a tier (the header comment; about 118 B a block saved).
+  struct ArcExpert {
+    explicit ArcExpert(const PolicyEnv& env)
+        : arc(env), shadow(env.catalog, env.pool->capacity_bytes()) {}
+    ArcPolicy arc;
+    LearnedArcShadowPool shadow;
+    double lead = 0;
+  };
+  std::unique_ptr<ArcExpert> arc_;
   LearnedRefusalLedger refusals_;
   LearnedServedShare served_;      // on the model's ladder
   std::vector<BlockIndex> chain_;  // of the latest request

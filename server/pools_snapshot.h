@@ -5,17 +5,16 @@
 // model swap, so a restart loads it and replays only the log after it
 // (server/log_replay.h).
 //
-// Encoding (little-endian doubles, varints elsewhere): a format byte (5), the
+// Encoding (little-endian doubles, varints elsewhere): a format byte (9), the
 // model-swap record, the pool count, and per pool its node, tier, capacity,
 // counters, blocks (hash id, parent + 1, depth, tokens, bytes, recompute
 // cost, last seen), the resident blocks and proposals as block numbers, the
 // proposals' scores, the in-flight requests (id, chain), the last request
 // without an id, and the policy state: 1 and its bytes
 // (core/policy_state.h), or 0 for a policy that cannot save one (its
-// residents are then in eviction order). Formats 4 and 3 are the same, their
-// policy states of older layouts (4: learned's without its shadow pool; 3:
-// access histories without forks, before feature schema 3): they decode
-// with them dropped, residents in catalog order. Format 2,
+// residents are then in eviction order). Formats 8 down to 3 are the same,
+// their policy states of older layouts (server/pools_snapshot.cc lists them):
+// they decode with them dropped, residents in catalog order. Format 2,
 // written before policies saved their state, is the same without the policy
 // state, residents in eviction order. Both still decode (log_replay.h says
 // when they are used).
@@ -35,10 +34,10 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 8; 7 down to 2 as decoded from an older snapshot (no policy state to
+  // 9; 8 down to 2 as decoded from an older snapshot (no policy state to
   // load). Encoding a 2 leaves the policy states out (tests); any other value
-  // encodes format 8.
-  char format = 8;
+  // encodes format 9.
+  char format = 9;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;
@@ -53,7 +52,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot);
 absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes);
 // Why a decoded snapshot's policies cannot restart exactly from it, or empty
 // when they can (the current format): "no policy state" (format 2) or
-// "policy states of an older layout" (formats 3 and 4).
+// "policy states of an older layout" (formats 3 to 8).
 absl::string_view MissingPolicyStates(const PoolsSnapshot& snapshot);
 
 }  // namespace kvlearn
