@@ -11,7 +11,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/flag_checks.h"
 #include "datasets/mooncake_reader.h"
@@ -22,6 +21,7 @@
 #include "sim/cluster_report.h"
 #include "sim/cluster_simulator.h"
 #include "sim/replay_trace.h"
+#include "sim/report_fields.h"
 #include "sim/router.h"
 
 namespace kvlearn {
@@ -263,16 +263,8 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
     comparison.block_accesses = r->replay.block_accesses;
     comparison.results.push_back(std::move(*r));
   }
-  if (AnyClusterSaturated(comparison)) {
-    std::vector<std::string> saturated;
-    for (const ClusterResult& r : comparison.results) {
-      if (CountsForSaturation(r.replay)) {
-        saturated.push_back(absl::StrFormat("%s/%s %.0f%%", r.router, r.replay.policy,
-                                            100 * r.replay.utilization()));
-      }
-    }
-    std::cerr << "kvlearn compare: saturated: " << absl::StrJoin(saturated, ", ")
-              << " of the window busy (>= 95%): those rows' TTFT grows with the trace's length\n";
+  if (const std::string rows = SaturatedRows(comparison); !rows.empty()) {
+    std::cerr << "kvlearn compare: " << SaturatedLine(rows) << "\n";
   }
   if (const std::string rows = BackloggedRows(comparison); !rows.empty()) {
     std::cerr << "kvlearn compare: backlog: " << rows

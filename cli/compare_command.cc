@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/cluster_compare.h"
 #include "cli/command.h"
@@ -24,6 +23,7 @@
 #include "sim/comparison_report.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
+#include "sim/report_fields.h"
 
 namespace kvlearn {
 namespace {
@@ -235,15 +235,8 @@ int RunCompare(const CompareFlags& f) {
     comparison.results.push_back(std::move(*r));
   }
   FillGapClosed(comparison);
-  if (AnySaturated(comparison.results)) {
-    std::vector<std::string> rows;
-    for (const ReplayResult& r : comparison.results) {
-      if (CountsForSaturation(r)) {
-        rows.push_back(absl::StrFormat("%s %.0f%%", r.policy, 100 * r.utilization()));
-      }
-    }
-    std::cerr << "kvlearn compare: saturated: " << absl::StrJoin(rows, ", ")
-              << " of the window busy (>= 95%): those rows' TTFT grows with the trace's length\n";
+  if (const std::string rows = SaturatedRows(comparison.results); !rows.empty()) {
+    std::cerr << "kvlearn compare: " << SaturatedLine(rows) << "\n";
   }
 
   std::string text = f.format == "json"  ? FormatJson(comparison)

@@ -53,6 +53,17 @@ bool AnyClusterSaturated(const ClusterComparison& c) {
   return false;
 }
 
+std::string SaturatedRows(const ClusterComparison& c) {
+  std::string out;
+  for (const ClusterResult& r : c.results) {
+    if (!CountsForSaturation(r.replay)) continue;
+    absl::StrAppend(
+        &out, out.empty() ? "" : ", ",
+        absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy, 100 * r.replay.utilization()));
+  }
+  return out;
+}
+
 bool CarriesBacklog(const ClusterResult& row) {
   const ReplayResult& r = row.replay;
   const double idle_ms = 1000 * r.window_seconds() * std::max(0.0, 1 - r.utilization());
@@ -136,14 +147,7 @@ std::string FormatClusterTable(const ClusterComparison& c) {
             100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(), Gb(r.replication_bytes),
             r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
   }
-  std::vector<std::string> saturated;
-  for (const ClusterResult& r : c.results) {
-    if (CountsForSaturation(r.replay)) {
-      saturated.push_back(absl::StrFormat("%s/%s (%.0f%%)", r.router, r.replay.policy,
-                                          100 * r.replay.utilization()));
-    }
-  }
-  absl::StrAppend(&out, SaturatedNote(saturated));
+  absl::StrAppend(&out, SaturatedNote(SaturatedRows(c)));
   if (const std::string rows = BackloggedRows(c); !rows.empty()) {
     absl::StrAppend(&out, "\nbacklog: ", rows,
                     ": the warm-up left more work than the window's idle time, so these "

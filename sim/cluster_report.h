@@ -30,6 +30,8 @@ struct ClusterComparison {
 
 // Whether any row's utilization reaches kSaturatedUtilization.
 bool AnyClusterSaturated(const ClusterComparison& comparison);
+// "router/policy (96%), ..." for those rows; empty if none.
+std::string SaturatedRows(const ClusterComparison& comparison);
 
 // Whether the warm-up left each node more work (backlog_at_eval_ms) than the
 // evaluated window gives it idle time (window * (1 - utilization)): the

@@ -38,6 +38,16 @@ bool AnySaturated(const std::vector<ReplayResult>& results) {
                      [](const ReplayResult& r) { return CountsForSaturation(r); });
 }
 
+std::string SaturatedRows(const std::vector<ReplayResult>& results) {
+  std::string out;
+  for (const ReplayResult& r : results) {
+    if (!CountsForSaturation(r)) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ",
+                    absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
+  }
+  return out;
+}
+
 void FillGapClosed(Comparison& comparison) {
   const ReplayResult* lru = FindRow(comparison, "lru");
   const ReplayResult* oracle = FindRow(comparison, "belady");
@@ -119,13 +129,7 @@ std::string FormatTable(const Comparison& c) {
                         r.ttft_ms.p95, r.accesses_per_second() / 1e6, Percent(r.gap_closed),
                         Percent(r.cost_gap_closed)));
   }
-  std::vector<std::string> saturated;
-  for (const ReplayResult& r : c.results) {
-    if (CountsForSaturation(r)) {
-      saturated.push_back(absl::StrFormat("%s (%.0f%%)", r.policy, 100 * r.utilization()));
-    }
-  }
-  absl::StrAppend(&out, SaturatedNote(saturated));
+  absl::StrAppend(&out, SaturatedNote(SaturatedRows(c.results)));
   return out;
 }
 

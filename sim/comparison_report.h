@@ -26,6 +26,8 @@ struct Comparison {
 
 // Whether any row's utilization reaches kSaturatedUtilization.
 bool AnySaturated(const std::vector<ReplayResult>& results);
+// "lru (96%), ..." for those rows; empty if none.
+std::string SaturatedRows(const std::vector<ReplayResult>& results);
 
 // Fills each result's gap_closed and cost_gap_closed from the "lru" and
 // "belady" rows, when both are present.

@@ -83,7 +83,9 @@ TEST(ClusterReportTest, SaturatedRowIsFlagged) {
   const ClusterResult c = BusyRow("lru", 1, 1000, 1);
   ClusterComparison cluster;
   cluster.results.push_back(c);
+  cluster.results.push_back(BusyRow("gdsf", 1, 1000, 0.9));  // 90%: not saturated
   EXPECT_TRUE(AnyClusterSaturated(cluster));
+  EXPECT_EQ(SaturatedRows(cluster), "cache-aware/lru (100%)");
   EXPECT_NE(FormatClusterJson(cluster).find("\"saturated\": true"), std::string::npos);
   EXPECT_NE(FormatClusterTable(cluster).find("saturated: cache-aware/lru (100%)"),
             std::string::npos);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/comparison_report.h"
+#include "sim/report_fields.h"
 
 namespace kvlearn {
 namespace {
@@ -118,10 +119,16 @@ TEST(ReplayResultTest, TheNoCacheBoundDoesNotFlagTheRun) {
   c.results = {lru, bound};
   EXPECT_DOUBLE_EQ(c.results[1].utilization(), 1.2);
   EXPECT_FALSE(AnySaturated(c.results));
+  EXPECT_EQ(SaturatedRows(c.results), "");
   EXPECT_EQ(FormatTable(c).find("saturated:"), std::string::npos);
   c.results[0].busy_seconds = 0.96;
   EXPECT_TRUE(AnySaturated(c.results));
-  EXPECT_NE(FormatTable(c).find("saturated: lru (96%)"), std::string::npos);
+  EXPECT_EQ(SaturatedRows(c.results), "lru (96%)");
+  // The table's note and the stderr line are one text.
+  EXPECT_NE(FormatTable(c).find("\n" + SaturatedLine("lru (96%)") + "\n"), std::string::npos);
+  EXPECT_EQ(SaturatedLine("lru (96%)"),
+            "saturated: lru (96%): busy >= 95% of the window, so TTFT grows with the trace's "
+            "length");
 }
 
 }  // namespace
