@@ -23,7 +23,9 @@ moves by a few percent (10-20% before the router's fallback counted the blocks o
 docs/learned_policy.md, "Cluster TTFT"), so --cluster-hbm-runs K replays
 the cluster at K HBM sizes 0.4% apart around the default and the row gives, per statistic,
 the tested policy's average over the K runs, the other policy with the lowest average,
-and in how many of the K runs the tested policy was the lowest of all (k/K). The last lines
+and in how many of the K runs the tested policy was the lowest of all (k/K); a second table
+gives, per statistic, the tested policy's excess over that other policy in percent, paired
+run by run, as its mean ± standard error over the K runs. The last lines
 give the cells passed and the mean gap. --cluster-only runs the cluster rows alone (no pool
 cells, no Belady replays). Tuning seeds run by default; --held-out runs the current held-out seeds (set 16) instead,
 which nothing may be tuned on (--held-out-set 1 to 15 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
@@ -51,6 +53,7 @@ Usage: scripts/eval_learned.py [--held-out [--held-out-set 14]] [--kinds mixed,c
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -159,13 +162,17 @@ def cluster_runs(args, path, model):
 def judge_cluster_field(runs, policy, field):
     """Cluster runs [{policy: row}] -> (tested policy's mean of `field` (a TTFT statistic or
     cost_seconds) over the runs, the other online policy with the lowest mean and that mean,
-    runs where the tested policy's `field` is strictly the lowest of all)."""
+    runs where the tested policy's `field` is strictly the lowest of all, and the tested
+    policy's excess over that policy in percent, paired run by run: its mean and standard
+    error (0 for one run))."""
     def mean(p):
         return sum(r[p][field] for r in runs) / len(runs)
     others = [p for p in ONLINE if p != policy and p in runs[0]]
     best = min(others, key=mean)
     lowest = sum(all(r[policy][field] < r[p][field] for p in others) for r in runs)
-    return mean(policy), best, mean(best), lowest
+    excess = [100 * (r[policy][field] / r[best][field] - 1) for r in runs]
+    se = statistics.stdev(excess) / math.sqrt(len(excess)) if len(excess) > 1 else 0.0
+    return mean(policy), best, mean(best), lowest, statistics.mean(excess), se
 
 
 def judge(rows, policy):
@@ -279,7 +286,7 @@ def main():
         for name, judged in cluster_rows:
             cells = []
             # TTFT mean and p95 in seconds, then cost in seconds, as the header's columns.
-            for (tested, best, best_value, lowest), scale, width, best_width, digits in zip(
+            for (tested, best, best_value, lowest, _, _), scale, width, best_width, digits in zip(
                     judged, (1000, 1000, 1), (11, 11, 9), (20, 20, 22), (2, 2, 1)):
                 lowest_text = f" {str(lowest) + '/' + str(k):>6}" if k > 1 else ""
                 best_text = best + " " + format(best_value / scale, f".{digits}f")
@@ -289,6 +296,12 @@ def main():
         if k > 1:
             print(f"(TTFT and cost averaged over {k} HBM sizes 0.4% apart around the default; "
                   f"lowest: runs where the tested policy had the lowest of all)")
+            print(f"\n{'trace':<12} {'TTFT mean':>16} {'TTFT p95':>16} {'cost':>16}")
+            for name, judged in cluster_rows:
+                print(f"{name:<12} " + " ".join(f"{f'{d:+.1f}% ± {se:.1f}':>16}"
+                                                for _, _, _, _, d, se in judged))
+            print(f"(the tested policy's excess over the best other, paired size by size: "
+                  f"mean ± standard error over the {k} sizes; negative: lower)")
 
 
 if __name__ == "__main__":
