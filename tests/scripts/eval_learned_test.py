@@ -74,12 +74,23 @@ class JudgeClusterFieldTest(unittest.TestCase):
         runs = [cluster_run({"learned": 10000.0, "gdsf": 15000.0, "lru": 25000.0}),
                 cluster_run({"learned": 30000.0, "gdsf": 15000.0, "lru": 25000.0}),
                 cluster_run({"learned": 20000.0, "gdsf": 21000.0, "lru": 25000.0})]
-        mean, best, best_mean, lowest = evaluate.judge_cluster_field(runs, "learned",
-                                                                      "ttft_mean_ms")
+        mean, best, best_mean, lowest, excess, se = evaluate.judge_cluster_field(
+            runs, "learned", "ttft_mean_ms")
         self.assertAlmostEqual(mean, 20000.0)
         self.assertEqual(best, "gdsf")
         self.assertAlmostEqual(best_mean, 17000.0)
         self.assertEqual(lowest, 2)  # runs 1 and 3
+        # Paired with gdsf run by run: 10/15, 30/15 and 20/21 of it, less 1, in percent.
+        paired = [100 * (10 / 15 - 1), 100 * (30 / 15 - 1), 100 * (20 / 21 - 1)]
+        self.assertAlmostEqual(excess, sum(paired) / 3)
+        spread = sum((d - excess) ** 2 for d in paired) / 2  # sample variance
+        self.assertAlmostEqual(se, (spread / 3) ** 0.5)
+
+    def test_one_run_has_no_standard_error(self):
+        runs = [cluster_run({"learned": 12000.0, "gdsf": 10000.0})]
+        judged = evaluate.judge_cluster_field(runs, "learned", "ttft_mean_ms")
+        self.assertAlmostEqual(judged[4], 20.0)  # 12 s against 10 s
+        self.assertEqual(judged[5], 0.0)
 
     def test_a_tie_is_not_lowest(self):
         runs = [cluster_run({"learned": 10000.0, "arc": 10000.0})]
