@@ -267,9 +267,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
     std::cerr << "kvlearn compare: " << SaturatedLine(rows) << "\n";
   }
   if (const std::string rows = BackloggedRows(comparison); !rows.empty()) {
-    std::cerr << "kvlearn compare: backlog: " << rows
-              << " left by the warm-up, more than the evaluated window's idle time: those rows' "
-                 "TTFT is mostly the warm-up's queue\n";
+    std::cerr << "kvlearn compare: " << BackloggedLine(rows) << "\n";
   }
   if (!c.ttft_samples.empty()) {
     if (auto st = WriteFile(c.ttft_samples, FormatTtftSamplesJson(comparison)); !st.ok()) {

@@ -81,6 +81,12 @@ std::string BackloggedRows(const ClusterComparison& c) {
   return out;
 }
 
+std::string BackloggedLine(const std::string& rows) {
+  return absl::StrCat("backlog: ", rows,
+                      ": the warm-up left more work than the window's idle time, so these "
+                      "rows' TTFT is mostly the warm-up's queue");
+}
+
 std::string FormatClusterJson(const ClusterComparison& c) {
   std::string out = absl::StrCat(
       "{\"trace\": ", JsonString(c.trace), ", \"requests\": ", c.requests,
@@ -149,9 +155,7 @@ std::string FormatClusterTable(const ClusterComparison& c) {
   }
   absl::StrAppend(&out, SaturatedNote(SaturatedRows(c)));
   if (const std::string rows = BackloggedRows(c); !rows.empty()) {
-    absl::StrAppend(&out, "\nbacklog: ", rows,
-                    ": the warm-up left more work than the window's idle time, so these "
-                    "rows' TTFT is mostly the warm-up's queue\n");
+    absl::StrAppend(&out, "\n", BackloggedLine(rows), "\n");
   }
   return out;
 }

@@ -40,6 +40,9 @@ std::string SaturatedRows(const ClusterComparison& comparison);
 bool CarriesBacklog(const ClusterResult& row);
 // "router/policy (N s per node), ..." for the rows that carry one; empty if none.
 std::string BackloggedRows(const ClusterComparison& comparison);
+// "backlog: <rows>: the warm-up left ...": what the table's note and kvlearn
+// compare's stderr say of those rows.
+std::string BackloggedLine(const std::string& rows);
 
 std::string FormatClusterTable(const ClusterComparison& comparison);
 std::string FormatClusterJson(const ClusterComparison& comparison);

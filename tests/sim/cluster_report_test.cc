@@ -103,6 +103,9 @@ TEST(ClusterReportTest, BacklogBeyondTheWindowsIdleTimeIsFlagged) {
   ClusterComparison cluster;
   cluster.results.push_back(c);
   EXPECT_EQ(BackloggedRows(cluster), "cache-aware/kvlearn-cars (4 s per node)");
+  EXPECT_NE(FormatClusterTable(cluster).find(
+                "\n" + BackloggedLine("cache-aware/kvlearn-cars (4 s per node)") + "\n"),
+            std::string::npos);
   EXPECT_NE(FormatClusterTable(cluster).find("backlog: cache-aware/kvlearn-cars (4 s per node)"),
             std::string::npos);
   EXPECT_NE(FormatClusterJson(cluster).find("\"backlog_at_eval_ms\": 4001"), std::string::npos);
