@@ -61,9 +61,8 @@ import sys
 
 ONLINE = ["lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars"]
 TUNING_SEEDS = {"mixed": [101, 102], "chat": [201, 202]}
-# Held-out seed sets (docs/generalisation.md). Sets 1 to 14 are spent; set 15 is being judged
-# (session 28) and set 16, written down before that, is the next current one, which nothing
-# may be tuned on.
+# Held-out seed sets (docs/generalisation.md). Sets 1 to 15 are spent; set 16 is the current
+# one, which nothing may be tuned on.
 HELD_OUT_SEEDS = {
     1: {"mixed": [9101, 9102], "chat": [9201, 9202]},
     2: {"mixed": [9301, 9302], "chat": [9401, 9402]},
@@ -207,7 +206,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--held-out", action="store_true", help="run the held-out seeds only")
     parser.add_argument("--held-out-set", type=int, default=max(HELD_OUT_SEEDS), choices=sorted(HELD_OUT_SEEDS),
-                        help="which held-out seed set --held-out runs (1 to 15 are spent or being judged; 16 is current)")
+                        help="which held-out seed set --held-out runs (1 to 15 are spent; 16 is current)")
     parser.add_argument("--kinds", default="mixed,chat,sample", type=lambda s: s.split(","))
     parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
     parser.add_argument("--policy", default="learned", help="policy under test")
