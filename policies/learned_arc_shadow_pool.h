@@ -5,13 +5,14 @@
 // its evictions to its ARC expert while this shadow's hits have saved more
 // than the recency shadow's (docs/learned_policy.md, round 11).
 //
-// The copy of a request's admissions follows the simulator: each block of
-// the previous request past what the shadow holds, root first, while the
-// real pool holds it, is offered to ARC (its miss moves p), room is made by
-// ARC's victims, and it goes in pinned; then the leading blocks of the new
-// request the shadow holds are hits, deepest first, pinned until the next.
+// It copies as learned_shadow_pool.h does: a block the real pool admits at
+// once, and at each request the latest request's blocks the shadow missed
+// and the real pool holds; each is offered to ARC (its miss moves p), room
+// is made by ARC's victims, and it goes in pinned. Then the leading blocks
+// of the new request the shadow holds are hits, deepest first, pinned until
+// the next.
 //
-// Residents, their bytes as copied in, and the pending request's chain:
+// Residents, their bytes as copied in, and the latest request's chain:
 // shadow_residents.h; ARC is told the pool's capacity.
 //
 // Deterministic; not thread-safe.
@@ -42,36 +43,33 @@ class LearnedArcShadowPool {
 
   // A request needing `chain` (root first) starts; `held(b)`: the real pool
   // holds b now. Returns the shadow's hits: how many leading blocks of
-  // `chain` it holds, once the previous request's admissions are in.
+  // `chain` it holds, once the latest request's blocks are copied.
   template <class Held>
   size_t OnRequest(std::span<const BlockIndex> chain, const Held& held) {
     shadow_.Grow();
     PoolState& pool = shadow_.pool();
-    const BlockCatalog& catalog = shadow_.catalog();
-    const AccessInfo access{};  // ARC reads no field of it
-    const std::span<const BlockIndex> pending = shadow_.pending();
-    for (size_t i = pool.ResidentPrefix(pending); i < pending.size(); ++i) {
-      const BlockIndex b = pending[i];
-      const uint64_t bytes = catalog[b].bytes;
-      if (!held(b) || bytes > shadow_.capacity_bytes()) break;
-      arc_.ShouldAdmit(b, access);  // ARC's miss: a returning ghost moves p
-      if (!MakeRoom(bytes)) break;
-      shadow_.Insert(b, bytes);
-      pool.Pin(b);
-      arc_.OnInsert(b, access);
+    const std::span<const BlockIndex> latest = shadow_.latest();
+    for (size_t i = pool.ResidentPrefix(latest); i < latest.size(); ++i) {
+      if (!held(latest[i]) || !Copy(latest[i])) break;
     }
     pool.BeginRequest();
     const size_t hits = pool.ResidentPrefix(chain);
     for (size_t i = hits; i-- > 0;) {
       pool.Pin(chain[i]);
-      arc_.OnHit(chain[i], access);
+      arc_.OnHit(chain[i], AccessInfo{});  // ARC reads no field of it
     }
-    shadow_.SetPending(chain);
+    shadow_.SetLatest(chain);
     return hits;
   }
 
+  // The real pool admitted b: copied in now (learned_shadow_pool.h's OnAdmit).
+  void OnAdmit(BlockIndex b) {
+    shadow_.Grow();
+    (void)Copy(b);
+  }
+
   // The resident blocks by number, each with the bytes it was copied with,
-  // the pending request's chain (ShadowResidents::Save: what a compaction
+  // the latest request's chain (ShadowResidents::Save: what a compaction
   // forgets), then ARC's state, saved from a copy the forgotten blocks have
   // left (not as ghosts).
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
@@ -87,7 +85,7 @@ class LearnedArcShadowPool {
     }
     PoolState trimmed = pool;
     ArcPolicy arc(arc_, trimmed);
-    trimmed.BeginRequest();  // pins are not state: Load pins the pending hits again
+    trimmed.BeginRequest();  // pins are not state: Load pins the latest chain again
     for (size_t i = order.size(); i-- > 0;) {  // children first
       if (keep[order[i]]) continue;
       trimmed.Evict(order[i]);
@@ -101,10 +99,29 @@ class LearnedArcShadowPool {
   void Load(PolicyStateReader& in) {
     (void)shadow_.Load(in, "arc shadow");
     if (!in.ok() || !arc_.LoadState(in).ok()) return;
-    shadow_.PinPendingHits();
+    shadow_.PinLatestChain();
   }
 
  private:
+  // Copies b in, pinned until the next request, if the shadow holds its
+  // parent (or b is a root), b fits the pool, and ARC can make room; false
+  // if not. True if b is already in.
+  bool Copy(BlockIndex b) {
+    PoolState& pool = shadow_.pool();
+    const BlockMeta& m = shadow_.catalog()[b];
+    if (pool.IsResident(b)) return true;
+    if (m.parent != kNoBlock && !pool.IsResident(m.parent)) return false;
+    if (m.bytes > shadow_.capacity_bytes()) return false;
+    if (m.parent != kNoBlock) pool.Pin(m.parent);  // making room must not evict it
+    const AccessInfo access{};                     // ARC reads no field of it
+    arc_.ShouldAdmit(b, access);                   // ARC's miss: a returning ghost moves p
+    if (!MakeRoom(m.bytes)) return false;
+    shadow_.Insert(b, m.bytes);
+    pool.Pin(b);
+    arc_.OnInsert(b, access);
+    return true;
+  }
+
   // Evicts ARC's victims until `bytes` fit; false when the rest is pinned.
   bool MakeRoom(uint64_t bytes) {
     while (shadow_.free_bytes() < bytes) {

@@ -49,7 +49,8 @@
 // LRU already has about Belady's hits (docs/learned_policy.md, "Learning
 // eviction").
 // Shadow (learned_shadow_pool.h). A recency-evicting copy of the pool, fed
-// the same requests and this pool's admissions, counts what its hits would
+// the same requests and this pool's admissions as they happen (OnInsert;
+// in a cluster they come at prefill end), counts what its hits would
 // have saved; the model evicts only while this pool's hits have saved at
 // least as much since the model was loaded. The guard's per-block regrets
 // let through model evictions that lost to recency on every chat trace at
@@ -183,6 +184,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
     if (arc_) arc_->arc.OnInsert(b, access);
+    shadow_.OnAdmit(b);
+    if (arc_) arc_->shadow.OnAdmit(b);
   }
 
   BlockIndex SelectVictim() override { return ArcLeads() ? arc_->arc.SelectVictim() : OwnVictim(); }

@@ -12,7 +12,7 @@
 // every chat trace at the tightest pool; this compares what each way of
 // evicting actually saved, with the admissions held equal.
 //
-// Residents, their bytes as copied in, and the pending request's chain:
+// Residents, their bytes as copied in, and the latest request's chain:
 // shadow_residents.h.
 //
 // The list is LRU's (policies/recency_list.h): most recent first, a hit moves
@@ -43,25 +43,20 @@ class LearnedShadowPool {
   const PoolState& pool() const { return shadow_.pool(); }
   uint64_t used_bytes() const { return shadow_.used_bytes(); }  // as copied in
 
-  // A request needing `chain` (root first) starts. First the previous
-  // request's admissions are copied: its blocks past what the shadow held,
-  // root first, while `held(b)` (the real pool holds b now) and room can be
-  // made. Then the leading blocks of `chain` the shadow holds are used and
-  // pinned until the next request. Returns how many there are (its hits).
+  // A request needing `chain` (root first) starts. First the latest
+  // request's blocks the shadow missed and the real pool holds now are
+  // copied in, root first, while room can be made: the real pool served
+  // them, and a pool evicting by recency would have missed them and
+  // admitted them (the real pool's own admissions came in by OnAdmit). Then
+  // the leading blocks of `chain` the shadow holds are used and pinned until
+  // the next request. Returns how many there are (its hits).
   template <class Held>
   size_t OnRequest(std::span<const BlockIndex> chain, const Held& held) {
     Grow();
     PoolState& pool = shadow_.pool();
-    const BlockCatalog& catalog = shadow_.catalog();
-    const std::span<const BlockIndex> pending = shadow_.pending();
-    for (size_t i = pool.ResidentPrefix(pending); i < pending.size(); ++i) {
-      const BlockIndex b = pending[i];
-      const BlockIndex parent = catalog[b].parent;
-      if (!held(b) || !MakeRoom(catalog[b].bytes)) break;
-      if (parent != kNoBlock && !pool.IsResident(parent)) break;  // pinned: cannot happen
-      shadow_.Insert(b, catalog[b].bytes);
-      pool.Pin(b);
-      list_.InsertBehindParent(parent, b);
+    const std::span<const BlockIndex> latest = shadow_.latest();
+    for (size_t i = pool.ResidentPrefix(latest); i < latest.size(); ++i) {
+      if (!held(latest[i]) || !Copy(latest[i])) break;
     }
     pool.BeginRequest();
     const size_t hits = pool.ResidentPrefix(chain);
@@ -69,13 +64,23 @@ class LearnedShadowPool {
       pool.Pin(chain[i]);
       list_.MoveToFront(chain[i]);
     }
-    shadow_.SetPending(chain);
+    shadow_.SetLatest(chain);
     return hits;
   }
 
+  // The real pool admitted b: it is copied in now, not at the next request.
+  // In a cluster a request's blocks are admitted as its prefill ends, after
+  // later requests began, and a copy at the next request found them not yet
+  // held (docs/learned_policy.md, "The shadows copy admissions as they
+  // happen").
+  void OnAdmit(BlockIndex b) {
+    Grow();
+    (void)Copy(b);
+  }
+
   // The resident blocks in list order, each with the bytes it was copied
-  // with, and the request whose admissions are still to copy, numbered
-  // through `renumber` (ShadowResidents::Save: what a compaction forgets).
+  // with, and the latest request's chain, numbered through `renumber` (ShadowResidents::Save: what
+  // a compaction forgets).
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     std::vector<BlockIndex> order;
     for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) order.push_back(b);
@@ -89,7 +94,7 @@ class LearnedShadowPool {
     const std::vector<BlockIndex> order = shadow_.Load(in, "shadow");
     if (!in.ok()) return;
     for (const BlockIndex b : order) list_.PushBack(b);
-    shadow_.PinPendingHits();
+    shadow_.PinLatestChain();
   }
 
  private:
@@ -97,6 +102,22 @@ class LearnedShadowPool {
     shadow_.Grow();
     const size_t n = shadow_.catalog().size();
     if (n > 0) list_.Grow(static_cast<BlockIndex>(n - 1), shadow_.catalog());
+  }
+
+  // Copies b in, right behind its parent and pinned until the next request,
+  // if the shadow holds the parent (or b is a root) and room can be made;
+  // false if not. True if b is already in.
+  bool Copy(BlockIndex b) {
+    PoolState& pool = shadow_.pool();
+    const BlockIndex parent = shadow_.catalog()[b].parent;
+    if (pool.IsResident(b)) return true;
+    if (parent != kNoBlock && !pool.IsResident(parent)) return false;
+    if (parent != kNoBlock) pool.Pin(parent);  // making room must not evict it
+    if (!MakeRoom(shadow_.catalog()[b].bytes)) return false;
+    shadow_.Insert(b, shadow_.catalog()[b].bytes);
+    pool.Pin(b);
+    list_.InsertBehindParent(parent, b);
+    return true;
   }
 
   // Evicts least recent evictable leaves until `bytes` fit; false when the

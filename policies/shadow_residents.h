@@ -1,8 +1,9 @@
 // What the learned policy's two shadow pools (learned_shadow_pool.h, which
 // evicts by recency, and learned_arc_shadow_pool.h, by ARC) keep alike: the
 // resident blocks, each with the bytes it was copied in with, and the latest
-// request's chain, whose admissions the next request copies in and whose
-// hits stay pinned until then; and how both are saved and loaded.
+// request's chain, whose blocks the real pool holds at the next request are
+// copied in then, and whose hits and copies stay pinned until then; and how
+// both are saved and loaded.
 //
 // Bytes are counted as each block was copied in: the sidecar may resize a
 // block the real pool no longer holds (BlockCatalog::Resize) while a shadow
@@ -39,10 +40,8 @@ class ShadowResidents {
   uint64_t capacity_bytes() const { return capacity_; }
   uint64_t used_bytes() const { return used_; }
   uint64_t free_bytes() const { return capacity_ - used_; }
-  std::span<const BlockIndex> pending() const { return pending_; }
-  void SetPending(std::span<const BlockIndex> chain) {
-    pending_.assign(chain.begin(), chain.end());
-  }
+  std::span<const BlockIndex> latest() const { return latest_; }
+  void SetLatest(std::span<const BlockIndex> chain) { latest_.assign(chain.begin(), chain.end()); }
 
   // Follows the catalog's growth.
   void Grow() {
@@ -64,7 +63,7 @@ class ShadowResidents {
   }
 
   // The kept residents of `order` (every resident exactly once), renumbered,
-  // each with its bytes; then the pending chain up to its first forgotten
+  // each with its bytes; then the latest request's chain up to its first forgotten
   // block. Returns which residents were kept (KeptThroughCompaction).
   std::vector<uint8_t> Save(std::span<const BlockIndex> renumber, std::span<const BlockIndex> order,
                             PolicyStateWriter& out) const {
@@ -77,17 +76,17 @@ class ShadowResidents {
       out.Varint(bytes_[b]);
     }
     size_t n = 0;
-    while (n < pending_.size() && Renumbered(renumber, pending_[n]) != kNoBlock) ++n;
+    while (n < latest_.size() && Renumbered(renumber, latest_[n]) != kNoBlock) ++n;
     out.Varint(n);
-    for (size_t i = 0; i < n; ++i) out.Varint(Renumbered(renumber, pending_[i]));
+    for (size_t i = 0; i < n; ++i) out.Varint(Renumbered(renumber, latest_[i]));
     return keep;
   }
 
   // REQUIRES: nothing resident yet, over the catalog Save's blocks were
   // renumbered into. Reads what Save wrote, checking each block's parent is
-  // in, the bytes fit and the pending chain runs from a root; returns the
+  // in, the bytes fit and the latest chain runs from a root; returns the
   // residents in the order they were saved. `what` names the shadow in
-  // errors. The pending chain's hits are pinned by PinPendingHits.
+  // errors. The latest chain is pinned by PinLatestChain.
   std::vector<BlockIndex> Load(PolicyStateReader& in, std::string_view what) {
     Grow();
     const std::string w(what);
@@ -113,14 +112,14 @@ class ShadowResidents {
         Insert(b, bytes);
       }
     }
-    const uint64_t pending = in.ok() ? in.Count(w + " pending chain") : 0;
-    for (uint64_t i = 0; i < pending && in.ok(); ++i) {
-      const BlockIndex b = in.Block(w + " pending block");
-      const BlockIndex parent = pending_.empty() ? kNoBlock : pending_.back();
+    const uint64_t latest = in.ok() ? in.Count(w + " latest chain") : 0;
+    for (uint64_t i = 0; i < latest && in.ok(); ++i) {
+      const BlockIndex b = in.Block(w + " latest chain block");
+      const BlockIndex parent = latest_.empty() ? kNoBlock : latest_.back();
       if (in.ok() && (*catalog_)[b].parent != parent) {
-        in.Fail(w + " pending chain: not a chain from a root");
+        in.Fail(w + " latest chain: not a chain from a root");
       }
-      pending_.push_back(b);
+      latest_.push_back(b);
     }
     std::vector<BlockIndex> blocks;
     if (!in.ok()) return blocks;
@@ -128,11 +127,11 @@ class ShadowResidents {
     return blocks;
   }
 
-  // The pending request's hits (its chain's resident prefix) are pinned
-  // until the next request, as they were when it was saved.
-  void PinPendingHits() {
-    const uint32_t hits = pool_.ResidentPrefix(pending_);
-    for (uint32_t i = 0; i < hits; ++i) pool_.Pin(pending_[i]);
+  // The latest request's hits and admissions (its chain's resident prefix)
+  // are pinned until the next request, as they were when it was saved.
+  void PinLatestChain() {
+    const uint32_t held = pool_.ResidentPrefix(latest_);
+    for (uint32_t i = 0; i < held; ++i) pool_.Pin(latest_[i]);
   }
 
  private:
@@ -157,8 +156,8 @@ class ShadowResidents {
   PoolState pool_;
   uint64_t capacity_;
   uint64_t used_ = 0;
-  std::vector<uint64_t> bytes_;      // per block: its bytes when copied in (if resident)
-  std::vector<BlockIndex> pending_;  // the latest request's chain
+  std::vector<uint64_t> bytes_;     // per block: its bytes when copied in (if resident)
+  std::vector<BlockIndex> latest_;  // the latest request's chain
 };
 
 }  // namespace kvlearn

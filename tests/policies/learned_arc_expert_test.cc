@@ -97,6 +97,23 @@ TEST(LearnedArcShadowPoolTest, KeepsWhatArcWouldHaveKept) {
   EXPECT_EQ(arc.used_bytes(), 3 * HandBlockBytes());
 }
 
+// The ARC shadow copies an admission when it happens too: R0 a and R1 b
+// start before the real pool holds either (a cluster admits a request's
+// blocks as its prefill ends); a and b are then admitted; R2 a hits. Copied
+// only at the next request, a would have been looked for at R1 and never
+// again.
+TEST(LearnedArcShadowPoolTest, CopiesAnAdmissionWhenItHappens) {
+  const auto h = MakeHandTrace({"a", "b", "a"});
+  LearnedArcShadowPool arc(&h->replay.catalog, 3 * HandBlockBytes());
+  const auto none = [](BlockIndex) { return false; };
+  EXPECT_EQ(arc.OnRequest(Chain(*h, 0), none), 0u);
+  EXPECT_EQ(arc.OnRequest(Chain(*h, 1), none), 0u);
+  arc.OnAdmit(h->Block('a'));
+  arc.OnAdmit(h->Block('b'));
+  EXPECT_EQ(h->Resident(arc.pool()), "ab");
+  EXPECT_EQ(arc.OnRequest(Chain(*h, 2), none), 1u);
+}
+
 // Saved and loaded, the ARC shadow goes on exactly as one never saved; saved
 // through a compaction that forgets a block only the shadow holds, it loads
 // (ARC's state checks every resident leaf is in its heaps) without that

@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvlearn {
@@ -219,15 +220,64 @@ TEST(LearnedShadowPoolTest, CountsTheBytesABlockWasCopiedWith) {
   EXPECT_EQ(shadow.used_bytes(), 2u);
 }
 
+// In a cluster a request's blocks are admitted as its prefill ends, after
+// later requests began. Capacity 3:
+//   R1 x0 x1 starts; R2 y0 starts: the real pool holds nothing of R1 yet,
+//   so nothing is copied. Then R1's x0, x1 and R2's y0 are admitted, each
+//   copied at once.                                           {x0 x1 y0}
+//   R3 x0 x1: 2 hits.
+// Copied only at the next request, x0 and x1 would have been looked for at
+// R2, before the real pool held them, and never again: R3 would miss both.
+TEST(LearnedShadowPoolTest, CopiesAnAdmissionWhenItHappens) {
+  Blocks n;
+  const auto x = n.Chain({"x0", "x1"}), y = n.Chain({"y0"});
+  std::set<BlockIndex> real;
+  auto held = [&real](BlockIndex b) { return real.contains(b); };
+  LearnedShadowPool shadow(&n.catalog, 3);
+  EXPECT_EQ(shadow.OnRequest(x, held), 0u);
+  EXPECT_EQ(shadow.OnRequest(y, held), 0u);
+  for (const BlockIndex b : {x[0], x[1], y[0]}) {
+    real.insert(b);
+    shadow.OnAdmit(b);
+  }
+  EXPECT_EQ(n.Resident(shadow.pool()), "x0 x1 y0");
+  EXPECT_EQ(shadow.OnRequest(x, held), 2u);
+}
+
+// A block admitted late never evicts its parent to make room. Capacity 2:
+//   R1 x0, R2 y0, each admitted at once.          list [y0 x0]
+//   R3 x0 x1: 1 hit (x0, to the front).           list [x0 y0]
+//   R4 y0: 1 hit (to the front, pinned); x0, R3's pin ended, is the least
+//   recent leaf. Then R3's x1 is admitted: evicting x0 would leave x1
+//   without its parent, and y0 is pinned, so x1 is not copied. {x0 y0}
+TEST(LearnedShadowPoolTest, ALateAdmissionNeverEvictsItsParent) {
+  Blocks n;
+  const auto x = n.Chain({"x0", "x1"}), y = n.Chain({"y0"});
+  const std::vector<BlockIndex> x0 = {x[0]};
+  std::set<BlockIndex> real;
+  auto held = [&real](BlockIndex b) { return real.contains(b); };
+  LearnedShadowPool shadow(&n.catalog, 2);
+  for (const auto& [chain, admitted] : {std::pair{x0, x[0]}, std::pair{y, y[0]}}) {
+    shadow.OnRequest(chain, held);
+    real.insert(admitted);
+    shadow.OnAdmit(admitted);
+  }
+  EXPECT_EQ(shadow.OnRequest(x, held), 1u);
+  EXPECT_EQ(shadow.OnRequest(y, held), 1u);
+  real.insert(x[1]);
+  shadow.OnAdmit(x[1]);
+  EXPECT_EQ(n.Resident(shadow.pool()), "x0 y0");
+}
+
 // Damaged state is refused, naming what is wrong.
-TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParentAndAPendingChainThatIsNotOne) {
+TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParentAndALatestChainThatIsNotOne) {
   Blocks n;
   const auto a = n.Chain({"a0", "a1"});
   PolicyStateWriter out;
   out.Varint(1);     // one resident...
   out.Varint(a[1]);  // ...whose parent is not,
   out.Varint(1);     // of 1 byte
-  out.Varint(0);     // no pending chain
+  out.Varint(0);     // no latest chain
   LearnedShadowPool shadow(&n.catalog, 3);
   PolicyStateReader in(out.bytes(), n.catalog.size());
   shadow.Load(in);
@@ -235,7 +285,7 @@ TEST(LearnedShadowPoolTest, RefusesAChildWithoutItsParentAndAPendingChainThatIsN
 
   PolicyStateWriter skips;
   skips.Varint(0);  // nothing resident
-  skips.Varint(1);  // a pending chain that starts below the root
+  skips.Varint(1);  // a latest chain that starts below the root
   skips.Varint(a[1]);
   LearnedShadowPool other(&n.catalog, 3);
   PolicyStateReader in2(skips.bytes(), n.catalog.size());
