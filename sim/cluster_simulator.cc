@@ -128,9 +128,15 @@ class Simulator final : public ClusterView, public ClusterState {
     const TraceRequest& r = trace_.requests[ri];
     return {replay_.blocks.data() + r.first_block, r.num_blocks};
   }
+  // A use or an admission of request ri, happening now. Policies are told
+  // the time it happens, as the sidecar is by the engine's events: a request
+  // uses its blocks when it starts on its node and admits them when its
+  // prefill ends. Its arrival time would run the shared pool's clock
+  // backwards whenever a request that queued longer starts after one that
+  // arrived later, and the policies that read time (learned, kvlearn-cars)
+  // would see idle times off by the queue waits.
   AccessInfo Access(uint32_t ri) const {
-    const TraceRequest& r = trace_.requests[ri];
-    return {r.timestamp_ms, ri, r.first_block};
+    return {static_cast<int64_t>(std::llround(now_)), ri, trace_.requests[ri].first_block};
   }
   Link& Rdma(uint32_t n) { return links_[2 * n]; }
   Link& Pcie(uint32_t n) { return links_[2 * n + 1]; }
@@ -142,6 +148,7 @@ class Simulator final : public ClusterView, public ClusterState {
   absl::Status StartPolicy(PolicyDriver& tier, bool admission_moves_bytes) const {
     PolicyEnv env = MakePolicyEnv(cost_, o_.model, &replay_.next_use);
     env.admission_moves_bytes = admission_moves_bytes;
+    if (o_.make_policy) return tier.StartPolicy(o_.make_policy, std::move(env));
     return tier.StartPolicy(o_.retention_policy, std::move(env));
   }
   absl::StatusOr<std::unique_ptr<PolicyDriver>> NewTier(uint64_t bytes,

@@ -76,6 +76,9 @@ struct ClusterOptions {
   bool keep_ttft_samples = false;  // fill ClusterResult::ttft_samples_ms
   // Tests: called after every event with the simulator's state.
   std::function<void(const class ClusterState&)> after_event;
+  // Tests: builds every tier's policy instead of retention_policy (which
+  // still names it in the result), to watch what the simulator tells it.
+  PolicyMaker make_policy;
 };
 
 struct ClusterResult {

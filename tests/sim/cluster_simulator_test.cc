@@ -3,9 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "datasets/workload_generator.h"
+#include "policies/policy_factory.h"
 #include "tests/support/test_model.h"
 
 namespace kvlearn {
@@ -112,6 +118,70 @@ TEST(ClusterSimulatorTest, SecondNodeTakesTheSecondRequest) {
   t.Add(2, 4, 1, std::vector<uint64_t>{3});
   const ClusterResult r = Simulate(t, Options(2));
   EXPECT_DOUBLE_EQ(r.ttft_samples_ms[1], 4);
+}
+
+// What a tier's policy is told: `lru` deciding, each kind of call's request
+// and time written down once, as "r<request>@<ms>" for the request's start,
+// "a..." for its first ask to admit, "i..." for its first insert.
+class ClockLog final : public RetentionPolicy {
+ public:
+  ClockLog(std::unique_ptr<RetentionPolicy> inner, std::vector<std::string>* log)
+      : inner_(std::move(inner)), log_(log) {}
+  std::string_view name() const override { return inner_->name(); }
+  void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& a) override {
+    Note("", a);
+    inner_->OnRequest(chain, a);
+  }
+  void OnHit(BlockIndex b, const AccessInfo& a) override { inner_->OnHit(b, a); }
+  bool ShouldAdmit(BlockIndex b, const AccessInfo& a) override {
+    Note("a", a);
+    return inner_->ShouldAdmit(b, a);
+  }
+  void OnInsert(BlockIndex b, const AccessInfo& a) override {
+    Note("i", a);
+    inner_->OnInsert(b, a);
+  }
+  BlockIndex SelectVictim() override { return inner_->SelectVictim(); }
+  void OnEvict(BlockIndex b) override { inner_->OnEvict(b); }
+  double EvictionPriority(BlockIndex b) const override { return inner_->EvictionPriority(b); }
+
+ private:
+  void Note(const char* kind, const AccessInfo& a) {
+    const std::string entry = absl::StrCat(kind, "r", a.request, "@", a.time_ms);
+    if (std::find(log_->begin(), log_->end(), entry) == log_->end()) log_->push_back(entry);
+  }
+  std::unique_ptr<RetentionPolicy> inner_;
+  std::vector<std::string>* log_;
+};
+
+// The shared pool is told when each use and admission happens, not when the
+// request arrived. Round-robin over two nodes: r0 (40 tokens) at 0 runs on
+// node 0 until 40; r1 (4) at 1 on node 1 until 5; r2 (4) at 2 waits on node
+// 0 until 40 and runs until 44; r3 (4) at 3 waits on node 1 until 5 and runs
+// until 9. So the pool sees r0 start at 0, r1 at 1; r1's block asked for and
+// inserted at 5, when r3 starts; r3's at 9; r0's at 40, when r2 starts; r2's
+// at 44. Told the arrival times, its clock would have run from r3's 3 back to
+// r0's 0 and r2's 2.
+TEST(ClusterSimulatorTest, ThePoolIsToldWhenEachUseAndAdmissionHappens) {
+  Trace t = HandTrace();
+  t.Add(0, 40, 1, std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  t.Add(1, 4, 1, std::vector<uint64_t>{11});
+  t.Add(2, 4, 1, std::vector<uint64_t>{12});
+  t.Add(3, 4, 1, std::vector<uint64_t>{13});
+  ClusterOptions o = Options(2);
+  o.pool_bytes = 1'000'000'000;
+  std::vector<std::string> pool_log, hbm_log;
+  o.make_policy = [&](const PolicyEnv& env) -> absl::StatusOr<std::unique_ptr<RetentionPolicy>> {
+    auto lru = CreatePolicy("lru", env);
+    if (!lru.ok()) return lru.status();
+    auto* log = env.admission_moves_bytes ? &pool_log : &hbm_log;
+    return std::make_unique<ClockLog>(std::move(*lru), log);
+  };
+  const ClusterResult r = Simulate(t, o);
+  ASSERT_EQ(r.ttft_samples_ms.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.ttft_samples_ms[2], 42);  // r2: queued 2 -> 40, prefill 40 -> 44
+  EXPECT_EQ(absl::StrJoin(pool_log, " "),
+            "r0@0 r1@1 ar1@5 ir1@5 r3@5 ar3@9 ir3@9 ar0@40 ir0@40 r2@40 ar2@44 ir2@44");
 }
 
 // No HBM cache, a pool. r1 (0-8) admits its 2 blocks (8e6 B) to the pool at
