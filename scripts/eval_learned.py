@@ -28,7 +28,7 @@ gives, per statistic, the tested policy's excess over that other policy in perce
 run by run, as its mean ± standard error over the K runs. The last lines
 give the cells passed and the mean gap. --cluster-only runs the cluster rows alone (no pool
 cells, no Belady replays). Tuning seeds run by default; --held-out runs the current held-out seeds (set 17) instead,
-which nothing may be tuned on (--held-out-set 1 to 15 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
+which nothing may be tuned on (--held-out-set 1 to 16 reruns a spent set) (the sample trace runs either way, unless --kinds leaves it out). Generated traces and models are cached under --work; --retrain retrains.
 
 One model's cost on a cell moves by about 1% with its training seed alone
 (docs/learned_policy.md, rounds 8 and 9), so --train-seeds N trains N models per trace
@@ -61,8 +61,8 @@ import sys
 
 ONLINE = ["lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars"]
 TUNING_SEEDS = {"mixed": [101, 102], "chat": [201, 202]}
-# Held-out seed sets (docs/generalisation.md). Sets 1 to 15 are spent; set 16 is being judged
-# (session 30); set 17 is the current one, which nothing may be tuned on.
+# Held-out seed sets (docs/generalisation.md). Sets 1 to 16 are spent; set 17 is the current
+# one, which nothing may be tuned on.
 HELD_OUT_SEEDS = {
     1: {"mixed": [9101, 9102], "chat": [9201, 9202]},
     2: {"mixed": [9301, 9302], "chat": [9401, 9402]},
@@ -207,7 +207,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--held-out", action="store_true", help="run the held-out seeds only")
     parser.add_argument("--held-out-set", type=int, default=max(HELD_OUT_SEEDS), choices=sorted(HELD_OUT_SEEDS),
-                        help="which held-out seed set --held-out runs (1 to 15 are spent, 16 is being judged; 17 is current)")
+                        help="which held-out seed set --held-out runs (1 to 16 are spent; 17 is current)")
     parser.add_argument("--kinds", default="mixed,chat,sample", type=lambda s: s.split(","))
     parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
     parser.add_argument("--policy", default="learned", help="policy under test")
