@@ -137,21 +137,36 @@ std::string FormatClusterTable(const ClusterComparison& c) {
       c.trace, c.requests, c.block_accesses, c.prefill_nodes, c.prefill_nodes_auto ? " (auto)" : "",
       Gb(c.hbm_bytes_per_node), Gb(c.dram_bytes_per_node), Gb(c.pool_bytes), c.cost_model,
       c.transfer_weight);
-  const char* header = "%-22s %-8s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
-  absl::StrAppend(&out,
-                  absl::StrFormat(header, "router", "policy", "TTFT", "TTFT", "TTFT", "queue",
-                                  "load", "prefill", "HBM hit", "blk hit", "repl", "cost", "util"),
-                  absl::StrFormat(header, "", "", "mean ms", "p95 ms", "p99 ms", "mean ms",
-                                  "mean ms", "mean ms", "%", "%", "GB", "s", "%"));
+  // The first two columns are as wide as the longest router and policy names.
+  size_t router_width = 22, policy_width = 8;
+  for (const ClusterResult& r : c.results) {
+    router_width = std::max(router_width, r.router.size());
+    policy_width = std::max(policy_width, r.replay.policy.size());
+  }
+  const auto names = [&](std::string_view router, std::string_view policy) {
+    std::string padded(router);
+    padded.resize(router_width, ' ');
+    padded += ' ';
+    padded += policy;
+    padded.resize(router_width + 1 + policy_width, ' ');
+    return padded;
+  };
+  const char* header = "%s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
+  absl::StrAppend(
+      &out,
+      absl::StrFormat(header, names("router", "policy"), "TTFT", "TTFT", "TTFT", "queue", "load",
+                      "prefill", "HBM hit", "blk hit", "repl", "cost", "util"),
+      absl::StrFormat(header, names("", ""), "mean ms", "p95 ms", "p99 ms", "mean ms", "mean ms",
+                      "mean ms", "%", "%", "GB", "s", "%"));
   for (const ClusterResult& r : c.results) {
     absl::StrAppend(
         &out,
-        absl::StrFormat(
-            "%-22s %-8s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %9.2f %9.1f %5.0f\n",
-            r.router, r.replay.policy, r.replay.ttft_ms.mean, r.replay.ttft_ms.p95,
-            r.replay.ttft_ms.p99, r.queue_ms.mean, r.load_ms.mean, r.prefill_ms.mean,
-            100 * r.hbm_hit_ratio(), 100 * r.replay.block_hit_ratio(), Gb(r.replication_bytes),
-            r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
+        absl::StrFormat("%s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %9.2f %9.1f %5.0f\n",
+                        names(r.router, r.replay.policy), r.replay.ttft_ms.mean,
+                        r.replay.ttft_ms.p95, r.replay.ttft_ms.p99, r.queue_ms.mean, r.load_ms.mean,
+                        r.prefill_ms.mean, 100 * r.hbm_hit_ratio(),
+                        100 * r.replay.block_hit_ratio(), Gb(r.replication_bytes),
+                        r.replay.cost_seconds(c.transfer_weight), 100 * r.replay.utilization()));
   }
   absl::StrAppend(&out, SaturatedNote(SaturatedRows(c)));
   if (const std::string rows = BackloggedRows(c); !rows.empty()) {

@@ -7,7 +7,9 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "sim/comparison_report.h"
 
 namespace kvlearn {
@@ -89,6 +91,25 @@ TEST(ClusterReportTest, SaturatedRowIsFlagged) {
   EXPECT_NE(FormatClusterJson(cluster).find("\"saturated\": true"), std::string::npos);
   EXPECT_NE(FormatClusterTable(cluster).find("saturated: cache-aware/lru (100%)"),
             std::string::npos);
+}
+
+// Names longer than the columns' minimum widths ("kvlearn-cars", a router
+// with a parameter) widen them for every line, so each line of the table has
+// the same length and every number sits under its header.
+TEST(ClusterReportTest, ColumnsWidenToTheLongestNames) {
+  ClusterComparison cluster;
+  cluster.results.push_back(BusyRow("lru", 1, 1000, 0.5));
+  cluster.results.push_back(BusyRow("kvlearn-cars", 1, 1000, 0.5));
+  cluster.results.back().router = "burst-replicate:16-and-a-long-name";
+  const std::string table = FormatClusterTable(cluster);
+  const std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  // The two header lines and the two rows follow the line naming the trace
+  // and a blank one.
+  ASSERT_GE(lines.size(), 6u);
+  for (size_t i = 2; i < 6; ++i) {
+    EXPECT_EQ(lines[i].size(), lines[2].size()) << lines[i];
+  }
+  EXPECT_EQ(lines[5].find("kvlearn-cars"), lines[4].find("lru"));
 }
 
 // Two nodes busy 60% of a 10 s window have 4 s of idle time each: a
