@@ -79,8 +79,8 @@ class LearnedShadowPool {
   }
 
   // The resident blocks in list order, each with the bytes it was copied
-  // with, and the latest request's chain, numbered through `renumber` (ShadowResidents::Save: what
-  // a compaction forgets).
+  // with, and the latest request's chain, numbered through `renumber`
+  // (ShadowResidents::Save: what a compaction forgets).
   void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
     std::vector<BlockIndex> order;
     for (BlockIndex b = list_.Front(); b != kNoBlock; b = list_.Next(b)) order.push_back(b);

@@ -63,8 +63,8 @@ class ShadowResidents {
   }
 
   // The kept residents of `order` (every resident exactly once), renumbered,
-  // each with its bytes; then the latest request's chain up to its first forgotten
-  // block. Returns which residents were kept (KeptThroughCompaction).
+  // each with its bytes; then the latest request's chain up to its first
+  // forgotten block. Returns which residents were kept (KeptThroughCompaction).
   std::vector<uint8_t> Save(std::span<const BlockIndex> renumber, std::span<const BlockIndex> order,
                             PolicyStateWriter& out) const {
     uint64_t kept = 0;
