@@ -183,9 +183,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     admitted_bytes_ += static_cast<double>(catalog_[b].bytes);
     last_admit_ms_ = access.time_ms;
     Track(b, KeyFor(b));
-    if (arc_) arc_->arc.OnInsert(b, access);
     shadow_.OnAdmit(b);
-    if (arc_) arc_->shadow.OnAdmit(b);
+    if (arc_) {
+      arc_->arc.OnInsert(b, access);
+      arc_->shadow.OnAdmit(b);
+    }
   }
 
   BlockIndex SelectVictim() override { return ArcLeads() ? arc_->arc.SelectVictim() : OwnVictim(); }

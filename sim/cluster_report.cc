@@ -144,12 +144,7 @@ std::string FormatClusterTable(const ClusterComparison& c) {
     policy_width = std::max(policy_width, r.replay.policy.size());
   }
   const auto names = [&](std::string_view router, std::string_view policy) {
-    std::string padded(router);
-    padded.resize(router_width, ' ');
-    padded += ' ';
-    padded += policy;
-    padded.resize(router_width + 1 + policy_width, ' ');
-    return padded;
+    return absl::StrCat(PaddedTo(router, router_width), " ", PaddedTo(policy, policy_width));
   };
   const char* header = "%s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
   absl::StrAppend(

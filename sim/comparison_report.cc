@@ -102,11 +102,7 @@ std::string FormatTable(const Comparison& c) {
   // The first column is as wide as the longest policy name.
   size_t width = 10;
   for (const ReplayResult& r : c.results) width = std::max(width, r.policy.size());
-  const auto name = [width](std::string_view n) {
-    std::string padded(n);
-    padded.resize(width, ' ');
-    return padded;
-  };
+  const auto name = [width](std::string_view n) { return PaddedTo(n, width); };
   std::string out = absl::StrFormat(
       "trace %s: %d requests, %d block accesses evaluated; pool %.1f GB; cost model %s; "
       "%d prefill instances%s; cost = prefill GPU-s + %g x transfer s\n\n",

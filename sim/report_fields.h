@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,14 @@ inline void AppendCostFields(const ReplayResult& r, double w, ReportFields& out)
                             {"busy_seconds", JsonNumber(r.busy_seconds)},
                             {"window_seconds", JsonNumber(r.window_seconds())},
                         });
+}
+
+// `text` padded with spaces to `width` (a table's name column, as wide as
+// its longest name).
+inline std::string PaddedTo(std::string_view text, size_t width) {
+  std::string padded(text);
+  if (padded.size() < width) padded.resize(width, ' ');
+  return padded;
 }
 
 // "saturated: lru (96%), ...: busy >= 95% of ...": what the table's note and
