@@ -101,6 +101,7 @@
 #include "policies/leaf_window.h"
 #include "policies/learned_arc_shadow_pool.h"
 #include "policies/learned_deviation_guard.h"
+#include "policies/learned_recent_requests.h"
 #include "policies/learned_refusal_ledger.h"
 #include "policies/learned_reuse_curve.h"
 #include "policies/learned_served_share.h"
@@ -141,8 +142,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // A return a faster tier served settles no bet: refusing lost nothing.
     refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
                        access.time_ms, Horizon() * 1000);
-    chain_.assign(chain.begin(), chain.end());
-    bet_entered_ = false;
+    recent_.Begin(access.request, chain);
     value_horizon_s_ = Horizon();
     Grow();
     CountGhosts(chain, access.time_ms, access.served_above);
@@ -170,7 +170,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     Grow();
     if (!scored_[b]) Score(b, access.request, false);
     if (!admission_moves_bytes_) return true;
-    if (!(gain_[b] > 0) && BetOnRefusing(b)) return false;
+    if (!(gain_[b] > 0) && BetOnRefusing(b, access.request)) return false;
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = OwnVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
@@ -334,8 +334,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The recency keys, the access history, the guard, the recency shadow and
   // its advantage, the ARC expert (its lead, ARC and its shadow; a tier has
   // none), the refusal ledger,
-  // the served shares, the latest request's chain and whether its bet is
-  // entered, V's window, the last choices, E, the clock, the price of space
+  // the served shares, the latest requests' chains and whether their bets
+  // are entered, V's window, the last choices, E, the clock, the price of space
   // (its two decayed sums and the last admission), and per block known
   // (kept by a compaction): whether it was scored, its curve, G, the cached
   // V and when it was evicted. The model is not state: the restarted pool gets it from its
@@ -355,13 +355,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     }
     refusals_.Save(renumber, out);
     served_.Save(out);
-    std::vector<BlockIndex> chain;
-    for (const BlockIndex b : chain_) {
-      if (Renumbered(renumber, b) != kNoBlock) chain.push_back(Renumbered(renumber, b));
-    }
-    out.Varint(chain.size());
-    for (const BlockIndex b : chain) out.Varint(b);
-    out.Bool(bet_entered_);
+    recent_.Save(renumber, out);
     out.Double(value_horizon_s_);
     out.Varint(OptionalBlock(renumber, recency_choice_));
     out.Varint(OptionalBlock(renumber, model_choice_));
@@ -407,10 +401,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     }
     refusals_.Load(in);
     served_.Load(in);
-    const uint64_t chain = in.Count("learned request chain");
-    for (uint64_t i = 0; i < chain && in.ok(); ++i)
-      chain_.push_back(in.Block("learned chain block"));
-    bet_entered_ = in.Bool("learned bet entered");
+    recent_.Load(in);
     value_horizon_s_ = in.Double("learned value horizon");
     recency_choice_ = OptionalBlock(in, "learned recency choice");
     model_choice_ = OptionalBlock(in, "learned model choice");
@@ -486,26 +477,26 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     return extractor_.TransferMs(m) + SpacePrice() * static_cast<double>(m.bytes);
   }
 
-  // The model would refuse b, and with it the blocks below it in the
-  // request (a refusal ends the request's admission): enters the bet in
-  // the refusal ledger and says whether its class has won enough to place it.
-  bool BetOnRefusing(BlockIndex b) {
+  // The model would refuse b, and with it the blocks below it in `request`,
+  // the request admitting it, which later ones may have followed (a
+  // refusal ends the request's admission): enters the bet in the refusal
+  // ledger and says whether its class has won enough to place it. A block
+  // no kept request named stakes itself alone, in a bet of its own.
+  bool BetOnRefusing(BlockIndex b, uint32_t request) {
     const double p = served_.ReuseHere(Curve(b), Horizon());
     const size_t c = LearnedRefusalLedger::ClassOf(p);
-    std::span<const BlockIndex> run(&b, 1);  // a block no request named (sidecar)
-    if (const auto at = std::find(chain_.begin(), chain_.end(), b); at != chain_.end()) {
-      run = std::span<const BlockIndex>(at, chain_.end());
-    }
+    auto run = recent_.RunFrom(b, request);
+    if (run.blocks.empty()) run.blocks = std::span<const BlockIndex>(&b, 1);
     double saved = 0, stake = 0;
-    for (const BlockIndex x : run) {
+    for (const BlockIndex x : run.blocks) {
       saved += AdmissionCost(x);
       stake += Saving(x);
     }
     // The request's first would-be refusal is its bet: refusing deeper in
     // the same request stakes part of the same run on the same return.
-    if (!bet_entered_) {
+    if (run.bet_entered == nullptr || !*run.bet_entered) {
       refusals_.Enter(b, c, saved, stake, now_ms_ + static_cast<int64_t>(Horizon() * 1000));
-      bet_entered_ = true;
+      if (run.bet_entered) *run.bet_entered = true;
     }
     return refusals_.Covers(c, stake);
   }
@@ -699,8 +690,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   };
   std::unique_ptr<ArcExpert> arc_;
   LearnedRefusalLedger refusals_;
-  LearnedServedShare served_;      // on the model's ladder
-  std::vector<BlockIndex> chain_;  // of the latest request
+  LearnedServedShare served_;     // on the model's ladder
+  LearnedRecentRequests recent_;  // their chains, for the runs refusals stake
   // E as the latest request began: V's window, fixed while that request's
   // evictions move E, so V, and with it the eviction order, does not depend
   // on the order blocks are scored in.
@@ -708,7 +699,6 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   LeafWindow window_finder_{kWindow};
   std::vector<BlockIndex> window_;        // scratch of ModelChoice()
   std::vector<double> values_;            // scratch of LeastByModel(): V per window entry
-  bool bet_entered_ = false;              // the latest request's bet is in the ledger
   BlockIndex recency_choice_ = kNoBlock;  // of the latest SelectVictim
   BlockIndex model_choice_ = kNoBlock;
   // OwnVictim's last answer, for the pool and policy as they were then.

@@ -8,14 +8,14 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 9;
+constexpr char kFormat = 10;
 constexpr char kFormatWithoutPolicyState = 2;
 // Policy states of an older layout: 3 (access histories without forks), 4
 // (learned without its shadow pool), 5 (learned without its ARC expert), 6
 // (lru without the block its next insert may be linked behind), 7 (learned
 // without its served shares), 8 (learned with an ARC expert in a node's HBM
-// and DRAM too).
-bool HasOldPolicyStates(char format) { return format >= 3 && format <= 8; }
+// and DRAM too), 9 (learned with the latest request's chain only).
+bool HasOldPolicyStates(char format) { return format >= 3 && format <= 9; }
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());

@@ -34,10 +34,10 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 9; 8 down to 2 as decoded from an older snapshot (no policy state to
+  // 10; 9 down to 2 as decoded from an older snapshot (no policy state to
   // load). Encoding a 2 leaves the policy states out (tests); any other value
-  // encodes format 9.
-  char format = 9;
+  // encodes format 10.
+  char format = 10;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;
@@ -52,7 +52,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot);
 absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes);
 // Why a decoded snapshot's policies cannot restart exactly from it, or empty
 // when they can (the current format): "no policy state" (format 2) or
-// "policy states of an older layout" (formats 3 to 8).
+// "policy states of an older layout" (formats 3 to 9).
 absl::string_view MissingPolicyStates(const PoolsSnapshot& snapshot);
 
 }  // namespace kvlearn

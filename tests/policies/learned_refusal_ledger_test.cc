@@ -258,5 +258,76 @@ TEST(LearnedRefusalLedgerTest, AReturnAFasterTierServedLosesNoBet) {
   EXPECT_FALSE(r.after[n - 1][n - 1]) << "the next new block is refused too";
 }
 
+// A request's blocks can reach the pool after a later request began (a
+// cluster admits them at prefill end). After the 160 one-block requests of
+// the tests above (refusals have begun: the balance covers one block's
+// stake S and, decayed, never exceeds T / (1 - e^(-0.01))), request A
+// needs L new blocks, L * S above that bound, and request B one new block.
+// A's first block stakes A's whole run, L * S, which the balance cannot
+// cover: it is admitted, whether A's admission comes before B begins or
+// after. B's block stakes S and is refused. (Staking the run of the latest
+// request's chain, B's, A's first block would stake S alone and be refused.)
+TEST(LearnedRefusalLedgerTest, ALateAdmissionStakesItsOwnRequestsRun) {
+  for (const bool late : {false, true}) {
+    SCOPED_TRACE(late ? "A admitted after B began" : "A admitted before B began");
+    HandTrace h;
+    h.trace.source = "hand-worked";
+    h.trace.block_size = kHandBlockSize;
+    constexpr uint32_t kOneBlock = 160;
+    for (uint32_t i = 0; i < kOneBlock; ++i) {
+      const uint64_t id[] = {1000 + i};
+      h.trace.Add(int64_t{i} * 1000, kHandBlockSize, 16, id);
+    }
+    // L from the bound, on a catalog built to read S from.
+    const auto probe = BuildReplayTrace(h.trace, DefaultCost());
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    const BlockMeta& m = probe->catalog[probe->catalog.Find(1000)];
+    const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
+    const double s_ms = m.recompute_ms - t_ms;
+    const auto run = static_cast<uint32_t>(t_ms / (1 - std::exp(-0.01)) / s_ms) + 2;
+    std::vector<uint64_t> a_ids;
+    for (uint32_t i = 0; i < run; ++i) a_ids.push_back(6000 + i);
+    const uint64_t b_id[] = {7000};
+    h.trace.Add(int64_t{kOneBlock} * 1000, run * kHandBlockSize, 16, a_ids);
+    h.trace.Add(int64_t{kOneBlock + 1} * 1000, kHandBlockSize, 16, b_id);
+    auto replay = BuildReplayTrace(h.trace, DefaultCost());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    h.replay = *std::move(replay);
+
+    PolicyDriver driver(&h.replay.catalog, (kOneBlock + run + 2) * HandBlockBytes());
+    ASSERT_TRUE(
+        driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), NeverAgainModel())).ok());
+    for (uint32_t r = 0; r < kOneBlock; ++r) {
+      RequestOutcome outcome;
+      ASSERT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
+    }
+    ASSERT_FALSE(driver.pool().IsResident(h.replay.catalog.Find(1000 + kOneBlock - 1)))
+        << "refusals have begun";
+    const auto chain_of = [&](uint32_t r) {
+      const TraceRequest& q = h.trace.requests[r];
+      return std::span<const BlockIndex>(h.replay.blocks.data() + q.first_block, q.num_blocks);
+    };
+    const auto access_of = [&](uint32_t r) {
+      const TraceRequest& q = h.trace.requests[r];
+      return AccessInfo{q.timestamp_ms, r, q.first_block};
+    };
+    const auto admit = [&](uint32_t r) {
+      uint64_t admitted = 0, evicted = 0;
+      ASSERT_TRUE(driver
+                      .Admit(chain_of(r), 0, static_cast<uint32_t>(chain_of(r).size()),
+                             access_of(r), admitted, evicted, [](BlockIndex) {})
+                      .ok());
+    };
+    const uint32_t a = kOneBlock, b = kOneBlock + 1;
+    driver.Touch(chain_of(a), 0, access_of(a));
+    if (!late) admit(a);
+    driver.Touch(chain_of(b), 0, access_of(b));
+    if (late) admit(a);
+    admit(b);
+    EXPECT_TRUE(driver.pool().IsResident(h.replay.catalog.Find(6000))) << "A's first block";
+    EXPECT_FALSE(driver.pool().IsResident(h.replay.catalog.Find(7000))) << "B's block";
+  }
+}
+
 }  // namespace
 }  // namespace kvlearn

@@ -86,8 +86,8 @@ void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
 }
 
 // Rewrites the latest snapshot in the log at `dir` as an older format would
-// have stored it: 2 (written before policies saved their state), or 3 to 8
-// (the same bytes as 9, their policy states of older layouts).
+// have stored it: 2 (written before policies saved their state), or 3 to 9
+// (the same bytes as 10, their policy states of older layouts).
 void RewriteLatestSnapshotAsFormat(const std::string& dir, char format) {
   auto log = EventLog::Open(dir, EventLogOptions{});
   ASSERT_TRUE(log.ok()) << log.status();
@@ -188,7 +188,7 @@ TEST(SnapshotRecoveryTest, BatchIdsAndTransfersDoNotStopSnapshots) {
   EXPECT_TRUE(server->SnapshotNow().ok());
 }
 
-// A snapshot of format 2 (written before policies saved their state), 3 to 8
+// A snapshot of format 2 (written before policies saved their state), 3 to 9
 // (their states of older layouts) would restart them approximately.
 class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
  protected:
@@ -200,7 +200,7 @@ class OldSnapshotFormatTest : public ::testing::TestWithParam<char> {
 };
 INSTANTIATE_TEST_SUITE_P(Formats, OldSnapshotFormatTest,
                          ::testing::Values(char{2}, char{3}, char{4}, char{5}, char{6}, char{7},
-                                           char{8}),
+                                           char{8}, char{9}),
                          [](const auto& info) { return absl::StrCat("Format", int{info.param}); });
 
 // With the whole log retained it is not used, the start-up notes say so, and
@@ -274,16 +274,16 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as formats 3 to 8 (the same bytes, states of older
+  // With a policy state; as formats 3 to 9 (the same bytes, states of older
   // layouts: dropped); and as format 2 (which leaves it out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   std::string encoded = EncodePoolsSnapshot(with_state);
   auto state_back = DecodePoolsSnapshot(encoded);
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 9);
+  EXPECT_EQ(state_back->format, 10);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
-  for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}, char{8}}) {
+  for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}, char{8}, char{9}}) {
     encoded[0] = old;
     state_back = DecodePoolsSnapshot(encoded);
     ASSERT_TRUE(state_back.ok()) << state_back.status();

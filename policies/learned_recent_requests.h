@@ -1,0 +1,110 @@
+// The chains of the latest requests, for the learned policy's refusals. A
+// request's blocks can reach the pool after later requests began: a cluster
+// admits them at the request's prefill end, an engine may report
+// block_stored after the next request_arrival. A refusal at block b stakes
+// the run of b's own request below b (learned_refusal_ledger.h), and each
+// request enters one bet, so both are looked up by the request that admits.
+//
+// A snapshot keeps the chains, each without the blocks a compaction forgot.
+// Memory: the last kKept chains (their buffers are reused).
+// Deterministic; not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/block_catalog.h"
+#include "core/policy_state.h"
+
+namespace kvlearn {
+
+class LearnedRecentRequests {
+ public:
+  // More than a cluster has requests between their start and prefill end
+  // (one per prefill node), so every admission there finds its request.
+  static constexpr size_t kKept = 64;
+
+  // A request began needing `chain` (root first).
+  void Begin(uint32_t request, std::span<const BlockIndex> chain) {
+    Entry& e = Push(request);
+    e.chain.assign(chain.begin(), chain.end());
+  }
+
+  // The run from `b` down of the latest request `request` whose chain holds
+  // b; else of the latest request whose chain does (a caller that names no
+  // request, or another). Empty, with no bet flag, if no kept chain holds b.
+  struct Run {
+    std::span<const BlockIndex> blocks;
+    bool* bet_entered = nullptr;  // that request's: its bet is in the ledger
+  };
+  Run RunFrom(BlockIndex b, uint32_t request) {
+    Entry* found = nullptr;
+    for (size_t k = 0; k < count_ && found == nullptr; ++k) {
+      Entry& e = entries_[(newest_ + kKept - k) % kKept];
+      if (e.request == request && Holds(e, b)) found = &e;
+    }
+    for (size_t k = 0; k < count_ && found == nullptr; ++k) {
+      Entry& e = entries_[(newest_ + kKept - k) % kKept];
+      if (Holds(e, b)) found = &e;
+    }
+    if (found == nullptr) return {};
+    const auto at = std::find(found->chain.begin(), found->chain.end(), b);
+    return {std::span<const BlockIndex>(at, found->chain.end()), &found->bet_entered};
+  }
+
+  // Oldest first.
+  void Save(std::span<const BlockIndex> renumber, PolicyStateWriter& out) const {
+    out.Varint(count_);
+    for (size_t k = count_; k-- > 0;) {
+      const Entry& e = entries_[(newest_ + kKept - k) % kKept];
+      out.Varint(e.request);
+      size_t kept = 0;
+      for (const BlockIndex b : e.chain) kept += Renumbered(renumber, b) != kNoBlock;
+      out.Varint(kept);
+      for (const BlockIndex b : e.chain) {
+        if (Renumbered(renumber, b) != kNoBlock) out.Varint(Renumbered(renumber, b));
+      }
+      out.Bool(e.bet_entered);
+    }
+  }
+  // REQUIRES: nothing began yet.
+  void Load(PolicyStateReader& in) {
+    const uint64_t n = in.Bounded("learned recent requests", kKept);
+    for (uint64_t i = 0; i < n && in.ok(); ++i) {
+      Entry& e = Push(static_cast<uint32_t>(in.Bounded("learned request", UINT32_MAX)));
+      const uint64_t blocks = in.Count("learned request chain");
+      for (uint64_t j = 0; j < blocks && in.ok(); ++j) {
+        e.chain.push_back(in.Block("learned chain block"));
+      }
+      e.bet_entered = in.Bool("learned bet entered");
+    }
+  }
+
+ private:
+  struct Entry {
+    uint32_t request = 0;
+    std::vector<BlockIndex> chain;
+    bool bet_entered = false;
+  };
+  Entry& Push(uint32_t request) {
+    newest_ = (newest_ + 1) % kKept;
+    count_ = std::min(count_ + 1, kKept);
+    Entry& e = entries_[newest_];
+    e.request = request;
+    e.chain.clear();
+    e.bet_entered = false;
+    return e;
+  }
+  static bool Holds(const Entry& e, BlockIndex b) {
+    return std::find(e.chain.begin(), e.chain.end(), b) != e.chain.end();
+  }
+
+  std::array<Entry, kKept> entries_;
+  size_t newest_ = kKept - 1;
+  size_t count_ = 0;
+};
+
+}  // namespace kvlearn
