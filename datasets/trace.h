@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/fnv1a.h"
+
 namespace kvlearn {
 
 struct TraceRequest {
@@ -45,16 +47,13 @@ struct Trace {
   // FNV-1a over arrival times, lengths and ids: names the traffic a model was
   // trained on.
   uint64_t Fingerprint() const {
-    uint64_t h = 1469598103934665603ull;
-    const auto mix = [&h](uint64_t v) {
-      for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
-    };
+    Fnv1a h;
     for (const TraceRequest& r : requests) {
-      mix(static_cast<uint64_t>(r.timestamp_ms));
-      mix(r.input_length);
-      for (const uint64_t id : BlocksOf(r)) mix(id);
+      h.Word(static_cast<uint64_t>(r.timestamp_ms));
+      h.Word(r.input_length);
+      for (const uint64_t id : BlocksOf(r)) h.Word(id);
     }
-    return h;
+    return h.value();
   }
   // Appends a request; `ids` are copied.
   void Add(int64_t timestamp_ms, uint32_t input_length, uint32_t output_length,

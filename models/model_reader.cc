@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "core/fnv1a.h"
 #include "features/feature_schema.h"
 #include "models/learned_model.h"
 #include "models/mlp_model.h"
@@ -28,14 +29,6 @@ constexpr int64_t kMaxTensorElements = int64_t{1} << 24;
 absl::Status NotAModel(const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat(path, " is not a kvlearn model file (TorchScript archive): ", why));
-}
-
-// FNV-1a (64 bits) of the file's bytes: two files with other weights or
-// metadata get other versions even when trained on the same trace.
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
 }
 
 // A tensor's elements as floats, in row-major order of its sizes, after
@@ -188,10 +181,13 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
           "' but this build computes '", std::string(kFeatureNames[i]), "' there"));
     }
   }
-  const uint64_t hash = Fnv1a(archive->bytes());
+  // A hash of the file's bytes: two files with other weights or metadata get
+  // other versions even when trained on the same trace.
+  Fnv1a hash;
+  hash.Bytes(archive->bytes());
   const std::string base = path.substr(path.find_last_of('/') + 1);
   auto model = MlpModel::Create(*std::move(layers), *metadata,
-                                absl::StrCat(base, "@", absl::Hex(hash, absl::kZeroPad16)));
+                                absl::StrCat(base, "@", absl::Hex(hash.value(), absl::kZeroPad16)));
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
   }
