@@ -270,6 +270,7 @@ void EventLog::DrainLoop() {
     drain_writing_ = true;
     const DecisionStaging& full = *draining_;  // no one else touches it until drain_writing_ clears
     lock.unlock();
+    if (options_.before_drain_write) options_.before_drain_write();
     const absl::Status written = WriteStaged(full);
     lock.lock();
     drain_writing_ = false;

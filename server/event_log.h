@@ -90,6 +90,9 @@ class DecisionStaging;
 struct EventLogOptions {
   uint64_t max_bytes = 0;  // 0 = keep everything
   bool sync = false;       // fsync the WAL on every append
+  // Tests only: the drain thread calls it before writing a full staging file
+  // (outside the log's lock), so a test can hold it there.
+  std::function<void()> before_drain_write;
 };
 
 class EventLog {

@@ -3,8 +3,9 @@
 // events never do, the retention bound trims decisions with the events they
 // followed, a decision still staged (server/decision_staging.h) when its
 // writer is killed is recovered by the next open from either staging file,
-// and decisions that fill staging after staging while events, readers and
-// other writers come and go all arrive, once each.
+// decisions that fill staging after staging while events, readers and
+// other writers come and go all arrive, once each, and a call that finds
+// both staging files full waits for the drain thread.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -164,6 +168,67 @@ TEST(EventLogDecisionsTest, DecisionsFillingStagingAfterStagingAllArriveOnce) {
   auto log = EventLog::Open(dir.path(), {});
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_EQ((*log)->next_decision(), want.size());
+  EXPECT_EQ(JournaledDecisions(**log), want);
+}
+
+// The drain thread held (EventLogOptions::before_drain_write) while it
+// writes the first full staging file: decisions fill the second, and the
+// call that finds both full waits for the drain thread, counted once, and
+// goes on once it is let go; every decision arrives once, in order. Each
+// record takes over 300 bytes of a 64 KiB file, so 1.5 files' worth of
+// them has handed the first file over and left the second half full, and
+// one file's worth more must fill it.
+TEST(EventLogDecisionsTest, ACallFindingBothStagingFilesFullWaitsForTheDrainThread) {
+  struct Gate {
+    std::promise<void> open;
+    std::shared_future<void> opened = open.get_future().share();
+    std::atomic<int> drains{0};
+    std::once_flag once;
+    void Open() {
+      std::call_once(once, [this] { open.set_value(); });
+    }
+  };
+  const auto gate = std::make_shared<Gate>();
+  EventLogOptions options;
+  options.before_drain_write = [gate] {
+    ++gate->drains;
+    gate->opened.wait();
+  };
+  TempDir dir;
+  auto log = EventLog::Open(dir.path(), options);
+  ASSERT_TRUE(log.ok()) << log.status();
+  struct OpenOnExit {  // a failed check must not leave the drain thread held
+    std::shared_ptr<Gate> gate;
+    ~OpenOnExit() { gate->Open(); }
+  } open_on_exit{gate};
+  ASSERT_TRUE((*log)->Append(std::vector<std::string>{"e0"}).ok());
+  const size_t per_file = DecisionStaging::kDefaultCapacity / 300;
+  std::vector<JournaledDecision> want;
+  for (uint64_t n = 0; n < per_file * 5 / 2; ++n) {
+    want.emplace_back(n, 1, std::string(300, static_cast<char>('a' + n % 26)));
+  }
+  const size_t first = per_file * 3 / 2;
+  for (size_t n = 0; n < first; ++n) {
+    ASSERT_TRUE((*log)->AppendDecision(std::get<2>(want[n])).ok()) << n;
+  }
+  while (gate->drains.load() == 0) std::this_thread::yield();
+  ASSERT_EQ((*log)->decision_waits(), 0u);
+
+  std::atomic<bool> done{false};
+  absl::Status written;
+  std::thread writer([&] {
+    for (size_t n = first; n < want.size() && written.ok(); ++n) {
+      written = (*log)->AppendDecision(std::get<2>(want[n]));
+    }
+    done = true;
+  });
+  while ((*log)->decision_waits() == 0 && !done.load()) std::this_thread::yield();
+  EXPECT_FALSE(done.load()) << "no call waited for the held drain thread";
+  EXPECT_EQ((*log)->decision_waits(), 1u);
+  gate->Open();
+  writer.join();
+  ASSERT_TRUE(written.ok()) << written;
+  EXPECT_EQ((*log)->decision_waits(), 1u) << "the rest fit in the drained file";
   EXPECT_EQ(JournaledDecisions(**log), want);
 }
 
