@@ -485,7 +485,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   bool BetOnRefusing(BlockIndex b, uint32_t request) {
     const double p = served_.ReuseHere(Curve(b), Horizon());
     const size_t c = LearnedRefusalLedger::ClassOf(p);
-    auto run = recent_.RunFrom(b, request);
+    auto run = recent_.RunFrom(b, catalog_[b].parent, request);
     if (run.blocks.empty()) run.blocks = std::span<const BlockIndex>(&b, 1);
     double saved = 0, stake = 0;
     for (const BlockIndex x : run.blocks) {

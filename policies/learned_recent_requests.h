@@ -36,11 +36,18 @@ class LearnedRecentRequests {
   // The run from `b` down of the latest request `request` whose chain holds
   // b; else of the latest request whose chain does (a caller that names no
   // request, or another). Empty, with no bet flag, if no kept chain holds b.
+  // `parent` is b's: a chain runs from a root, so one that holds b holds its
+  // parent, and a walk down blocks no chain holds searches once, not once a
+  // block.
   struct Run {
     std::span<const BlockIndex> blocks;
     bool* bet_entered = nullptr;  // that request's: its bet is in the ledger
   };
-  Run RunFrom(BlockIndex b, uint32_t request) {
+  Run RunFrom(BlockIndex b, BlockIndex parent, uint32_t request) {
+    if (parent != kNoBlock && parent == missing_) {
+      missing_ = b;
+      return {};
+    }
     Entry* found = nullptr;
     for (size_t k = 0; k < count_ && found == nullptr; ++k) {
       Entry& e = entries_[(newest_ + kKept - k) % kKept];
@@ -50,6 +57,7 @@ class LearnedRecentRequests {
       Entry& e = entries_[(newest_ + kKept - k) % kKept];
       if (Holds(e, b)) found = &e;
     }
+    missing_ = found == nullptr ? b : kNoBlock;
     if (found == nullptr) return {};
     const auto at = std::find(found->chain.begin(), found->chain.end(), b);
     return {std::span<const BlockIndex>(at, found->chain.end()), &found->bet_entered};
@@ -90,6 +98,7 @@ class LearnedRecentRequests {
     bool bet_entered = false;
   };
   Entry& Push(uint32_t request) {
+    missing_ = kNoBlock;  // the new chain may hold it
     newest_ = (newest_ + 1) % kKept;
     count_ = std::min(count_ + 1, kKept);
     Entry& e = entries_[newest_];
@@ -104,6 +113,7 @@ class LearnedRecentRequests {
 
   std::array<Entry, kKept> entries_;
   size_t newest_ = kKept - 1;
+  BlockIndex missing_ = kNoBlock;  // the last block RunFrom found in no chain since Begin
   size_t count_ = 0;
 };
 
