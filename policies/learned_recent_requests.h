@@ -48,19 +48,10 @@ class LearnedRecentRequests {
       missing_ = b;
       return {};
     }
-    Entry* found = nullptr;
-    for (size_t k = 0; k < count_ && found == nullptr; ++k) {
-      Entry& e = entries_[(newest_ + kKept - k) % kKept];
-      if (e.request == request && Holds(e, b)) found = &e;
-    }
-    for (size_t k = 0; k < count_ && found == nullptr; ++k) {
-      Entry& e = entries_[(newest_ + kKept - k) % kKept];
-      if (Holds(e, b)) found = &e;
-    }
-    missing_ = found == nullptr ? b : kNoBlock;
-    if (found == nullptr) return {};
-    const auto at = std::find(found->chain.begin(), found->chain.end(), b);
-    return {std::span<const BlockIndex>(at, found->chain.end()), &found->bet_entered};
+    Run run = Search(b, [request](const Entry& e) { return e.request == request; });
+    if (run.blocks.empty()) run = Search(b, [](const Entry&) { return true; });
+    missing_ = run.blocks.empty() ? b : kNoBlock;
+    return run;
   }
 
   // Oldest first.
@@ -107,8 +98,17 @@ class LearnedRecentRequests {
     e.bet_entered = false;
     return e;
   }
-  static bool Holds(const Entry& e, BlockIndex b) {
-    return std::find(e.chain.begin(), e.chain.end(), b) != e.chain.end();
+  // The run from b of the latest entry `named` accepts whose chain holds b.
+  template <class Named>
+  Run Search(BlockIndex b, const Named& named) {
+    for (size_t k = 0; k < count_; ++k) {
+      Entry& e = entries_[(newest_ + kKept - k) % kKept];
+      if (!named(e)) continue;
+      const auto at = std::find(e.chain.begin(), e.chain.end(), b);
+      if (at != e.chain.end())
+        return {std::span<const BlockIndex>(at, e.chain.end()), &e.bet_entered};
+    }
+    return {};
   }
 
   std::array<Entry, kKept> entries_;
