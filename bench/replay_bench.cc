@@ -1,13 +1,18 @@
 // Replay throughput of the pool simulator per policy, in block accesses per
-// second, on a generated chat trace (kvlearn gen --kind chat, seed 7), pool =
-// 10% of the distinct-block bytes. The learned policy runs a model trained
-// at start-up on the trace's first 20k requests (as `kvlearn train` would).
+// second, pool = 10% of the distinct-block bytes: BM_Replay/<policy> on a
+// generated chat trace (kvlearn gen --kind chat, seed 7), where `learned`
+// and `lru` keep the same blocks, and BM_ReplayMixed/<policy> (lru and
+// learned only) on a mixed one (--kind mixed, seed 7), where the model's
+// admissions, evictions and bets decide. The learned policy runs a model
+// trained at start-up on each trace's first 20k requests (as `kvlearn train`
+// would).
 //   build/bench/replay_bench [--requests=N]  (default 200000 requests)
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/cost_model.h"
 #include "datasets/workload_generator.h"
@@ -46,22 +51,35 @@ std::shared_ptr<const LearnedModel> TrainBenchModel(const ReplayTrace& replay,
   return *MlpModel::Create(mlp->layers, meta, "bench");
 }
 
-const Fixture& SharedFixture() {
+// Built on first use: a run filtered to one trace's benchmarks builds only it.
+Fixture* NewFixture(Trace trace) {
+  auto* fx = new Fixture;
+  fx->trace = std::move(trace);
+  fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
+  fx->model = TrainBenchModel(*fx->replay, fx->cost);
+  return fx;
+}
+const Fixture& ChatFixture() {
   static Fixture* f = [] {
-    auto* fx = new Fixture;
     ChatWorkloadOptions o;
     o.seed = 7;
     o.requests = g_requests;
-    fx->trace = GenerateChatTrace(o);
-    fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
-    fx->model = TrainBenchModel(*fx->replay, fx->cost);
-    return fx;
+    return NewFixture(GenerateChatTrace(o));
+  }();
+  return *f;
+}
+const Fixture& MixedFixture() {
+  static Fixture* f = [] {
+    MixedWorkloadOptions o;
+    o.seed = 7;
+    o.requests = g_requests;
+    return NewFixture(GenerateMixedTrace(o));
   }();
   return *f;
 }
 
-void BM_Replay(benchmark::State& state, std::string policy) {
-  const Fixture& f = SharedFixture();
+void BM_Replay(benchmark::State& state, const Fixture& (*fixture)(), std::string policy) {
+  const Fixture& f = fixture();
   PoolReplayOptions options;
   options.pool_bytes = f.replay->distinct_block_bytes / 10;
   if (PolicyNeedsModel(policy)) options.model = f.model;
@@ -78,7 +96,7 @@ void BM_Replay(benchmark::State& state, std::string policy) {
 }
 
 void BM_BuildReplayTrace(benchmark::State& state) {
-  const Fixture& f = SharedFixture();
+  const Fixture& f = ChatFixture();
   for (auto _ : state) {
     auto replay = BuildReplayTrace(f.trace, f.cost);
     benchmark::DoNotOptimize(replay->catalog.size());
@@ -96,7 +114,13 @@ int main(int argc, char** argv) {
   }
   for (const auto name : kvlearn::PolicyNames()) {
     benchmark::RegisterBenchmark(("BM_Replay/" + std::string(name)).c_str(), kvlearn::BM_Replay,
-                                 std::string(name))
+                                 kvlearn::ChatFixture, std::string(name))
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (const char* name : {"lru", "learned"}) {
+    benchmark::RegisterBenchmark((std::string("BM_ReplayMixed/") + name).c_str(),
+                                 kvlearn::BM_Replay, kvlearn::MixedFixture, std::string(name))
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
