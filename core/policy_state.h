@@ -109,6 +109,18 @@ inline BlockIndex Renumbered(std::span<const BlockIndex> renumber, BlockIndex b)
   return b < renumber.size() ? renumber[b] : kNoBlock;
 }
 
+// A request's chain (root first) as a count and its blocks, renumbered, up
+// to its first block a compaction forgets: a compaction keeps every kept
+// block's ancestors, so that prefix is what is left of the chain, and it
+// still runs from a root.
+inline void SaveKeptChain(std::span<const BlockIndex> renumber, std::span<const BlockIndex> chain,
+                          PolicyStateWriter& out) {
+  size_t n = 0;
+  while (n < chain.size() && Renumbered(renumber, chain[n]) != kNoBlock) ++n;
+  out.Varint(n);
+  for (size_t i = 0; i < n; ++i) out.Varint(Renumbered(renumber, chain[i]));
+}
+
 // A block that may be none (kNoBlock) or forgotten, as a varint: 0 for
 // either, else its new number + 1; OptionalBlock reads it back.
 inline uint64_t OptionalBlock(std::span<const BlockIndex> renumber, BlockIndex b) {

@@ -5,7 +5,8 @@
 // the run of b's own request below b (learned_refusal_ledger.h), and each
 // request enters one bet, so both are looked up by the request that admits.
 //
-// A snapshot keeps the chains, each without the blocks a compaction forgot.
+// A snapshot keeps the chains, each up to its first block a compaction
+// forgot (core/policy_state.h, SaveKeptChain).
 // Memory: the last kKept chains (their buffers are reused).
 // Deterministic; not thread-safe.
 #pragma once
@@ -60,12 +61,7 @@ class LearnedRecentRequests {
     for (size_t k = count_; k-- > 0;) {
       const Entry& e = entries_[(newest_ + kKept - k) % kKept];
       out.Varint(e.request);
-      size_t kept = 0;
-      for (const BlockIndex b : e.chain) kept += Renumbered(renumber, b) != kNoBlock;
-      out.Varint(kept);
-      for (const BlockIndex b : e.chain) {
-        if (Renumbered(renumber, b) != kNoBlock) out.Varint(Renumbered(renumber, b));
-      }
+      SaveKeptChain(renumber, e.chain, out);
       out.Bool(e.bet_entered);
     }
   }

@@ -75,10 +75,7 @@ class ShadowResidents {
       out.Varint(Renumbered(renumber, b));
       out.Varint(bytes_[b]);
     }
-    size_t n = 0;
-    while (n < latest_.size() && Renumbered(renumber, latest_[n]) != kNoBlock) ++n;
-    out.Varint(n);
-    for (size_t i = 0; i < n; ++i) out.Varint(Renumbered(renumber, latest_[i]));
+    SaveKeptChain(renumber, latest_, out);
     return keep;
   }
 
