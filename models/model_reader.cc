@@ -2,15 +2,18 @@
 // models/module_pickle.h), its metadata and weights checked, into an MlpModel.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/fnv1a.h"
 #include "features/feature_schema.h"
 #include "models/learned_model.h"
+#include "models/mlp_forward_check.h"
 #include "models/mlp_model.h"
 #include "models/model_metadata_json.h"
 #include "models/module_pickle.h"
@@ -19,8 +22,9 @@
 namespace kvlearn {
 namespace {
 
-// The class `kvlearn train` writes (SaveModelFile's torch::jit::Module).
-constexpr char kModuleClass[] = "__torch__.KvlearnReuseMlp";
+// The class `kvlearn train` writes (SaveModelFile's torch::jit::Module); a
+// file written in Python may define it in any module.
+constexpr char kModuleClass[] = "KvlearnReuseMlp";
 // kvlearn's networks have thousands of weights, not millions: a stride-0 view
 // stores one element and would copy to gigabytes.
 constexpr int64_t kMaxTensorElements = int64_t{1} << 24;
@@ -121,7 +125,51 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
     d.bias = Eigen::Map<const Eigen::VectorXf>(values[1].data(), b_it->second.sizes[0]);
     layers.push_back(std::move(d));
   }
+  if (layers.empty()) {
+    std::string found;
+    for (const auto& [name, tensor] : t) absl::StrAppend(&found, found.empty() ? "" : ", ", name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": no tensors w0 and b0; kvlearn reads a network's layers as w0, b0, w1, b1, ... "
+        "(tensors in the file: ",
+        found.empty() ? "none" : found.substr(0, 200), ")"));
+  }
   return layers;
+}
+
+// The buffers the file's forward normalises by must be the metadata's, which
+// kvlearn normalises by.
+absl::Status CheckNormalisation(const TorchArchive& archive,
+                                const std::map<std::string, PickledTensor>& t,
+                                const ModelMetadata& metadata, const std::string& path) {
+  for (const auto& [name, expected] : {std::pair{"feature_mean", &metadata.feature_mean},
+                                       {"feature_std", &metadata.feature_std}}) {
+    const auto it = t.find(name);
+    if (it == t.end()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tensor ", name));
+    auto storage = archive.Record(absl::StrCat("data/", it->second.storage_key));
+    if (!storage.ok()) {
+      return NotAModel(path, absl::StrCat("tensor ", name, ": ", storage.status().message()));
+    }
+    auto values = Elements(it->second, *storage);
+    if (!values.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor ", name, " ", values.status().message()));
+    }
+    if (values->size() != expected->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, " holds ",
+                                                     values->size(), " values, ", kMetadataFile,
+                                                     " ", expected->size()));
+    }
+    for (size_t j = 0; j < values->size(); ++j) {
+      const float a = (*values)[j], b = (*expected)[j];
+      if (!(std::fabs(a - b) <= 1e-6f * std::max(std::fabs(a), std::fabs(b)))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": tensor ", name, "[", j, "] is ", a, " but ", kMetadataFile, " says ", b,
+            "; kvlearn normalises by the metadata, the file's forward by the tensor"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -139,10 +187,9 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   }
   auto pickle = archive->Record("data.pkl");
   if (!pickle.ok()) return NotAModel(path, pickle.status().message());
-  auto tensors = ReadModulePickle(*pickle, kModuleClass);
-  if (!tensors.ok()) {
-    return NotAModel(path, absl::StrCat("data.pkl: ", tensors.status().message()));
-  }
+  auto state = ReadModulePickle(*pickle, kModuleClass);
+  if (!state.ok()) return NotAModel(path, absl::StrCat("data.pkl: ", state.status().message()));
+  const std::map<std::string, PickledTensor>* tensors = &state->tensors;
   auto layers = ReadLayers(*archive, *tensors, path);
   if (!layers.ok()) return layers.status();
   const std::string metadata_record = absl::StrCat("extra/", kMetadataFile);
@@ -181,6 +228,15 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
           "' but this build computes '", std::string(kFeatureNames[i]), "' there"));
     }
   }
+  // The weights run in kvlearn's own MLP, so the file's forward must be
+  // that MLP (a file written in Python may hold another).
+  auto source = archive->Text(
+      absl::StrCat("code/", absl::StrReplaceAll(state->class_module, {{".", "/"}}), ".py"));
+  if (!source.ok()) return NotAModel(path, source.status().message());
+  if (auto s = CheckMlpForward(*source, kModuleClass, layers->size()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
+  if (auto s = CheckNormalisation(*archive, *tensors, *metadata, path); !s.ok()) return s;
   // A hash of the file's bytes: two files with other weights or metadata get
   // other versions even when trained on the same trace.
   Fnv1a hash;

@@ -99,8 +99,11 @@ bool ReadDims(const ValuePtr& v, std::vector<int64_t>* out) {
 
 class Evaluator {
  public:
-  Evaluator(std::string_view pickle, std::string_view module_class)
-      : in_(pickle), module_class_(module_class) {}
+  Evaluator(std::string_view pickle, std::string_view class_name)
+      : in_(pickle), class_name_(class_name) {}
+
+  // The Python module of the class built ("__torch__.mymodels"), once built.
+  const std::string& class_module() const { return class_module_; }
 
   absl::StatusOr<ValuePtr> Run() {
     while (at_ < in_.size()) {
@@ -374,10 +377,22 @@ class Evaluator {
       case 0x81: {  // NEWOBJ: cls.__new__(cls, *args)
         if (Above() < 2) return Fail("pops more than the stack holds");
         ValuePtr args = Pop(), cls = Pop();
-        if (cls->kind != Value::Kind::kGlobal ||
-            absl::StrCat(cls->text, ".", cls->name) != module_class_) {
-          return Fail(absl::StrCat("an object of a class other than ", std::string(module_class_)));
+        // TorchScript names a class __torch__.<its Python module>.<name>;
+        // one defined in the script that saves it is __torch__.<name>.
+        const bool scripted = cls->kind == Value::Kind::kGlobal &&
+                              (cls->text == "__torch__" || cls->text.rfind("__torch__.", 0) == 0);
+        if (!scripted || cls->name != class_name_) {
+          std::string found = cls->kind == Value::Kind::kGlobal
+                                  ? absl::StrCat(cls->text, ".", cls->name).substr(0, 100)
+                                  : std::string("(not a class)");
+          for (char& c : found) c = (c < 0x20 || c == 0x7f) ? '?' : c;
+          return Fail(absl::StrCat("an object of class '", found, "', not a TorchScript class ",
+                                   std::string(class_name_)));
         }
+        if (!class_module_.empty() && class_module_ != cls->text) {
+          return Fail("modules of two classes");
+        }
+        class_module_ = cls->text;
         if (args->kind != Value::Kind::kTuple || !args->items.empty()) {
           return Fail("a module built with arguments");
         }
@@ -400,7 +415,8 @@ class Evaluator {
   }
 
   std::string_view in_;
-  std::string_view module_class_;
+  std::string_view class_name_;
+  std::string class_module_;
   size_t at_ = 0;
   size_t offset_ = 0;  // of the opcode being run
   unsigned char op_ = 0;
@@ -412,23 +428,24 @@ class Evaluator {
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, PickledTensor>> ReadModulePickle(
-    std::string_view pickle, std::string_view module_class) {
-  auto result = Evaluator(pickle, module_class).Run();
+absl::StatusOr<ModuleState> ReadModulePickle(std::string_view pickle, std::string_view class_name) {
+  Evaluator evaluator(pickle, class_name);
+  auto result = evaluator.Run();
   if (!result.ok()) return result.status();
   const ValuePtr& module = *result;
   if (module->kind != Value::Kind::kModule || module->state == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pickle: no ", std::string(module_class), " module"));
+        absl::StrCat("pickle: no ", std::string(class_name), " module"));
   }
-  std::map<std::string, PickledTensor> tensors;
+  ModuleState out;
+  out.class_module = evaluator.class_module();
   const auto& items = module->state->items;
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i]->kind == Value::Kind::kString && items[i + 1]->kind == Value::Kind::kTensor) {
-      tensors[items[i]->text] = items[i + 1]->tensor;
+      out.tensors[items[i]->text] = items[i + 1]->tensor;
     }
   }
-  return tensors;
+  return out;
 }
 
 }  // namespace kvlearn

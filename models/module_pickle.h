@@ -34,10 +34,19 @@ struct PickledTensor {
   std::vector<int64_t> sizes, strides;
 };
 
+// A module's state as its pickle builds it.
+struct ModuleState {
+  // The Python module TorchScript names the class under: "__torch__" for a
+  // class defined in the script that saved it (and for LibTorch's), else
+  // "__torch__.<module>". Its source is the archive's record
+  // code/<this, dots as slashes>.py.
+  std::string class_module;
+  std::map<std::string, PickledTensor> tensors;  // the state's tensor entries by name
+};
+
 // Evaluates `pickle`, which must build one object of the TorchScript class
-// `module_class` ("__torch__.KvlearnReuseMlp") with a dict as its state, and
-// returns the state's tensor entries by name (other entries are skipped).
-absl::StatusOr<std::map<std::string, PickledTensor>> ReadModulePickle(
-    std::string_view pickle, std::string_view module_class);
+// `class_name` ("KvlearnReuseMlp", under any module) with a dict as its
+// state, and returns its tensor entries (other entries are skipped).
+absl::StatusOr<ModuleState> ReadModulePickle(std::string_view pickle, std::string_view class_name);
 
 }  // namespace kvlearn

@@ -17,6 +17,7 @@ constexpr size_t kLocalHeaderBytes = 30;
 constexpr size_t kCentralHeaderBytes = 46;
 constexpr size_t kEndOfDirectoryBytes = 22;
 constexpr uint16_t kStored = 0;
+constexpr uint16_t kDeflated = 8;
 
 uint16_t U16(std::string_view b, size_t at) {
   return static_cast<uint16_t>(static_cast<uint8_t>(b[at]) |
@@ -36,6 +37,19 @@ std::string Quoted(std::string_view name) {
   std::string out(name.substr(0, 100));
   for (char& c : out) c = (c < 0x20 || c == 0x7f) ? '?' : c;
   return absl::StrCat("'", out, "'");
+}
+
+// zlib's crc32 takes at most 4 GiB at once; archives are capped far below.
+bool CrcMatches(std::string_view data, uint32_t expected) {
+  const uLong crc =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), data.size());
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzz build (CMakeLists.txt)
+  (void)crc;
+  (void)expected;
+  return true;
+#else
+  return crc == expected;
+#endif
 }
 
 }  // namespace
@@ -111,10 +125,11 @@ absl::StatusOr<TorchArchive> TorchArchive::Parse(std::string bytes) {
       return Bad(absl::StrCat("entry ", Quoted(full), " is not under ", Quoted(top)));
     }
     Entry e;
-    e.stored = method == kStored;
+    e.method = method;
     e.crc32 = crc;
     e.size = size;
-    if (e.stored && packed != size) {
+    e.packed = packed;
+    if (method == kStored && packed != size) {
       return Bad(absl::StrCat("stored entry ", Quoted(full), " changes size"));
     }
     e.offset = local;  // of its local header: Record() finds the bytes behind it
@@ -125,11 +140,7 @@ absl::StatusOr<TorchArchive> TorchArchive::Parse(std::string bytes) {
   return a;
 }
 
-absl::StatusOr<std::string_view> TorchArchive::Record(std::string_view name) const {
-  const auto it = records_.find(name);
-  if (it == records_.end()) return Bad(absl::StrCat("no record ", Quoted(name)));
-  const Entry& e = it->second;
-  if (!e.stored) return Bad(absl::StrCat("record ", Quoted(name), " is compressed"));
+absl::StatusOr<std::string_view> TorchArchive::Packed(std::string_view name, const Entry& e) const {
   // The local header's name and extra field (alignment padding) come first.
   const std::string_view b = bytes_;
   if (e.offset + kLocalHeaderBytes > b.size() || U32(b, e.offset) != kLocalHeaderSignature) {
@@ -137,17 +148,67 @@ absl::StatusOr<std::string_view> TorchArchive::Record(std::string_view name) con
   }
   const uint64_t start =
       e.offset + kLocalHeaderBytes + U16(b, e.offset + 26) + U16(b, e.offset + 28);
-  if (start + e.size > b.size()) {
+  if (start + e.packed > b.size()) {
     return Bad(absl::StrCat("record ", Quoted(name), " reaches past the end of the file"));
   }
-  const std::string_view data = b.substr(start, e.size);
-  // zlib's crc32 takes at most 4 GiB at once; archives are capped far below.
-  const uLong crc =
-      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), data.size());
-#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzz build (CMakeLists.txt)
-  if (crc != e.crc32) return Bad(absl::StrCat("record ", Quoted(name), " fails its CRC-32"));
-#endif
-  return data;
+  return b.substr(start, e.packed);
+}
+
+absl::StatusOr<std::string_view> TorchArchive::Record(std::string_view name) const {
+  const auto it = records_.find(name);
+  if (it == records_.end()) return Bad(absl::StrCat("no record ", Quoted(name)));
+  const Entry& e = it->second;
+  if (e.method != kStored) return Bad(absl::StrCat("record ", Quoted(name), " is compressed"));
+  auto data = Packed(name, e);
+  if (!data.ok()) return data.status();
+  if (!CrcMatches(*data, e.crc32)) {
+    return Bad(absl::StrCat("record ", Quoted(name), " fails its CRC-32"));
+  }
+  return *data;
+}
+
+absl::StatusOr<std::string> TorchArchive::Text(std::string_view name) const {
+  const auto it = records_.find(name);
+  if (it == records_.end()) return Bad(absl::StrCat("no record ", Quoted(name)));
+  const Entry& e = it->second;
+  if (e.method == kStored) {
+    auto data = Record(name);
+    if (!data.ok()) return data.status();
+    if (data->size() > kMaxTorchArchiveTextBytes) {
+      return Bad(absl::StrCat("record ", Quoted(name), " is longer than ",
+                              kMaxTorchArchiveTextBytes, " bytes"));
+    }
+    return std::string(*data);
+  }
+  if (e.method != kDeflated) {
+    return Bad(absl::StrCat("record ", Quoted(name), " uses compression method ", e.method));
+  }
+  if (e.size > kMaxTorchArchiveTextBytes) {
+    return Bad(absl::StrCat("record ", Quoted(name), " inflates to more than ",
+                            kMaxTorchArchiveTextBytes, " bytes"));
+  }
+  auto packed = Packed(name, e);
+  if (!packed.ok()) return packed.status();
+  // Raw deflate (no zlib header), into exactly the size the directory states:
+  // a stream that ends early, runs longer or is damaged is refused.
+  std::string out(static_cast<size_t>(e.size), '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib: inflateInit2");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed->data()));
+  z.avail_in = static_cast<uInt>(packed->size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = inflate(&z, Z_FINISH);
+  const uint64_t produced = z.total_out;
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END || produced != e.size) {
+    return Bad(absl::StrCat("record ", Quoted(name), " does not inflate to its stated ", e.size,
+                            " bytes"));
+  }
+  if (!CrcMatches(out, e.crc32)) {
+    return Bad(absl::StrCat("record ", Quoted(name), " fails its CRC-32"));
+  }
+  return out;
 }
 
 }  // namespace kvlearn

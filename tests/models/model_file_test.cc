@@ -413,10 +413,71 @@ TEST(ModelFileTest, TheArchiveReaderAgreesWithLibTorchsOnEveryRecord) {
     } else {
       EXPECT_NE(record.status().message().find("compressed"), std::string::npos) << name;
       EXPECT_EQ(name.rfind("code/", 0), 0u) << name << " is compressed";
+      // The source only as text, inflated to LibTorch's bytes.
+      auto text = archive->Text(name);
+      ASSERT_TRUE(text.ok()) << name << ": " << text.status();
+      EXPECT_EQ(*text, expected) << name;
     }
   }
   // data.pkl, the metadata, and a weight and a bias per layer at least.
   EXPECT_GE(stored, 2 + 2 * mlp.layers.size());
+  fs::remove(path);
+}
+
+// A file LibTorch wrote with kvlearn's weights and metadata but another
+// forward (what a Python author might save): Python would answer with tanh,
+// kvlearn with relu, so Load refuses it; the same network with kvlearn's
+// forward loads. Likewise normalisation buffers that differ from the metadata.
+TEST(ModelFileTest, RefusesAForwardOrNormalisationOtherThanKvlearnsMlp) {
+  const TrainedMlp mlp = Train(3);
+  const ModelMetadata metadata = Metadata(mlp);
+  auto save = [&](const std::string& path, const std::string& hidden_activation, float mean_shift) {
+    torch::jit::Module module("KvlearnReuseMlp");
+    std::vector<float> mean = metadata.feature_mean;
+    mean[0] += mean_shift;
+    module.register_buffer("feature_mean", torch::tensor(mean));
+    module.register_buffer("feature_std", torch::tensor(metadata.feature_std));
+    std::string forward =
+        "def forward(self, x):\n    h = (x - self.feature_mean) / self.feature_std\n";
+    for (size_t i = 0; i < mlp.layers.size(); ++i) {
+      const DenseLayer& l = mlp.layers[i];
+      torch::Tensor w = torch::empty({l.weight.rows(), l.weight.cols()});
+      for (int r = 0; r < l.weight.rows(); ++r) {
+        for (int c = 0; c < l.weight.cols(); ++c) w[r][c] = l.weight(r, c);
+      }
+      module.register_parameter(absl::StrCat("w", i), w, false);
+      module.register_parameter(
+          absl::StrCat("b", i),
+          torch::tensor(std::vector<float>(l.bias.data(), l.bias.data() + l.bias.size())), false);
+      const bool last = i + 1 == mlp.layers.size();
+      absl::StrAppend(&forward, "    h = torch.", last ? "sigmoid" : hidden_activation,
+                      "(torch.addmm(self.b", i, ", h, self.w", i, ".t()))\n");
+    }
+    absl::StrAppend(&forward, "    return h\n");
+    module.define(forward);
+    module.save(path, {{kMetadataFile, ModelMetadataJson(metadata)}});
+  };
+  const std::string path = TempPath("forward.pt");
+  save(path, "relu", 0);
+  auto same = LearnedModel::Load(path);
+  ASSERT_TRUE(same.ok()) << same.status();
+
+  save(path, "tanh", 0);
+  auto tanh = LearnedModel::Load(path);
+  ASSERT_FALSE(tanh.ok());
+  EXPECT_EQ(tanh.status().code(), absl::StatusCode::kInvalidArgument);
+  // Read from the output back, the last hidden layer's activation differs first.
+  EXPECT_NE(tanh.status().message().find(absl::StrCat(
+                "forward: layer ", mlp.layers.size() - 2,
+                "'s output goes through torch.tanh(...) where kvlearn applies torch.relu")),
+            std::string::npos)
+      << tanh.status();
+
+  save(path, "relu", 0.25f);
+  auto shifted = LearnedModel::Load(path);
+  ASSERT_FALSE(shifted.ok());
+  EXPECT_NE(shifted.status().message().find("tensor feature_mean[0] is"), std::string::npos)
+      << shifted.status();
   fs::remove(path);
 }
 

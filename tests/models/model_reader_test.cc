@@ -25,9 +25,25 @@ std::string Le(uint64_t v, int bytes) {
   return out;
 }
 
-// A zip of stored entries, laid out as APPNOTE.TXT describes (local headers,
-// then the central directory, then its end record); `method` 8 marks an
-// entry deflated without deflating it (the reader must not read those).
+// Raw deflate (no zlib header), as zip's method 8 stores a record.
+std::string Deflate(const std::string& data) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A zip laid out as APPNOTE.TXT describes (local headers, then the central
+// directory, then its end record); an entry of `method` 8 is deflated, one of
+// any other method is written as it is.
 struct ZipEntry {
   std::string name, data;
   uint16_t method = 0;
@@ -38,11 +54,12 @@ std::string Zip(const std::vector<ZipEntry>& entries) {
   for (const ZipEntry& e : entries) {
     const uint32_t crc =
         crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(e.data.data()), e.data.size());
+    const std::string packed = e.method == 8 ? Deflate(e.data) : e.data;
     const std::string common =
-        absl::StrCat(Le(0, 2), Le(e.method, 2), Le(0, 4), Le(crc, 4), Le(e.data.size(), 4),
+        absl::StrCat(Le(0, 2), Le(e.method, 2), Le(0, 4), Le(crc, 4), Le(packed.size(), 4),
                      Le(e.data.size(), 4), Le(e.name.size(), 2), Le(0, 2));
     const size_t local = out.size();
-    absl::StrAppend(&out, Le(0x04034b50, 4), Le(20, 2), common, e.name, e.data);
+    absl::StrAppend(&out, Le(0x04034b50, 4), Le(20, 2), common, e.name, packed);
     absl::StrAppend(&directory, Le(0x02014b50, 4), Le(20, 2), Le(20, 2), common, Le(0, 2), Le(0, 2),
                     Le(0, 2), Le(0, 4), Le(local, 4), e.name);
   }
@@ -98,6 +115,53 @@ TEST(TorchArchiveTest, RefusesDamagedArchives) {
       << long_archive->Record("data.pkl").status();
 }
 
+// The TorchScript source is deflated: Text inflates it (Record refuses it),
+// and refuses a damaged stream, a stated size it does not inflate to, a size
+// past the limit and other compression methods.
+TEST(TorchArchiveTest, TextInflatesTheSourceAndRefusesDamagedStreams) {
+  const std::string source = "class KvlearnReuseMlp(Module):\n  def forward(self, x):\n" +
+                             std::string(300, ' ') + "return x\n";
+  const std::string good = Zip({{"m/data.pkl", "pickle"}, {"m/code/__torch__.py", source, 8}});
+  auto a = TorchArchive::Parse(good);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a->Text("code/__torch__.py"), source);
+  EXPECT_EQ(*a->Text("data.pkl"), "pickle");
+  EXPECT_NE(a->Record("code/__torch__.py").status().message().find("compressed"),
+            std::string::npos);
+  ASSERT_LT(Deflate(source).size(), source.size()) << "the test needs a real deflated stream";
+
+  // Every byte of the deflated stream changed in turn (but the last, whose
+  // high bits may be padding): refused each time, by the inflater or by the
+  // CRC, never read past.
+  const size_t packed_at = good.find("code/__torch__.py") + std::string("code/__torch__.py").size();
+  const size_t packed_size = Deflate(source).size();
+  for (size_t i = 0; i + 1 < packed_size; ++i) {
+    std::string damaged = good;
+    damaged[packed_at + i] = static_cast<char>(damaged[packed_at + i] ^ 0x5a);
+    auto d = TorchArchive::Parse(damaged);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->Text("code/__torch__.py").status().code(), absl::StatusCode::kInvalidArgument)
+        << "byte " << i;
+  }
+  // The central directory's uncompressed size (offset 24 of its entry).
+  const size_t second_entry = good.rfind("PK\x01\x02"sv);
+  for (const auto& [stated, what] : std::vector<std::pair<uint32_t, std::string>>{
+           {static_cast<uint32_t>(source.size() + 1), "does not inflate to its stated"},
+           {static_cast<uint32_t>(source.size() - 1), "does not inflate to its stated"},
+           {(1u << 20) + 1, "inflates to more than"}}) {
+    std::string wrong = good;
+    wrong.replace(second_entry + 24, 4, Le(stated, 4));
+    auto w = TorchArchive::Parse(wrong);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_NE(w->Text("code/__torch__.py").status().message().find(what), std::string::npos)
+        << stated << ": " << w->Text("code/__torch__.py").status();
+  }
+  auto bzip = TorchArchive::Parse(Zip({{"m/code/__torch__.py", source, 12}}));
+  ASSERT_TRUE(bzip.ok()) << bzip.status();
+  EXPECT_NE(bzip->Text("code/__torch__.py").status().message().find("compression method 12"),
+            std::string::npos);
+}
+
 // Pickle opcodes, protocol 2, as LibTorch writes a module's data.pkl.
 std::string Str(const std::string& s) { return absl::StrCat("X", Le(s.size(), 4), s); }
 std::string Global(const std::string& module, const std::string& name) {
@@ -119,14 +183,16 @@ std::string Module(const std::string& state_items) {
                       "ub.");
 }
 
-constexpr char kClass[] = "__torch__.KvlearnReuseMlp";
+constexpr char kClass[] = "KvlearnReuseMlp";
 
 TEST(ModulePickleTest, ReadsTheTensorsOfAHandWrittenModuleState) {
   const std::string pickle = Module(absl::StrCat(
       Str("w0"), Tensor("0", 0, Int(2) + Int(3), Int(3) + Int(1)), Str("b0"),
       Tensor("1", 4, Int(2), Int(1), "DoubleStorage"), Str("note"), Str("not a tensor: skipped")));
-  auto t = ReadModulePickle(pickle, kClass);
-  ASSERT_TRUE(t.ok()) << t.status();
+  auto state = ReadModulePickle(pickle, kClass);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->class_module, "__torch__");
+  const auto* t = &state->tensors;
   ASSERT_EQ(t->size(), 2u);
   const PickledTensor& w = t->at("w0");
   EXPECT_EQ(w.storage_key, "0");
@@ -149,8 +215,17 @@ TEST(ModulePickleTest, ReadsTheTensorsOfAHandWrittenModuleState) {
       "t(", Int(1), "t\x89", Global("collections", "OrderedDict"), ")RtR"));
   auto m = ReadModulePickle(memo, kClass);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->at("w0").sizes, (std::vector<int64_t>{6}));
-  EXPECT_EQ(m->at("b0").storage_key, "1");
+  EXPECT_EQ(m->tensors.at("w0").sizes, (std::vector<int64_t>{6}));
+  EXPECT_EQ(m->tensors.at("b0").storage_key, "1");
+  // A class Python defined in a module of its own: TorchScript puts the
+  // module in the class's name, and the source under code/__torch__/<module>.
+  auto nested =
+      ReadModulePickle(absl::StrCat("\x80\x02", Global("__torch__.lab.models", "KvlearnReuseMlp"),
+                                    ")\x81}(", Str("w0"), Tensor("0", 0, Int(1), Int(1)), "ub."),
+                       kClass);
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_EQ(nested->class_module, "__torch__.lab.models");
+  EXPECT_EQ(nested->tensors.size(), 1u);
 }
 
 TEST(ModulePickleTest, RefusesWhatWouldReadOutsideTheStackMemoOrInputOrRunCode) {
@@ -185,10 +260,13 @@ TEST(ModulePickleTest, RefusesWhatWouldReadOutsideTheStackMemoOrInputOrRunCode) 
            "N."s,  // a well-formed pickle that is not a module
            absl::StrCat("\x80\x02", Global("os", "system"), "(", Str("true"), "tR."),  // code
            absl::StrCat("\x80\x02", Global("__torch__", "Other"), ")\x81}b."),  // other class
-           Module(Str("w0") + Tensor("0", 0, Int(1), Int(1), "LongStorage")),   // not floats
-           Module(Str("w0") + Tensor("0", 0, Int(1) + Int(1), Int(1))),         // sizes != strides
-           absl::StrCat("\x80\x02)", std::string(40, '\x85'), "."),             // nested 41 deep
-           absl::StrCat("\x80\x02", std::string(200000, 'N'), "."),             // 200,000 objects
+           absl::StrCat("\x80\x02", Global("__main__", "KvlearnReuseMlp"),
+                        ")\x81}b."),  // not TorchScript's
+           absl::StrCat("\x80\x02", Global("__torch__x", "KvlearnReuseMlp"), ")\x81}b."),
+           Module(Str("w0") + Tensor("0", 0, Int(1), Int(1), "LongStorage")),  // not floats
+           Module(Str("w0") + Tensor("0", 0, Int(1) + Int(1), Int(1))),        // sizes != strides
+           absl::StrCat("\x80\x02)", std::string(40, '\x85'), "."),            // nested 41 deep
+           absl::StrCat("\x80\x02", std::string(200000, 'N'), "."),            // 200,000 objects
            absl::StrCat("\x80\x02", Global("__torch__", "KvlearnReuseMlp"), ")\x81}(", w0,
                         "ubq\x03}(K\x01h\x03ub."),  // a module put in a dict
        }) {
@@ -196,6 +274,14 @@ TEST(ModulePickleTest, RefusesWhatWouldReadOutsideTheStackMemoOrInputOrRunCode) 
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << testing::PrintToString(bad);
     EXPECT_EQ(t.status().message().find('\n'), std::string::npos) << t.status();
   }
+  // A module of another class says which class it is, its name made
+  // printable: a Python author sees what to rename.
+  auto other = ReadModulePickle(
+      absl::StrCat("\x80\x02", Global("__main__", "My\x01Mlp"), ")\x81}b."), kClass);
+  EXPECT_NE(other.status().message().find(
+                "class '__main__.My?Mlp', not a TorchScript class KvlearnReuseMlp"),
+            std::string::npos)
+      << other.status();
 }
 
 }  // namespace

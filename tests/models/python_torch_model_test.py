@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Python torch opens the model files `kvlearn train` writes, and answers as kvlearn does.
+"""Python torch and kvlearn read each other's model files, and answer alike.
 
 A model is trained on a small generated trace with the real `kvlearn train`; Debian's
 python3-torch loads it with torch.jit.load (compiling the TorchScript forward stored in
@@ -8,6 +8,12 @@ file, and runs forward on raw feature rows; the test helper `model_predict` runs
 rows through kvlearn's own inference (LearnedModel::Load, the Eigen MLP). Both must agree
 within 1e-5 on every output, and the metadata must describe the network: one feature name
 and one normalisation pair per input, one increasing horizon per output.
+
+The other way (docs/learned_policy.md, "A model written in Python"): a network defined
+in Python, and kvlearn's model fine-tuned in Python, saved with torch.jit.save, are read
+by kvlearn, which answers as Python's forward does and runs them in `kvlearn compare`; a
+file whose forward computes something else (tanh between layers) or whose normalisation
+buffers differ from its metadata is refused, saying what differs.
 
 Environment (set by ctest, tests/models/CMakeLists.txt): KVLEARN_BINARY (the kvlearn
 executable), KVLEARN_MODEL_PREDICT (the helper). Exits non-zero on failure.
@@ -25,6 +31,41 @@ import torch
 METADATA = "kvlearn_metadata.json"
 
 
+def kvlearn_predict(path, rows):
+    """kvlearn's own inference of `path` on `rows` (a 2-D tensor), as a tensor."""
+    text = "\n".join(" ".join(f"{v:.9g}" for v in row.tolist()) for row in rows) + "\n"
+    result = subprocess.run([os.environ["KVLEARN_MODEL_PREDICT"], path],
+                            input=text, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ValueError(result.stderr.strip())
+    return torch.tensor([[float(v) for v in line.split()]
+                         for line in result.stdout.splitlines()])
+
+
+class KvlearnReuseMlp(torch.nn.Module):
+    """A network written in Python as docs/learned_policy.md describes: the class name,
+    w<i>/b<i>, the normalisation buffers, and kvlearn's forward (here with F.linear)."""
+
+    def __init__(self, metadata, hidden, seed):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.register_buffer("feature_mean", torch.tensor(metadata["feature_mean"]))
+        self.register_buffer("feature_std", torch.tensor(metadata["feature_std"]))
+        widths = [len(metadata["feature_names"])] + hidden + [len(metadata["horizons_seconds"])]
+        self.depth = len(widths) - 1
+        for i in range(self.depth):
+            setattr(self, f"w{i}", torch.nn.Parameter(
+                torch.randn(widths[i + 1], widths[i], generator=generator) / widths[i] ** 0.5))
+            setattr(self, f"b{i}", torch.nn.Parameter(
+                0.1 * torch.randn(widths[i + 1], generator=generator)))
+
+    def forward(self, x):
+        h = (x - self.feature_mean) / self.feature_std
+        h = torch.relu(torch.nn.functional.linear(h, self.w0, self.b0))
+        h = torch.relu(torch.nn.functional.linear(h, self.w1, self.b1))
+        return torch.sigmoid(torch.nn.functional.linear(h, self.w2, self.b2))
+
+
 class PythonTorchModelTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -37,6 +78,7 @@ class PythonTorchModelTest(unittest.TestCase):
         subprocess.run([kvlearn, "train", "--trace", trace, "--out", cls.model_path,
                         "--epochs", "3"], check=True, capture_output=True)
         extra = {METADATA: ""}
+        cls.trace = trace
         cls.module = torch.jit.load(cls.model_path, _extra_files=extra)
         cls.metadata = json.loads(extra[METADATA])
 
@@ -58,29 +100,85 @@ class PythonTorchModelTest(unittest.TestCase):
         last = max(int(name[1:]) for name in weights if name.startswith("w"))
         self.assertEqual(weights[f"w{last}"].shape[0], len(horizons))
 
-    def test_forward_agrees_with_kvlearns_inference(self):
-        m = self.metadata
-        mean = torch.tensor(m["feature_mean"])
-        std = torch.tensor(m["feature_std"])
-        generator = torch.Generator().manual_seed(11)
-        # Rows around the training data's own scale, some far outside it.
+    def rows(self, seed=11):
+        """Rows around the training data's own scale, some far outside it."""
+        mean = torch.tensor(self.metadata["feature_mean"])
+        std = torch.tensor(self.metadata["feature_std"])
+        generator = torch.Generator().manual_seed(seed)
         rows = mean + std * 3 * torch.randn(64, len(mean), generator=generator)
         rows[:4] = mean + std * 50
-        with torch.no_grad():
-            torch_out = self.module(rows)
-        self.assertEqual(tuple(torch_out.shape), (64, len(m["horizons_seconds"])))
-        self.assertTrue(bool(((torch_out >= 0) & (torch_out <= 1)).all()))
+        return rows
 
-        text = "\n".join(" ".join(f"{v:.9g}" for v in row.tolist()) for row in rows) + "\n"
-        result = subprocess.run([os.environ["KVLEARN_MODEL_PREDICT"], self.model_path],
-                                input=text, capture_output=True, text=True, check=True)
-        kvlearn_out = torch.tensor([[float(v) for v in line.split()]
-                                    for line in result.stdout.splitlines()])
+    def assert_kvlearn_agrees(self, module, path):
+        rows = self.rows()
+        with torch.no_grad():
+            torch_out = module(rows)
+        self.assertEqual(tuple(torch_out.shape), (64, len(self.metadata["horizons_seconds"])))
+        self.assertTrue(bool(((torch_out >= 0) & (torch_out <= 1)).all()))
+        kvlearn_out = kvlearn_predict(path, rows)
         self.assertEqual(kvlearn_out.shape, torch_out.shape)
         worst = float((kvlearn_out - torch_out).abs().max())
         self.assertLessEqual(worst, 1e-5, f"largest difference {worst}")
         # Not a vacuous agreement: the outputs vary from row to row.
         self.assertGreater(float(torch_out.std()), 1e-3)
+        return kvlearn_out
+
+    def save(self, module, name, metadata=None):
+        path = os.path.join(self.work, name)
+        torch.jit.save(module, path,
+                       _extra_files={METADATA: json.dumps(metadata or self.metadata)})
+        return path
+
+    def test_forward_agrees_with_kvlearns_inference(self):
+        self.assert_kvlearn_agrees(self.module, self.model_path)
+
+    def test_a_network_defined_in_python_is_read_and_run_by_compare(self):
+        module = torch.jit.script(KvlearnReuseMlp(self.metadata, [12, 6], seed=5))
+        path = self.save(module, "python.pt")
+        self.assert_kvlearn_agrees(module, path)
+        result = subprocess.run(
+            [os.environ["KVLEARN_BINARY"], "compare", "--trace", self.trace, "--model", path,
+             "--policies", "lru,learned", "--format", "json"],
+            capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("learned", [row["policy"] for row in json.loads(result.stdout)["results"]])
+
+    def test_kvlearns_model_fine_tuned_in_python_is_read(self):
+        module = torch.jit.load(self.model_path)
+        before = kvlearn_predict(self.model_path, self.rows())
+        rows = self.rows(seed=12)
+        target = torch.full((64, len(self.metadata["horizons_seconds"])), 0.5)
+        weights = [p for name, p in module.named_parameters() if name[0] in "wb"]
+        for p in weights:
+            p.requires_grad_(True)
+        optimiser = torch.optim.SGD(weights, lr=0.5)
+        for _ in range(20):
+            optimiser.zero_grad()
+            torch.nn.functional.mse_loss(module(rows), target).backward()
+            optimiser.step()
+        path = self.save(module, "fine_tuned.pt")
+        after = self.assert_kvlearn_agrees(module, path)
+        self.assertGreater(float((after - before).abs().max()), 1e-3, "the weights moved")
+
+    def test_another_forward_or_normalisation_is_refused(self):
+        class Tanh(KvlearnReuseMlp):
+            def forward(self, x):
+                h = (x - self.feature_mean) / self.feature_std
+                h = torch.tanh(torch.nn.functional.linear(h, self.w0, self.b0))
+                h = torch.relu(torch.nn.functional.linear(h, self.w1, self.b1))
+                return torch.sigmoid(torch.nn.functional.linear(h, self.w2, self.b2))
+        Tanh.__name__ = Tanh.__qualname__ = "KvlearnReuseMlp"
+        path = self.save(torch.jit.script(Tanh(self.metadata, [12, 6], seed=5)), "tanh.pt")
+        with self.assertRaisesRegex(ValueError,
+                                    "forward: layer 0's output goes through torch.tanh"):
+            kvlearn_predict(path, self.rows())
+
+        shifted = dict(self.metadata)
+        shifted["feature_mean"] = [v + 1 for v in self.metadata["feature_mean"]]
+        path = self.save(torch.jit.script(KvlearnReuseMlp(self.metadata, [12, 6], seed=5)),
+                         "shifted.pt", metadata=shifted)
+        with self.assertRaisesRegex(ValueError, r"tensor feature_mean\[0\] is"):
+            kvlearn_predict(path, self.rows())
 
 
 if __name__ == "__main__":
