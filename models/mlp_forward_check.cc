@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/one_line.h"
 
 namespace kvlearn {
 namespace {
@@ -26,17 +27,10 @@ struct Node {
 };
 using NodePtr = std::shared_ptr<const Node>;
 
-// Text from the file as a message may quote it: printable, at most 60 bytes.
-std::string Shown(std::string_view text) {
-  std::string out(text.substr(0, 60));
-  for (char& c : out) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
-  return text.size() > 60 ? absl::StrCat(out, "...") : out;
-}
-
 std::string Describe(const Node& n) {
   if (n.kind == Node::Kind::kInput) return "the input x";
-  if (n.kind == Node::Kind::kAttribute) return Shown(n.name);
-  return absl::StrCat(Shown(n.name), "(...)");
+  if (n.kind == Node::Kind::kAttribute) return OneLine(n.name, 60);
+  return absl::StrCat(OneLine(n.name, 60), "(...)");
 }
 
 absl::Status Differs(std::string_view what) {
@@ -92,7 +86,7 @@ class ExpressionParser {
 
  private:
   absl::Status Unsupported() const {
-    return Differs(absl::StrCat("'", Shown(text_.substr(at_)), "' is not a name or a call"));
+    return Differs(absl::StrCat("'", OneLine(text_.substr(at_), 60), "' is not a name or a call"));
   }
 
   void SkipSpace() {
@@ -111,7 +105,7 @@ class ExpressionParser {
     }
     SkipSpace();
     if (at_ < text_.size() && text_[at_] == '=') {
-      return Differs(absl::StrCat("a keyword argument ('", Shown(name), "=')"));
+      return Differs(absl::StrCat("a keyword argument ('", OneLine(name, 60), "=')"));
     }
     if (at_ < text_.size() && text_[at_] == '(') {
       ++at_;
@@ -143,7 +137,7 @@ class ExpressionParser {
     }
     const auto it = values_.find(name);
     if (it == values_.end()) {
-      return Differs(absl::StrCat("'", Shown(name), "' is used before it is assigned"));
+      return Differs(absl::StrCat("'", OneLine(name, 60), "' is used before it is assigned"));
     }
     return it->second;
   }
@@ -251,7 +245,7 @@ absl::StatusOr<NodePtr> Evaluate(const ForwardSource& f, const std::string& inpu
     if (name_end == 0 || eq >= s.size() || s[eq] != '=' ||
         (eq + 1 < s.size() && s[eq + 1] == '=')) {
       return Differs(
-          absl::StrCat("statement '", Shown(s), "' is neither an assignment nor a return"));
+          absl::StrCat("statement '", OneLine(s, 60), "' is neither an assignment nor a return"));
     }
     auto value = ExpressionParser(std::string_view(s).substr(eq + 1), values, input).ParseAll();
     if (!value.ok()) return value.status();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/fnv1a.h"
+#include "core/one_line.h"
 #include "features/feature_schema.h"
 #include "models/learned_model.h"
 #include "models/mlp_forward_check.h"
@@ -127,12 +128,14 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
   }
   if (layers.empty()) {
     std::string found;
-    for (const auto& [name, tensor] : t) absl::StrAppend(&found, found.empty() ? "" : ", ", name);
+    for (const auto& [name, tensor] : t) {
+      absl::StrAppend(&found, found.empty() ? "" : ", ", OneLine(name, 40));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         path,
         ": no tensors w0 and b0; kvlearn reads a network's layers as w0, b0, w1, b1, ... "
         "(tensors in the file: ",
-        found.empty() ? "none" : found.substr(0, 200), ")"));
+        found.empty() ? "none" : OneLine(found, 200), ")"));
   }
   return layers;
 }
@@ -223,9 +226,10 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   }
   for (size_t i = 0; i < inputs && i < kNumFeatures; ++i) {
     if (metadata->feature_names[i] != kFeatureNames[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", kMetadataFile, ": feature_names[", i, "] is '", metadata->feature_names[i],
-          "' but this build computes '", std::string(kFeatureNames[i]), "' there"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", kMetadataFile, ": feature_names[", i, "] is '",
+                       OneLine(metadata->feature_names[i]), "' but this build computes '",
+                       std::string(kFeatureNames[i]), "' there"));
     }
   }
   // The weights run in kvlearn's own MLP, so the file's forward must be

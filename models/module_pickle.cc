@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/one_line.h"
 
 namespace kvlearn {
 namespace {
@@ -69,14 +70,6 @@ uint64_t LittleEndian(const char* p, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
-}
-
-// A name from the file as an error message may quote it: one line, at most
-// 100 bytes.
-std::string OneLine(std::string_view name) {
-  std::string out(name.substr(0, 100));
-  for (char& c : out) c = (c < 0x20 || c == 0x7f) ? '?' : c;
-  return out;
 }
 
 bool IsString(const ValuePtr& v, std::string_view text) {
@@ -382,10 +375,9 @@ class Evaluator {
         const bool scripted = cls->kind == Value::Kind::kGlobal &&
                               (cls->text == "__torch__" || cls->text.rfind("__torch__.", 0) == 0);
         if (!scripted || cls->name != class_name_) {
-          std::string found = cls->kind == Value::Kind::kGlobal
-                                  ? absl::StrCat(cls->text, ".", cls->name).substr(0, 100)
-                                  : std::string("(not a class)");
-          for (char& c : found) c = (c < 0x20 || c == 0x7f) ? '?' : c;
+          const std::string found = cls->kind == Value::Kind::kGlobal
+                                        ? OneLine(absl::StrCat(cls->text, ".", cls->name))
+                                        : std::string("(not a class)");
           return Fail(absl::StrCat("an object of class '", found, "', not a TorchScript class ",
                                    std::string(class_name_)));
         }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/one_line.h"
 
 namespace kvlearn {
 namespace {
@@ -32,12 +33,7 @@ absl::Status Bad(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("zip archive: ", std::string(what)));
 }
 
-// An entry name as an error message may quote it: one line, at most 100 bytes.
-std::string Quoted(std::string_view name) {
-  std::string out(name.substr(0, 100));
-  for (char& c : out) c = (c < 0x20 || c == 0x7f) ? '?' : c;
-  return absl::StrCat("'", out, "'");
-}
+std::string Quoted(std::string_view name) { return absl::StrCat("'", OneLine(name), "'"); }
 
 // zlib's crc32 takes at most 4 GiB at once; archives are capped far below.
 bool CrcMatches(std::string_view data, uint32_t expected) {

@@ -1,15 +1,18 @@
-// Reading model files without LibTorch: the zip archive and the module's
-// pickle, on bytes written by hand here. (model_file_test compares the reader
-// with LibTorch's own on files LibTorch wrote.)
+// Reading model files without LibTorch: the zip archive, the module's
+// pickle and LearnedModel::Load's messages, on bytes written by hand here. (model_file_test
+// compares the reader with LibTorch's own on files LibTorch wrote.)
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/learned_model.h"
 #include "models/module_pickle.h"
 #include "models/torch_archive.h"
 
@@ -282,6 +285,25 @@ TEST(ModulePickleTest, RefusesWhatWouldReadOutsideTheStackMemoOrInputOrRunCode) 
                 "class '__main__.My?Mlp', not a TorchScript class KvlearnReuseMlp"),
             std::string::npos)
       << other.status();
+}
+
+// Found by fuzz/model_file_fuzzer: a file without w0/b0 is refused naming
+// the tensors it holds, and a name holding a newline broke the message's one
+// line. The names are now made printable.
+TEST(ModelReaderTest, AFileWithoutLayersNamesItsTensorsOnOneLine) {
+  const std::string path = ::testing::TempDir() + "kvlearn_no_layers.pt";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << Zip({{"m/data.pkl", Module(Str("fc\n0") + Tensor("0", 0, Int(1), Int(1)))},
+                {"m/data/0", std::string(4, '\0')}});
+  }
+  auto m = LearnedModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("no tensors w0 and b0"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("(tensors in the file: fc?0)"), std::string::npos)
+      << m.status();
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status();
+  std::remove(path.c_str());
 }
 
 }  // namespace
