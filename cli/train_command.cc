@@ -15,6 +15,7 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "datasets/mooncake_reader.h"
+#include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
 #include "models/model_file.h"
@@ -26,6 +27,7 @@ namespace {
 struct TrainFlags {
   std::string trace;
   std::string out;
+  std::string samples_out;
   double train_until = 0.6;
   double valid_until = 0.8;
   std::vector<double> horizons = {15, 30, 60, 120, 240, 480, 960, 1920, 3840};
@@ -105,6 +107,14 @@ int RunTrain(const TrainFlags& f) {
       absl::StrJoin(record.horizons_seconds, ","));
   auto samples = RecordSamples(*replay, *cost, record);
   if (!samples.ok()) return Fail(samples.status());
+  if (!f.samples_out.empty()) {
+    if (auto s = WriteSamplesCsv(f.samples_out, *samples, record.horizons_seconds, train_end);
+        !s.ok()) {
+      return Fail(s);
+    }
+    std::cerr << absl::StrFormat("wrote %d samples to %s, %.1f s\n", samples->size(), f.samples_out,
+                                 elapsed());
+  }
   const SampleSet train = samples->Slice(0, train_end);
   const SampleSet valid = samples->Slice(train_end, valid_end);
   std::cerr << absl::StrFormat(
@@ -150,6 +160,10 @@ Command AddTrainCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("train", kTrainDescription);
   cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from")->required();
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
+  cmd->add_option("--samples-out", f->samples_out,
+                  "also write the recorded samples (raw features, labels per horizon, empty "
+                  "where censored) as CSV, for fitting a model in Python; columns in "
+                  "docs/learned_policy.md, 'A model written in Python'");
   cmd->add_option("--train-until", f->train_until,
                   "share of requests (from the start) used for training")
       ->capture_default_str()
