@@ -192,8 +192,7 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   if (!pickle.ok()) return NotAModel(path, pickle.status().message());
   auto state = ReadModulePickle(*pickle, kModuleClass);
   if (!state.ok()) return NotAModel(path, absl::StrCat("data.pkl: ", state.status().message()));
-  const std::map<std::string, PickledTensor>* tensors = &state->tensors;
-  auto layers = ReadLayers(*archive, *tensors, path);
+  auto layers = ReadLayers(*archive, state->tensors, path);
   if (!layers.ok()) return layers.status();
   const std::string metadata_record = absl::StrCat("extra/", kMetadataFile);
   if (!archive->Has(metadata_record)) {
@@ -240,7 +239,7 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
   if (auto s = CheckMlpForward(*source, kModuleClass, layers->size()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
-  if (auto s = CheckNormalisation(*archive, *tensors, *metadata, path); !s.ok()) return s;
+  if (auto s = CheckNormalisation(*archive, state->tensors, *metadata, path); !s.ok()) return s;
   // A hash of the file's bytes: two files with other weights or metadata get
   // other versions even when trained on the same trace.
   Fnv1a hash;
