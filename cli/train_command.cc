@@ -108,7 +108,16 @@ int RunTrain(const TrainFlags& f) {
   auto samples = RecordSamples(*replay, *cost, record);
   if (!samples.ok()) return Fail(samples.status());
   if (!f.samples_out.empty()) {
-    if (auto s = WriteSamplesCsv(f.samples_out, *samples, record.horizons_seconds, train_end);
+    // About 280 bytes a row: a line per tenth on a write of a million rows or more.
+    const size_t rows = samples->size();
+    size_t next_tenth = rows >= 1000000 ? 1 : 11;
+    const auto progress = [&](size_t done) {
+      if (done * 10 < next_tenth * rows) return;
+      std::cerr << absl::StrFormat("  %d of %d samples written, %.1f s\n", done, rows, elapsed());
+      while (next_tenth * rows <= done * 10) ++next_tenth;
+    };
+    if (auto s =
+            WriteSamplesCsv(f.samples_out, *samples, record.horizons_seconds, train_end, progress);
         !s.ok()) {
       return Fail(s);
     }

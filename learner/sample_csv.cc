@@ -11,7 +11,8 @@
 namespace kvlearn {
 
 absl::Status WriteSamplesCsv(const std::string& path, const SampleSet& samples,
-                             std::span<const double> horizons_seconds, uint32_t train_end) {
+                             std::span<const double> horizons_seconds, uint32_t train_end,
+                             const std::function<void(size_t rows)>& progress) {
   if (horizons_seconds.size() != samples.num_horizons) {
     return absl::InvalidArgumentError(absl::StrCat(horizons_seconds.size(), " horizons for ",
                                                    samples.num_horizons, " labels per sample"));
@@ -43,6 +44,7 @@ absl::Status WriteSamplesCsv(const std::string& path, const SampleSet& samples,
     if (buffer.size() > (1 << 20)) {
       out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       buffer.clear();
+      if (progress) progress(i + 1);
     }
   }
   out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -23,8 +24,10 @@
 namespace kvlearn {
 
 // Writes `samples` to `path` (through a temporary file renamed into place, so
-// a crash leaves no partial file under that name).
+// a crash leaves no partial file under that name). `progress`, if set, hears
+// the rows written so far after each megabyte.
 absl::Status WriteSamplesCsv(const std::string& path, const SampleSet& samples,
-                             std::span<const double> horizons_seconds, uint32_t train_end);
+                             std::span<const double> horizons_seconds, uint32_t train_end,
+                             const std::function<void(size_t rows)>& progress = nullptr);
 
 }  // namespace kvlearn

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -71,6 +72,33 @@ TEST(SampleCsvTest, WritesTheDocumentedColumnsRowByRow) {
   EXPECT_EQ(lines[1], absl::StrJoin(first, ","));
   EXPECT_EQ(lines[2], absl::StrJoin(second, ","));
   EXPECT_FALSE(fs::exists(path + ".partial"));
+  fs::remove(path);
+}
+
+// Progress comes after each megabyte written, rows counted in order.
+TEST(SampleCsvTest, ProgressCountsRowsAsTheyAreWritten) {
+  SampleSet s;
+  s.num_horizons = 1;
+  const size_t rows = 20000;  // about 60 bytes of features a row: over 1 MB
+  for (size_t i = 0; i < rows; ++i) {
+    s.features.insert(s.features.end(), kNumFeatures, 0.25f);
+    s.reused.push_back(1);
+    s.known.push_back(1);
+    s.request.push_back(static_cast<uint32_t>(i));
+    s.block.push_back(0);
+    s.next_use_seconds.push_back(1);
+    s.requests_to_next_use.push_back(1);
+    s.saved_ms.push_back(1);
+  }
+  const std::string path = (fs::temp_directory_path() / "kvlearn_samples_progress.csv").string();
+  std::vector<size_t> heard;
+  ASSERT_TRUE(WriteSamplesCsv(path, s, std::vector<double>{1}, 0, [&](size_t done) {
+                heard.push_back(done);
+              }).ok());
+  ASSERT_FALSE(heard.empty());
+  EXPECT_TRUE(std::is_sorted(heard.begin(), heard.end()));
+  EXPECT_LT(heard.back(), rows);  // the last rows go out after the last full megabyte
+  EXPECT_EQ(ReadLines(path).size(), rows + 1);
   fs::remove(path);
 }
 
