@@ -10,7 +10,8 @@ within 1e-5 on every output, and the metadata must describe the network: one fea
 and one normalisation pair per input, one increasing horizon per output.
 
 The other way (docs/learned_policy.md, "A model written in Python"): a network defined
-in Python (also one fitted on the samples `kvlearn train --samples-out` wrote), and
+in Python (also one scripts/fit_model.py fitted on the samples `kvlearn train
+--samples-out` wrote), and
 kvlearn's model fine-tuned in Python, saved with torch.jit.save, are read by kvlearn,
 which answers as Python's forward does and runs them in `kvlearn compare`; a
 file whose forward computes something else (tanh between layers) or whose normalisation
@@ -26,12 +27,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
 import torch
 
 METADATA = "kvlearn_metadata.json"
+FIT_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                         "fit_model.py")
 
 
 def kvlearn_predict(path, rows):
@@ -167,48 +171,43 @@ class PythonTorchModelTest(unittest.TestCase):
         self.assertGreater(float((after - before).abs().max()), 1e-3, "the weights moved")
 
     def test_a_network_fitted_in_python_on_kvlearns_samples_is_read(self):
-        """`kvlearn train --samples-out`: fit in Python, save, run in kvlearn."""
+        """`kvlearn train --samples-out`, then scripts/fit_model.py: kvlearn runs the result."""
         with open(self.samples_path, newline="") as f:
             rows = list(csv.DictReader(f))
-        names = self.metadata["feature_names"]
         labels = [c for c in rows[0] if c.startswith("reused_within_")]
         self.assertEqual(len(labels), len(self.metadata["horizons_seconds"]))
         # As many training rows as kvlearn train said it trained on.
         trained = int(re.search(r"(\d+) training samples", self.train_log).group(1))
         self.assertEqual(sum(r["split"] == "train" for r in rows), trained)
 
-        def tensors(split):
-            part = [r for r in rows if r["split"] == split]
-            x = torch.tensor([[float(r[n]) for n in names] for r in part])
-            known = torch.tensor([[r[c] != "" for c in labels] for r in part])
-            y = torch.tensor([[float(r[c] or 0) for c in labels] for r in part])
-            return x, y, known
-        x, y, known = tensors("train")
-        metadata = dict(self.metadata)
-        metadata["feature_mean"] = x.mean(0).tolist()
-        std = x.std(0)
-        metadata["feature_std"] = torch.where(std > 1e-6, std, torch.ones_like(std)).tolist()
-        torch.manual_seed(3)
-        net = KvlearnReuseMlp(metadata, [16, 8], seed=3)
-        optimiser = torch.optim.Adam(net.parameters(), lr=0.01)
-        for _ in range(150):  # full batch: censored labels left out of the loss
-            optimiser.zero_grad()
-            loss = torch.nn.functional.binary_cross_entropy(net(x), y, reduction="none")
-            (loss * known).sum().div(known.sum()).backward()
-            optimiser.step()
-        module = torch.jit.script(net)
-        path = self.save(module, "fitted.pt", metadata=metadata)
-        self.assert_kvlearn_agrees(module, path)
+        path = os.path.join(self.work, "fitted.pt")
+        fit = [sys.executable, FIT_MODEL, "--samples", self.samples_path,
+               "--metadata-from", self.model_path, "--out", path, "--hidden", "16,8",
+               "--epochs", "150"]
+        result = subprocess.run(fit, capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assert_kvlearn_agrees(torch.jit.load(path), path)
 
         # The labels go with the features: on the validation rows the first
         # horizon's output ranks reused blocks above the others (0.5 would be
-        # chance, as with rows out of line; kvlearn's own model reaches ~0.9).
-        vx, vy, vknown = tensors("valid")
-        scores = kvlearn_predict(path, vx)[:, 0][vknown[:, 0]]
-        truth = vy[:, 0][vknown[:, 0]]
+        # chance, as with rows out of line; kvlearn train's model reaches ~0.9).
+        valid = [r for r in rows if r["split"] == "valid" and r[labels[0]] != ""]
+        vx = torch.tensor([[float(r[n]) for n in self.metadata["feature_names"]] for r in valid])
+        truth = torch.tensor([float(r[labels[0]]) for r in valid])
+        scores = kvlearn_predict(path, vx)[:, 0]
         pos, neg = scores[truth == 1], scores[truth == 0]
-        auc = float((pos[:, None] > neg[None, :]).float().mean())
-        self.assertGreater(auc, 0.7)
+        self.assertGreater(float((pos[:, None] > neg[None, :]).float().mean()), 0.7)
+
+        compare = subprocess.run(
+            [os.environ["KVLEARN_BINARY"], "compare", "--trace", self.trace, "--model", path,
+             "--policies", "lru,learned", "--format", "json"],
+            capture_output=True, text=True)
+        self.assertEqual(compare.returncode, 0, compare.stderr)
+
+        # A wrong shape is refused before any work, saying what it takes.
+        bad = subprocess.run(fit[:-4] + ["--hidden", "16"], capture_output=True, text=True)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("two positive widths", bad.stderr)
 
     def test_another_forward_or_normalisation_is_refused(self):
         class Tanh(KvlearnReuseMlp):
