@@ -21,7 +21,9 @@ after --patience epochs without improvement. Every --report epochs it prints:
                known label (0.5 = chance; - where one class is missing)
 The metadata (feature names, schema version, horizons) is copied from
 --metadata-from, a model file `kvlearn train` wrote for the same trace; its
-normalisation is replaced by the one fitted here. Needs Debian's python3-torch.
+normalisation is replaced by the one fitted here. Needs Debian's python3-torch
+and reads the whole CSV into memory: 1.04 M rows took 65 s to read and fit for one
+epoch and 2.35 GB at peak (2 cores, shared with a build).
 """
 
 import argparse
