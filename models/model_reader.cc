@@ -85,6 +85,23 @@ absl::StatusOr<std::vector<float>> Elements(const PickledTensor& t, std::string_
   return out;
 }
 
+// Tensor `name`'s elements, read from its storage record and checked there.
+absl::StatusOr<std::vector<float>> TensorValues(const TorchArchive& archive,
+                                                const std::string& name,
+                                                const PickledTensor& tensor,
+                                                const std::string& path) {
+  auto storage = archive.Record(absl::StrCat("data/", tensor.storage_key));
+  if (!storage.ok()) {
+    return NotAModel(path, absl::StrCat("tensor ", name, ": ", storage.status().message()));
+  }
+  auto elements = Elements(tensor, *storage);
+  if (!elements.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor ", name, " ", elements.status().message()));
+  }
+  return elements;
+}
+
 // The network's layers w<i>, b<i> for i = 0, 1, ... until one is missing.
 absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
                                                    const std::map<std::string, PickledTensor>& t,
@@ -98,15 +115,8 @@ absl::StatusOr<std::vector<DenseLayer>> ReadLayers(const TorchArchive& archive,
     std::vector<float> values[2];
     for (int k = 0; k < 2; ++k) {
       const auto& [name, tensor] = k == 0 ? *w_it : *b_it;
-      auto storage = archive.Record(absl::StrCat("data/", tensor.storage_key));
-      if (!storage.ok()) {
-        return NotAModel(path, absl::StrCat("tensor ", name, ": ", storage.status().message()));
-      }
-      auto elements = Elements(tensor, *storage);
-      if (!elements.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": tensor ", name, " ", elements.status().message()));
-      }
+      auto elements = TensorValues(archive, name, tensor, path);
+      if (!elements.ok()) return elements.status();
       // Tensors may share a storage: bound the copies' total, not each.
       total_elements += elements->size();
       if (total_elements > static_cast<uint64_t>(kMaxTensorElements)) {
@@ -149,15 +159,8 @@ absl::Status CheckNormalisation(const TorchArchive& archive,
                                        {"feature_std", &metadata.feature_std}}) {
     const auto it = t.find(name);
     if (it == t.end()) return absl::InvalidArgumentError(absl::StrCat(path, ": no tensor ", name));
-    auto storage = archive.Record(absl::StrCat("data/", it->second.storage_key));
-    if (!storage.ok()) {
-      return NotAModel(path, absl::StrCat("tensor ", name, ": ", storage.status().message()));
-    }
-    auto values = Elements(it->second, *storage);
-    if (!values.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": tensor ", name, " ", values.status().message()));
-    }
+    auto values = TensorValues(archive, name, it->second, path);
+    if (!values.ok()) return values.status();
     if (values->size() != expected->size()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, " holds ",
                                                      values->size(), " values, ", kMetadataFile,
