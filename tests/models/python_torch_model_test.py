@@ -10,11 +10,10 @@ within 1e-5 on every output, and the metadata must describe the network: one fea
 and one normalisation pair per input, one increasing horizon per output.
 
 The other way (docs/learned_policy.md, "A model written in Python"): a network defined
-in Python (also one scripts/fit_model.py fitted on the samples `kvlearn train
---samples-out` wrote), and
-kvlearn's model fine-tuned in Python, saved with torch.jit.save, are read by kvlearn,
-which answers as Python's forward does and runs them in `kvlearn compare`; a
-file whose forward computes something else (tanh between layers) or whose normalisation
+in Python (scripts/fit_model.py's class, imported from its module; also one the script
+fitted on the samples `kvlearn train --samples-out` wrote), and kvlearn's model
+fine-tuned in Python, saved with torch.jit.save, are read by kvlearn, which answers as
+Python's forward does and runs them in `kvlearn compare`; a file whose forward computes something else (tanh between layers) or whose normalisation
 buffers differ from its metadata is refused, saying what differs.
 
 Environment (set by ctest, tests/models/CMakeLists.txt): KVLEARN_BINARY (the kvlearn
@@ -34,8 +33,12 @@ import unittest
 import torch
 
 METADATA = "kvlearn_metadata.json"
-FIT_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                         "fit_model.py")
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+FIT_MODEL = os.path.join(SCRIPTS, "fit_model.py")
+sys.path.insert(0, SCRIPTS)
+# The network as docs/learned_policy.md describes it (F.linear layers); defined in a
+# module of its own, so TorchScript names it __torch__.fit_model.KvlearnReuseMlp.
+from fit_model import KvlearnReuseMlp  # noqa: E402
 
 
 def kvlearn_predict(path, rows):
@@ -47,30 +50,6 @@ def kvlearn_predict(path, rows):
         raise ValueError(result.stderr.strip())
     return torch.tensor([[float(v) for v in line.split()]
                          for line in result.stdout.splitlines()])
-
-
-class KvlearnReuseMlp(torch.nn.Module):
-    """A network written in Python as docs/learned_policy.md describes: the class name,
-    w<i>/b<i>, the normalisation buffers, and kvlearn's forward (here with F.linear)."""
-
-    def __init__(self, metadata, hidden, seed):
-        super().__init__()
-        generator = torch.Generator().manual_seed(seed)
-        self.register_buffer("feature_mean", torch.tensor(metadata["feature_mean"]))
-        self.register_buffer("feature_std", torch.tensor(metadata["feature_std"]))
-        widths = [len(metadata["feature_names"])] + hidden + [len(metadata["horizons_seconds"])]
-        self.depth = len(widths) - 1
-        for i in range(self.depth):
-            setattr(self, f"w{i}", torch.nn.Parameter(
-                torch.randn(widths[i + 1], widths[i], generator=generator) / widths[i] ** 0.5))
-            setattr(self, f"b{i}", torch.nn.Parameter(
-                0.1 * torch.randn(widths[i + 1], generator=generator)))
-
-    def forward(self, x):
-        h = (x - self.feature_mean) / self.feature_std
-        h = torch.relu(torch.nn.functional.linear(h, self.w0, self.b0))
-        h = torch.relu(torch.nn.functional.linear(h, self.w1, self.b1))
-        return torch.sigmoid(torch.nn.functional.linear(h, self.w2, self.b2))
 
 
 class PythonTorchModelTest(unittest.TestCase):
@@ -133,6 +112,13 @@ class PythonTorchModelTest(unittest.TestCase):
         self.assertGreater(float(torch_out.std()), 1e-3)
         return kvlearn_out
 
+    def network(self, cls=KvlearnReuseMlp):
+        """A network of widths 12 and 6 normalising as the trained model does."""
+        m = self.metadata
+        widths = [len(m["feature_names"]), 12, 6, len(m["horizons_seconds"])]
+        return torch.jit.script(cls(torch.tensor(m["feature_mean"]),
+                                    torch.tensor(m["feature_std"]), widths, seed=5))
+
     def save(self, module, name, metadata=None):
         path = os.path.join(self.work, name)
         torch.jit.save(module, path,
@@ -143,7 +129,7 @@ class PythonTorchModelTest(unittest.TestCase):
         self.assert_kvlearn_agrees(self.module, self.model_path)
 
     def test_a_network_defined_in_python_is_read_and_run_by_compare(self):
-        module = torch.jit.script(KvlearnReuseMlp(self.metadata, [12, 6], seed=5))
+        module = self.network()
         path = self.save(module, "python.pt")
         self.assert_kvlearn_agrees(module, path)
         result = subprocess.run(
@@ -217,15 +203,14 @@ class PythonTorchModelTest(unittest.TestCase):
                 h = torch.relu(torch.nn.functional.linear(h, self.w1, self.b1))
                 return torch.sigmoid(torch.nn.functional.linear(h, self.w2, self.b2))
         Tanh.__name__ = Tanh.__qualname__ = "KvlearnReuseMlp"
-        path = self.save(torch.jit.script(Tanh(self.metadata, [12, 6], seed=5)), "tanh.pt")
+        path = self.save(self.network(Tanh), "tanh.pt")
         with self.assertRaisesRegex(ValueError,
                                     "forward: layer 0's output goes through torch.tanh"):
             kvlearn_predict(path, self.rows())
 
         shifted = dict(self.metadata)
         shifted["feature_mean"] = [v + 1 for v in self.metadata["feature_mean"]]
-        path = self.save(torch.jit.script(KvlearnReuseMlp(self.metadata, [12, 6], seed=5)),
-                         "shifted.pt", metadata=shifted)
+        path = self.save(self.network(), "shifted.pt", metadata=shifted)
         with self.assertRaisesRegex(ValueError, r"tensor feature_mean\[0\] is"):
             kvlearn_predict(path, self.rows())
 
