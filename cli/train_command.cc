@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -110,12 +111,15 @@ int RunTrain(const TrainFlags& f) {
   if (!f.samples_out.empty()) {
     // About 280 bytes a row: a line per tenth on a write of a million rows or more.
     const size_t rows = samples->size();
-    size_t next_tenth = rows >= 1000000 ? 1 : 11;
-    const auto progress = [&](size_t done) {
-      if (done * 10 < next_tenth * rows) return;
-      std::cerr << absl::StrFormat("  %d of %d samples written, %.1f s\n", done, rows, elapsed());
-      while (next_tenth * rows <= done * 10) ++next_tenth;
-    };
+    size_t next_tenth = 1;
+    std::function<void(size_t)> progress;
+    if (rows >= 1000000) {
+      progress = [&](size_t done) {
+        if (done * 10 < next_tenth * rows) return;
+        std::cerr << absl::StrFormat("  %d of %d samples written, %.1f s\n", done, rows, elapsed());
+        while (next_tenth * rows <= done * 10) ++next_tenth;
+      };
+    }
     if (auto s =
             WriteSamplesCsv(f.samples_out, *samples, record.horizons_seconds, train_end, progress);
         !s.ok()) {

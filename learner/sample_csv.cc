@@ -24,15 +24,16 @@ absl::Status WriteSamplesCsv(const std::string& path, const SampleSet& samples,
   for (std::string_view name : kFeatureNames) absl::StrAppend(&buffer, ",", std::string(name));
   for (double h : horizons_seconds) absl::StrAppendFormat(&buffer, ",reused_within_%gs", h);
   buffer += ",next_use_seconds,saved_ms\n";
-  const size_t h = samples.num_horizons;
+  const size_t horizons = samples.num_horizons;
   for (size_t i = 0; i < samples.size(); ++i) {
     absl::StrAppend(&buffer, samples.request[i],
                     samples.request[i] < train_end ? ",train" : ",valid");
     for (size_t k = 0; k < kNumFeatures; ++k) {
       absl::StrAppendFormat(&buffer, ",%.9g", samples.features[i * kNumFeatures + k]);
     }
-    for (size_t k = 0; k < h; ++k) {
-      buffer += !samples.known[i * h + k] ? "," : samples.reused[i * h + k] > 0 ? ",1" : ",0";
+    for (size_t k = 0; k < horizons; ++k) {
+      const size_t at = i * horizons + k;
+      buffer += !samples.known[at] ? "," : samples.reused[at] > 0 ? ",1" : ",0";
     }
     const double next = samples.next_use_seconds[i];
     if (std::isfinite(next)) {

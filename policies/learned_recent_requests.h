@@ -101,8 +101,9 @@ class LearnedRecentRequests {
       Entry& e = entries_[(newest_ + kKept - k) % kKept];
       if (!named(e)) continue;
       const auto at = std::find(e.chain.begin(), e.chain.end(), b);
-      if (at != e.chain.end())
+      if (at != e.chain.end()) {
         return {std::span<const BlockIndex>(at, e.chain.end()), &e.bet_entered};
+      }
     }
     return {};
   }
