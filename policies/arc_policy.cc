@@ -25,7 +25,7 @@ absl::Status ArcPolicy::SaveState(std::span<const BlockIndex> renumber,
     if (!pool_->IsResident(b)) continue;
     out.Varint(Renumbered(renumber, b));
     out.Varint(where_[b]);
-    out.Varint(stamp_[b]);
+    out.Varint(leaves_.Stamp(b));
   }
   const auto kept = [&renumber](const std::vector<BlockIndex>& list, PolicyStateWriter& out) {
     std::vector<BlockIndex> to;
@@ -49,7 +49,7 @@ absl::Status ArcPolicy::SaveState(std::span<const BlockIndex> renumber,
     }
     kept(list, out);
   }
-  for (const LeafHeap& heap : leaves_) kept(heap.entries(), out);
+  for (uint8_t list : {kT1, kT2}) kept(leaves_.list(list).entries(), out);
   return absl::OkStatus();
 }
 
@@ -66,9 +66,8 @@ absl::Status ArcPolicy::LoadState(PolicyStateReader& in) {
     if (!in.ok()) break;
     Grow(b);
     where_[b] = list;
-    stamp_[b] = stamp;
+    leaves_.SetStamp(b, stamp);
     bytes_[list] += catalog_[b].bytes;
-    leaves_[list].SetKey(b, Key(b));
   }
   // Ghosts and returning blocks: out of the pool, in no other list.
   const auto read_absent = [this, &in](std::string_view what, auto&& take) {
@@ -102,7 +101,7 @@ absl::Status ArcPolicy::LoadState(PolicyStateReader& in) {
       entries.push_back(b);
     }
     leaves += count;
-    if (in.ok() && !leaves_[list].Assign(entries)) in.Fail("arc leaf heap: not in heap order");
+    if (in.ok() && !leaves_.Assign(list, entries)) in.Fail("arc leaf heap: not in heap order");
   }
   uint64_t resident_leaves = 0;
   for (BlockIndex b = 0; b < in.blocks(); ++b) resident_leaves += pool_->IsLeaf(b) ? 1 : 0;
@@ -116,7 +115,7 @@ std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candi
   using Entry = std::pair<uint64_t, BlockIndex>;  // (stamp, block)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> lists[2];
   for (const BlockIndex b : wanted) {
-    if (pool_->IsEvictable(b)) lists[where_[b]].push({stamp_[b], b});
+    if (pool_->IsEvictable(b)) lists[where_[b]].push({leaves_.Stamp(b), b});
   }
   absl::flat_hash_map<BlockIndex, uint32_t> children_left;  // of the parents met
   uint64_t t1 = bytes_[kT1];
@@ -132,7 +131,7 @@ std::vector<BlockIndex> ArcPolicy::RankVictims(std::span<const BlockIndex> candi
     const BlockIndex parent = catalog_[victim].parent;
     if (parent == kNoBlock || pool_->IsPinned(parent)) continue;
     const auto it = children_left.try_emplace(parent, pool_->ResidentChildren(parent)).first;
-    if (--it->second == 0) lists[where_[parent]].push({stamp_[parent], parent});
+    if (--it->second == 0) lists[where_[parent]].push({leaves_.Stamp(parent), parent});
   }
   for (const BlockIndex b : candidates) {
     if (taken.insert(b).second) order.push_back(b);

@@ -41,7 +41,8 @@
 //
 // Prefix constraint: each list evicts its least recently used LEAF. T1 and
 // T2 each keep an indexed min-heap of their current leaves keyed by recency
-// (a fresh stamp on every insert and hit), so REPLACE takes the heap top of
+// (a fresh stamp on every insert and hit; recency_leaf_heaps.h keeps both
+// heaps and the stamps), so REPLACE takes the heap top of
 // the list it picks; a block joins its list's heap when its last resident
 // child leaves. If the list REPLACE picks has no evictable leaf (all its
 // blocks are interior or pinned), the victim comes from the other list. A
@@ -78,6 +79,7 @@
 #include "core/pool_state.h"
 #include "policies/leaf_heap.h"
 #include "policies/policy_env.h"
+#include "policies/recency_leaf_heaps.h"
 #include "policies/retention_policy.h"
 
 namespace kvlearn {
@@ -97,17 +99,16 @@ class ArcPolicy final : public RetentionPolicy {
   std::string_view name() const override { return "arc"; }
 
   void OnHit(BlockIndex b, const AccessInfo&) override {
-    stamp_[b] = ++clock_;
     if (where_[b] == kT1) {
-      const bool leaf = leaves_[kT1].Contains(b);
-      leaves_[kT1].Remove(b);
+      const bool leaf = leaves_.Contains(kT1, b);
+      leaves_.Remove(kT1, b);
       Subtract(kT1, catalog_[b].bytes);
       where_[b] = kT2;
       bytes_[kT2] += catalog_[b].bytes;
-      leaves_[kT2].SetKey(b, Key(b));
-      if (leaf) leaves_[kT2].Push(b);
+      leaves_.SetStamp(b, ++clock_);
+      if (leaf) leaves_.Push(kT2, b);
     } else {
-      leaves_[kT2].SetKey(b, Key(b));
+      leaves_.SetStamp(b, ++clock_);
     }
   }
 
@@ -124,11 +125,10 @@ class ArcPolicy final : public RetentionPolicy {
     returning_from_b2_ = false;
     where_[b] = list;
     bytes_[list] += catalog_[b].bytes;
-    stamp_[b] = ++clock_;
-    leaves_[list].SetKey(b, Key(b));
-    leaves_[list].Push(b);
+    leaves_.SetStamp(b, ++clock_);
+    leaves_.Push(list, b);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock) leaves_[where_[parent]].Remove(parent);
+    if (parent != kNoBlock) leaves_.Remove(where_[parent], parent);
     TrimGhosts();
   }
 
@@ -145,10 +145,10 @@ class ArcPolicy final : public RetentionPolicy {
   // ghost hit moves p, and p should learn from ARC's own choices only.
   void OnEvict(BlockIndex b, bool remember) {
     const uint8_t list = where_[b];
-    leaves_[list].Remove(b);
+    leaves_.Remove(list, b);
     Subtract(list, catalog_[b].bytes);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_[where_[parent]].Push(parent);
+    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_.Push(where_[parent], parent);
     if (remember) {
       PushGhost(list == kT1 ? kB1 : kB2, b);
     } else {
@@ -159,7 +159,7 @@ class ArcPolicy final : public RetentionPolicy {
 
   double EvictionPriority(BlockIndex b) const override {
     const uint8_t first = ReplaceFromT1() ? kT1 : kT2;
-    return (where_[b] == first ? 0 : 0x1p52) + static_cast<double>(stamp_[b]);
+    return (where_[b] == first ? 0 : 0x1p52) + static_cast<double>(leaves_.Stamp(b));
   }
 
   std::vector<BlockIndex> RankVictims(std::span<const BlockIndex> candidates) const override;
@@ -208,13 +208,9 @@ class ArcPolicy final : public RetentionPolicy {
     return t1_bytes > 0 && (t1 > target_t1_ || (returning_from_b2_ && t1 == target_t1_));
   }
 
-  OrderKey Key(BlockIndex b) const {
-    return {static_cast<double>(stamp_[b]), 0, catalog_[b].depth};
-  }
-
   // The least recent unpinned leaf of T1 or T2.
   BlockIndex LeastRecentEvictable(uint8_t list) const {
-    return LeastUnpinned(leaves_[list], [this](BlockIndex b) { return pool_->IsPinned(b); });
+    return LeastUnpinned(leaves_.list(list), [this](BlockIndex b) { return pool_->IsPinned(b); });
   }
 
   // Ghost lists are intrusive doubly-linked lists: slot 0 is B1's sentinel,
@@ -264,13 +260,9 @@ class ArcPolicy final : public RetentionPolicy {
     if (b < where_.size()) return;
     const size_t n = GrownPerBlockSize(size_t{b} + 1, where_.size(), catalog_);
     where_.resize(n, kNowhere);
-    stamp_.resize(n, 0);
     next_.resize(n + kFirstBlockSlot);
     prev_.resize(n + kFirstBlockSlot);
-    // The heaps too: grown by doubling from the first block, each step would
-    // fault in fresh pages again (a twentieth of a learned replay's time).
-    leaves_[0].Reserve(n);
-    leaves_[1].Reserve(n);
+    leaves_.Resize(n);
   }
 
   const BlockCatalog& catalog_;
@@ -281,9 +273,8 @@ class ArcPolicy final : public RetentionPolicy {
   bool returning_from_b2_ = false;    // the block last asked about returns from B2
   uint64_t bytes_[4] = {0, 0, 0, 0};  // by where_ value T1, T2, B1, B2
   std::vector<uint8_t> where_;
-  std::vector<uint64_t> stamp_;  // recency: clock at the last insert or hit
-  uint64_t clock_ = 0;
-  LeafHeap leaves_[2];  // T1's and T2's resident leaves, least recent on top
+  uint64_t clock_ = 0;       // recency: each insert and hit stamps its block with ++clock_
+  RecencyLeafHeaps leaves_;  // every block's stamp; T1's and T2's resident leaves
   std::vector<uint32_t> next_{0, 1};
   std::vector<uint32_t> prev_{0, 1};
 };

@@ -31,11 +31,63 @@ inline bool EvictsBefore(const OrderKey& a, const OrderKey& b) {
   return a.depth > b.depth;
 }
 
+// The sift steps of a 4-ary indexed min-heap, shared by LeafHeap and
+// RecencyLeafHeaps (recency_leaf_heaps.h), which keep their keys and
+// positions differently: `heap` holds blocks by slot (children of slot i are
+// slots 4i+1 .. 4i+4), before(a, b) says block a leaves before block b, and
+// place(b, i) records that b now sits in slot i.
+inline constexpr uint32_t kLeafHeapArity = 4;
+
+// Calls fn(c) for each child slot c of slot i in a heap of `size` entries.
+template <class Fn>
+void ForEachChildSlot(size_t size, uint32_t i, Fn fn) {
+  const size_t first = size_t{kLeafHeapArity} * i + 1;
+  const size_t end = std::min(first + kLeafHeapArity, size);
+  for (size_t c = first; c < end; ++c) fn(static_cast<uint32_t>(c));
+}
+
+template <class Before, class Place>
+void SiftUpInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
+                  const Place& place) {
+  const BlockIndex b = heap[i];
+  while (i > 0) {
+    const uint32_t parent = (i - 1) / kLeafHeapArity;
+    if (!before(b, heap[parent])) break;
+    heap[i] = heap[parent];
+    place(heap[i], i);
+    i = parent;
+  }
+  heap[i] = b;
+  place(b, i);
+}
+
+template <class Before, class Place>
+void SiftDownInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
+                    const Place& place) {
+  const auto n = static_cast<uint32_t>(heap.size());
+  const BlockIndex b = heap[i];
+  while (true) {
+    const uint32_t first = i * kLeafHeapArity + 1;
+    if (first >= n) break;
+    uint32_t best = first;
+    const uint32_t end = std::min(first + kLeafHeapArity, n);
+    for (uint32_t c = first + 1; c < end; ++c) {
+      if (before(heap[c], heap[best])) best = c;
+    }
+    if (!before(heap[best], b)) break;
+    heap[i] = heap[best];
+    place(heap[i], i);
+    i = best;
+  }
+  heap[i] = b;
+  place(b, i);
+}
+
 class LeafHeap {
  public:
   static constexpr uint32_t kAbsent = UINT32_MAX;
   // Children of heap slot i are slots kArity*i+1 .. kArity*i+kArity.
-  static constexpr uint32_t kArity = 4;
+  static constexpr uint32_t kArity = kLeafHeapArity;
 
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
@@ -44,12 +96,12 @@ class LeafHeap {
   // The entry at heap slot i (0 = top); for scanning past pinned blocks.
   BlockIndex At(size_t i) const { return heap_[i]; }
   const OrderKey& KeyOf(BlockIndex b) const { return keys_[b]; }
+  // a leaves before b (by key; LeastUnpinned's order).
+  bool Before(BlockIndex a, BlockIndex b) const { return EvictsBefore(keys_[a], keys_[b]); }
   // Calls fn(c) for each child slot c of slot i, for walks of the heap.
   template <class Fn>
   void ForEachChild(uint32_t i, Fn fn) const {
-    const size_t first = size_t{kArity} * i + 1;
-    const size_t end = std::min(first + kArity, heap_.size());
-    for (size_t c = first; c < end; ++c) fn(static_cast<uint32_t>(c));
+    ForEachChildSlot(heap_.size(), i, fn);
   }
 
   // The entries in slot order: with their keys, the exact layout (ties
@@ -69,7 +121,7 @@ class LeafHeap {
       heap_.push_back(b);
     }
     for (uint32_t i = 1; i < heap_.size(); ++i) {
-      if (Before(i, (i - 1) / kArity)) return Clear();
+      if (Before(heap_[i], heap_[(i - 1) / kArity])) return Clear();
     }
     return true;
   }
@@ -131,40 +183,14 @@ class LeafHeap {
     return false;
   }
 
-  bool Before(uint32_t i, uint32_t j) const {
-    return EvictsBefore(keys_[heap_[i]], keys_[heap_[j]]);
+  auto Order() const {
+    return [this](BlockIndex a, BlockIndex b) { return Before(a, b); };
   }
-
-  void Swap(uint32_t i, uint32_t j) {
-    std::swap(heap_[i], heap_[j]);
-    pos_[heap_[i]] = i;
-    pos_[heap_[j]] = j;
+  auto Place() {
+    return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
   }
-
-  void SiftUp(uint32_t i) {
-    while (i > 0) {
-      const uint32_t parent = (i - 1) / kArity;
-      if (!Before(i, parent)) return;
-      Swap(i, parent);
-      i = parent;
-    }
-  }
-
-  void SiftDown(uint32_t i) {
-    const auto n = static_cast<uint32_t>(heap_.size());
-    while (true) {
-      const uint32_t first = i * kArity + 1;
-      if (first >= n) return;
-      uint32_t best = first;
-      const uint32_t end = std::min(first + kArity, n);
-      for (uint32_t c = first + 1; c < end; ++c) {
-        if (Before(c, best)) best = c;
-      }
-      if (!Before(best, i)) return;
-      Swap(i, best);
-      i = best;
-    }
-  }
+  void SiftUp(uint32_t i) { SiftUpInHeap(heap_, i, Order(), Place()); }
+  void SiftDown(uint32_t i) { SiftDownInHeap(heap_, i, Order(), Place()); }
 
   std::vector<BlockIndex> heap_;
   std::vector<uint32_t> pos_;
@@ -176,17 +202,18 @@ class LeafHeap {
 // holds a key below its parent's), stepping over pinned entries. Ties go to
 // the lower slot. The simulators pin at most one leaf (the current request's
 // deepest block), so the walk then stops among the top's children; the
-// sidecar's in-flight requests may hold many.
-template <class Pinned>
-BlockIndex LeastUnpinned(const LeafHeap& heap, const Pinned& pinned) {
+// sidecar's in-flight requests may hold many. Heap: a LeafHeap or one list
+// of RecencyLeafHeaps (empty, Top, At, ForEachChild, Before).
+template <class Heap, class Pinned>
+BlockIndex LeastUnpinned(const Heap& heap, const Pinned& pinned) {
   if (heap.empty()) return kNoBlock;
   if (!pinned(heap.Top())) return heap.Top();
   // Slot i leaves the frontier after slot j: a larger key, or a tie and a later slot.
   const auto after = [&heap](uint32_t i, uint32_t j) {
-    const OrderKey& a = heap.KeyOf(heap.At(i));
-    const OrderKey& b = heap.KeyOf(heap.At(j));
-    if (EvictsBefore(b, a)) return true;
-    if (EvictsBefore(a, b)) return false;
+    const BlockIndex a = heap.At(i);
+    const BlockIndex b = heap.At(j);
+    if (heap.Before(b, a)) return true;
+    if (heap.Before(a, b)) return false;
     return i > j;
   };
   std::vector<uint32_t> frontier{0};

@@ -1,0 +1,139 @@
+// ARC's two leaf heaps (arc_policy.h): T1's and T2's resident leaves, least
+// recent on top. The same 4-ary indexed heaps as LeafHeap, sized for what ARC
+// needs: the key is the block's recency stamp, which this class keeps for
+// every block (interior ones too: ARC reads them), and one position per
+// block serves both heaps, since a block is a leaf of one list at most. A
+// block costs 12 bytes here where two LeafHeaps and a stamp took 64; an ARC
+// policy and the learned policy's ARC expert and shadow each keep one.
+//
+// Stamps compare alone: ARC gives every insert and hit a fresh one, so no
+// two resident blocks share a stamp and LeafHeap's depth tie-break never
+// applies. Not thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/block_catalog.h"
+#include "core/check.h"
+#include "policies/leaf_heap.h"
+
+namespace kvlearn {
+
+class RecencyLeafHeaps {
+  // The heaps' order and slot bookkeeping, for the sift steps (defined first:
+  // the members below deduce their types from them).
+  auto Order() const {
+    return [this](BlockIndex a, BlockIndex b) { return stamps_[a] < stamps_[b]; };
+  }
+  auto Place() {
+    return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
+  }
+
+ public:
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+
+  // One list's heap, read-only: for LeastUnpinned and for saving its slots.
+  class List {
+   public:
+    bool empty() const { return heap_.empty(); }
+    BlockIndex Top() const { return heap_.front(); }
+    BlockIndex At(size_t i) const { return heap_[i]; }
+    bool Before(BlockIndex a, BlockIndex b) const { return stamps_[a] < stamps_[b]; }
+    template <class Fn>
+    void ForEachChild(uint32_t i, Fn fn) const {
+      ForEachChildSlot(heap_.size(), i, fn);
+    }
+    // The entries in slot order (ties cannot occur, but the layout is what a
+    // snapshot restores).
+    const std::vector<BlockIndex>& entries() const { return heap_; }
+
+   private:
+    friend class RecencyLeafHeaps;
+    List(const std::vector<BlockIndex>& heap, const std::vector<uint64_t>& stamps)
+        : heap_(heap), stamps_(stamps) {}
+    const std::vector<BlockIndex>& heap_;
+    const std::vector<uint64_t>& stamps_;
+  };
+
+  List list(int l) const { return List(heaps_[l], stamps_); }
+
+  // Stamps and positions for blocks below n (the owner's per-block size).
+  void Resize(size_t n) {
+    if (n <= stamps_.size()) return;
+    stamps_.resize(n, 0);
+    pos_.resize(n, kAbsent);
+  }
+
+  uint64_t Stamp(BlockIndex b) const { return stamps_[b]; }
+  bool Contains(int l, BlockIndex b) const {
+    const uint32_t i = pos_[b];
+    return i != kAbsent && i < heaps_[l].size() && heaps_[l][i] == b;
+  }
+
+  // Gives b `stamp` and repositions it in the heap holding it, if any.
+  void SetStamp(BlockIndex b, uint64_t stamp) {
+    const bool later = stamp > stamps_[b];
+    stamps_[b] = stamp;
+    for (int l : {0, 1}) {
+      if (!Contains(l, b)) continue;
+      if (later) {
+        SiftDownInHeap(heaps_[l], pos_[b], Order(), Place());
+      } else {
+        SiftUpInHeap(heaps_[l], pos_[b], Order(), Place());
+      }
+    }
+  }
+
+  // Adds b to list l's heap with its current stamp. REQUIRES: b in neither.
+  void Push(int l, BlockIndex b) {
+    KVLEARN_DCHECK(pos_[b] == kAbsent);
+    heaps_[l].push_back(b);
+    SiftUpInHeap(heaps_[l], static_cast<uint32_t>(heaps_[l].size() - 1), Order(), Place());
+  }
+
+  // Takes b out of list l's heap; nothing if it is not there.
+  void Remove(int l, BlockIndex b) {
+    if (!Contains(l, b)) return;
+    std::vector<BlockIndex>& heap = heaps_[l];
+    const uint32_t i = pos_[b];
+    const BlockIndex last = heap.back();
+    heap.pop_back();
+    pos_[b] = kAbsent;
+    if (last == b) return;
+    heap[i] = last;
+    pos_[last] = i;
+    SiftDownInHeap(heap, i, Order(), Place());
+    SiftUpInHeap(heap, pos_[last], Order(), Place());
+  }
+
+  // Replaces list l's entries by `entries` in slot order, stamps already
+  // set. False (and that heap left empty) if an entry is already in a heap
+  // or the order breaks the heap property.
+  bool Assign(int l, const std::vector<BlockIndex>& entries) {
+    Clear(l);
+    for (BlockIndex b : entries) {
+      if (pos_[b] != kAbsent) return Clear(l);
+      pos_[b] = static_cast<uint32_t>(heaps_[l].size());
+      heaps_[l].push_back(b);
+    }
+    for (size_t i = 1; i < heaps_[l].size(); ++i) {
+      if (Order()(heaps_[l][i], heaps_[l][(i - 1) / kLeafHeapArity])) return Clear(l);
+    }
+    return true;
+  }
+
+ private:
+  bool Clear(int l) {
+    for (BlockIndex b : heaps_[l]) pos_[b] = kAbsent;
+    heaps_[l].clear();
+    return false;
+  }
+
+  std::vector<BlockIndex> heaps_[2];
+  std::vector<uint64_t> stamps_;  // recency: the owner's clock at b's last insert or hit
+  std::vector<uint32_t> pos_;     // b's slot in the heap holding it, kAbsent if none
+};
+
+}  // namespace kvlearn
