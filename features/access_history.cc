@@ -33,8 +33,8 @@ void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
     }
     previous_new = is_new;
     if (h.kept > 0) {
-      if (time_ms - h.times_ms[0] != decay_dt_ms) {
-        decay_dt_ms = time_ms - h.times_ms[0];
+      if (time_ms - h.last_ms != decay_dt_ms) {
+        decay_dt_ms = time_ms - h.last_ms;
         const double dt_s = static_cast<double>(decay_dt_ms) / 1000.0;
         for (size_t k = 0; k < decay.size(); ++k) decay[k] = std::exp(-dt_s / kDecaySeconds[k]);
       }
@@ -43,8 +43,9 @@ void AccessHistory::Record(std::span<const BlockIndex> chain, int64_t time_ms) {
       }
     }
     for (float& d : h.decayed) d += 1.0f;
-    std::copy_backward(h.times_ms.begin(), h.times_ms.end() - 1, h.times_ms.end());
-    h.times_ms[0] = time_ms;
+    std::copy_backward(h.gap_ms.begin(), h.gap_ms.end() - 1, h.gap_ms.end());
+    h.gap_ms[0] = h.kept > 0 ? KeptGapMs(time_ms, h.last_ms) : 0;
+    h.last_ms = time_ms;
     h.kept = static_cast<uint8_t>(std::min<int>(h.kept + 1, BlockHistory::kKeptTimes));
     ++h.accesses;
     if (i + 1 < chain.size()) ++h.subtree_accesses;

@@ -22,7 +22,12 @@ void AccessHistory::Save(std::span<const BlockIndex> renumber, uint64_t eviction
     if (h.accesses == 0 || renumber[b] == kNoBlock) continue;
     out.Varint(renumber[b]);  // increasing: renumbering keeps the order
     out.Varint(h.kept);
-    for (int k = 0; k < h.kept; ++k) out.Signed(h.times_ms[k]);
+    // The times themselves, newest first (the format before gaps were kept).
+    int64_t time_ms = h.last_ms;
+    for (int k = 0; k < h.kept; ++k) {
+      out.Signed(time_ms);
+      if (k + 1 < h.kept) time_ms -= h.gap_ms[k];
+    }
     for (uint32_t v : {h.accesses, h.subtree_accesses, h.children, h.request_blocks, h.tail_blocks,
                        h.reused_children}) {
       out.Varint(v);
@@ -47,7 +52,18 @@ void AccessHistory::Load(PolicyStateReader& in, uint64_t evictions_total) {
       blocks_.resize(GrownPerBlockSize(size_t{b} + 1, blocks_.size(), *catalog_));
     BlockHistory& h = blocks_[b];
     h.kept = static_cast<uint8_t>(in.Bounded("history kept times", BlockHistory::kKeptTimes));
-    for (int k = 0; k < h.kept; ++k) h.times_ms[k] = in.Signed("history time");
+    int64_t newer_ms = 0;
+    for (int k = 0; k < h.kept && in.ok(); ++k) {
+      const int64_t time_ms = in.Signed("history time");
+      if (k == 0) {
+        h.last_ms = time_ms;
+      } else if (time_ms > newer_ms) {
+        in.Fail("history times: not newest first");
+      } else {
+        h.gap_ms[k - 1] = KeptGapMs(newer_ms, time_ms);
+      }
+      newer_ms = time_ms;
+    }
     for (uint32_t* v : {&h.accesses, &h.subtree_accesses, &h.children, &h.request_blocks,
                         &h.tail_blocks, &h.reused_children}) {
       *v = static_cast<uint32_t>(in.Bounded("history count", UINT32_MAX));

@@ -23,6 +23,9 @@ const float kMissingGapLog1p = Log1p(kMissingGapSeconds);
 
 float Log1pCount(uint32_t n) { return n < kTabledCounts ? kCountLog1p[n] : Log1p(n); }
 
+// Seconds between h's g-th and (g+1)-th latest accesses.
+double GapSeconds(const BlockHistory& h, int g) { return h.gap_ms[g] / 1000.0; }
+
 }  // namespace
 
 void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog& catalog,
@@ -46,22 +49,22 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
   out[kRecomputeMsLog] = Log1p(r_ms);
   out[kTransferMsLog] = Log1p(t_ms);
   out[kSavingMsLog] = static_cast<float>(std::copysign(std::log1p(std::abs(saving)), saving));
-  out[kAgeLog] = h.kept ? Log1p(seconds_between(now_ms, h.times_ms[0])) : kMissingGapLog1p;
+  out[kAgeLog] = h.kept ? Log1p(seconds_between(now_ms, h.last_ms)) : kMissingGapLog1p;
   for (int g = 0; g < 4; ++g) {
-    out[kGap1Log + g] = g + 1 < h.kept ? Log1p(seconds_between(h.times_ms[g], h.times_ms[g + 1]))
-                                       : kMissingGapLog1p;
+    out[kGap1Log + g] = g + 1 < h.kept ? Log1p(GapSeconds(h, g)) : kMissingGapLog1p;
   }
   for (size_t k = 0; k < h.decayed.size(); ++k) {
     out[kDecayed1mLog + k] =
-        h.kept ? Log1p(h.decayed[k] * std::exp(-seconds_between(now_ms, h.times_ms[0]) /
+        h.kept ? Log1p(h.decayed[k] * std::exp(-seconds_between(now_ms, h.last_ms) /
                                                AccessHistory::kDecaySeconds[k]))
                : Log1pCount(0);
   }
   out[kAccessesLog] = Log1pCount(h.accesses);
   out[kSubtreeAccessesLog] = Log1pCount(h.subtree_accesses);
   int within_1s = 0, within_10s = 0;
+  int64_t age_ms = now_ms - h.last_ms;  // of the i-th latest access
   for (int i = 0; i < h.kept; ++i) {
-    const int64_t age_ms = now_ms - h.times_ms[i];
+    if (i > 0) age_ms += h.gap_ms[i - 1];
     within_1s += age_ms <= 1000;
     within_10s += age_ms <= 10000;
   }
@@ -77,8 +80,7 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
   const BlockHistory& fork = history.Of(h.fork);  // all zero for a run from the root
   out[kForkRunsLog] = Log1pCount(fork.children);
   out[kForkReusedLog] = Log1pCount(fork.reused_children);
-  out[kForkGapLog] = fork.kept >= 2 ? Log1p(seconds_between(fork.times_ms[0], fork.times_ms[1]))
-                                    : kMissingGapLog1p;
+  out[kForkGapLog] = fork.kept >= 2 ? Log1p(GapSeconds(fork, 0)) : kMissingGapLog1p;
 }
 
 }  // namespace kvlearn

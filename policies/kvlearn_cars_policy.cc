@@ -199,7 +199,7 @@ void KvlearnCarsPolicy::OnInsert(BlockIndex b, const AccessInfo&) {
 void KvlearnCarsPolicy::OnEvict(BlockIndex b) {
   const BlockHistory& h = history_.Of(b);
   if (h.kept > 0) {
-    holding_cost_.ObserveEviction(static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0);
+    holding_cost_.ObserveEviction(static_cast<double>(now_ms_ - h.last_ms) / 1000.0);
   }
   if (labels_.IsOpen(b)) Learn(labels_.Close(b, /*reused=*/false));
   LeafOrderedPolicy::OnEvict(b);

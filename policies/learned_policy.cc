@@ -215,14 +215,14 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // choice went.
     if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
       const BlockHistory& m = history_.Of(model_choice_);
-      const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.times_ms[0]) / 1000.0 : 0;
+      const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.last_ms) / 1000.0 : 0;
       guard_.OnEviction(model_choice_, recency_choice_, b, Saving(b), now_ms_,
                         static_cast<int64_t>((Horizon() - idle_s) * 1000));
     }
     model_choice_ = recency_choice_ = kNoBlock;
     const BlockHistory& h = history_.Of(b);
     if (h.kept > 0) {
-      const double idle_s = static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0;
+      const double idle_s = static_cast<double>(now_ms_ - h.last_ms) / 1000.0;
       eviction_age_s_ = eviction_age_s_ < 0 ? idle_s : 0.99 * eviction_age_s_ + 0.01 * idle_s;
     }
     Grow();  // a sidecar may insert blocks no request or admission named
@@ -591,7 +591,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     if (b >= scored_.size() || !scored_[b]) return 0;
     if (value_ms_[b] == now_ms_) return value_[b];
     const BlockHistory& h = history_.Of(b);
-    const double idle_s = h.kept ? static_cast<double>(now_ms_ - h.times_ms[0]) / 1000.0 : 0;
+    const double idle_s = h.kept ? static_cast<double>(now_ms_ - h.last_ms) / 1000.0 : 0;
     const size_t k = model_->num_outputs();
     const double p = ReuseWithinGiven(model_->metadata().horizons_seconds,
                                       {curves_.data() + b * k, k}, idle_s, value_horizon_s_);
@@ -621,12 +621,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
 
   // Counts every block of `chain` seen before as a return after its idle
   // time, served by a faster tier or here (LearnedServedShare). Before the
-  // history records this request: times_ms[0] is still the previous use.
+  // history records this request: last_ms is still the previous use.
   void CountReturns(std::span<const BlockIndex> chain, const AccessInfo& access) {
     for (size_t i = 0; i < chain.size(); ++i) {
       const BlockHistory& h = history_.Of(chain[i]);
       if (h.kept == 0) continue;
-      served_.Count(static_cast<double>(access.time_ms - h.times_ms[0]) / 1000.0,
+      served_.Count(static_cast<double>(access.time_ms - h.last_ms) / 1000.0,
                     i < access.served_above);
     }
   }

@@ -247,6 +247,60 @@ TEST(FeatureExtractorTest, EachBlockOfAChainDecaysByItsOwnIdleTime) {
   EXPECT_NEAR(f[kDecayed1mLog], std::log1p(std::exp(-1.5) + 1), 1e-6);
 }
 
+TEST(FeatureExtractorTest, GapsAreKeptToFortyNineDaysAndNeverBelowZero) {
+  // Uses at 0, 60 days, then 1 s earlier (time went back): the first gap
+  // reads as 2^32 - 1 ms (49.7 days), the second as 0, and a snapshot keeps
+  // both.
+  BlockCatalog catalog;
+  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  PoolState pool(&catalog, 0);
+  AccessHistory history(&catalog);
+  const std::array<BlockIndex, 1> chain = {a};
+  constexpr int64_t kSixtyDaysMs = int64_t{60} * 86'400'000;
+  for (const int64_t t : {int64_t{0}, kSixtyDaysMs, kSixtyDaysMs - 1'000}) history.Record(chain, t);
+  EXPECT_EQ(history.Of(a).gap_ms[0], 0u);
+  EXPECT_EQ(history.Of(a).gap_ms[1], UINT32_MAX);
+  std::array<float, kNumFeatures> f{};
+  const FeatureExtractor extractor(FeatureConfig{});
+  extractor.Extract(a, kSixtyDaysMs, catalog, history, pool, f);
+  EXPECT_FLOAT_EQ(f[kGap1Log], 0);
+  EXPECT_FLOAT_EQ(f[kGap1Log + 1], std::log1p(UINT32_MAX / 1000.0));
+  EXPECT_FLOAT_EQ(f[kGap1Log + 2], std::log1p(86400.0));  // a third gap: none yet
+
+  PolicyStateWriter out;
+  const std::array<BlockIndex, 1> same = {0};
+  history.Save(same, 0, out);
+  AccessHistory loaded(&catalog);
+  PolicyStateReader in(out.bytes(), catalog.size());
+  loaded.Load(in, 0);
+  ASSERT_TRUE(in.Finish().ok()) << in.status();
+  EXPECT_EQ(loaded.Of(a).last_ms, kSixtyDaysMs - 1'000);
+  EXPECT_EQ(loaded.Of(a).gap_ms, history.Of(a).gap_ms);
+}
+
+TEST(FeatureExtractorTest, ASnapshotWhoseTimesAreNotNewestFirstIsRefused) {
+  BlockCatalog catalog;
+  catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  // The record AccessHistory::Save writes, with times 5 s then 7 s.
+  PolicyStateWriter out;
+  out.Varint(0);  // evictions since the last count
+  out.Float(0);   // eviction rate
+  out.Varint(1);  // one record
+  out.Varint(0);  // block 0
+  out.Varint(2);  // two times kept
+  out.Signed(5'000);
+  out.Signed(7'000);
+  for (int i = 0; i < 6; ++i) out.Varint(1);  // accesses and the other counts
+  out.Varint(0);                              // no fork
+  for (int i = 0; i < 3; ++i) out.Float(1);   // decayed counts
+  AccessHistory loaded(&catalog);
+  PolicyStateReader in(out.bytes(), catalog.size());
+  loaded.Load(in, 0);
+  EXPECT_FALSE(in.ok());
+  EXPECT_NE(in.status().message().find("history times: not newest first"), std::string::npos)
+      << in.status();
+}
+
 TEST(FeatureExtractorTest, BlockNeverSeenReadsAsADayOld) {
   BlockCatalog catalog;
   const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 256, .bytes = 1, .recompute_ms = 1});
