@@ -26,7 +26,8 @@ enum Feature : uint32_t {
   kAgeLog,           // log1p(seconds since the previous access)
   kGap1Log,          // log1p(seconds between the last two accesses)...
   kGap2Log,          // ...and the ones before (LRB-style gap history;
-  kGap3Log,          //    a missing gap reads as a day)
+  kGap3Log,          //    a missing gap reads as a day, one over
+                     //    49.7 days as 49.7 days)
   kGap4Log,
   kDecayed1mLog,        // log1p(access count decayed with a 1 min time constant)
   kDecayed10mLog,       // ... 10 min
