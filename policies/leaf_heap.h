@@ -31,11 +31,8 @@ inline bool EvictsBefore(const OrderKey& a, const OrderKey& b) {
   return a.depth > b.depth;
 }
 
-// The sift steps of a 4-ary indexed min-heap, shared by LeafHeap and
-// RecencyLeafHeaps (recency_leaf_heaps.h), which keep their keys and
-// positions differently: `heap` holds blocks by slot (children of slot i are
-// slots 4i+1 .. 4i+4), before(a, b) says block a leaves before block b, and
-// place(b, i) records that b now sits in slot i.
+// LeafHeap and RecencyLeafHeaps (recency_leaf_heaps.h) are 4-ary: the
+// children of slot i are slots 4i+1 .. 4i+4.
 inline constexpr uint32_t kLeafHeapArity = 4;
 
 // Calls fn(c) for each child slot c of slot i in a heap of `size` entries.
@@ -46,6 +43,9 @@ void ForEachChildSlot(size_t size, uint32_t i, Fn fn) {
   for (size_t c = first; c < end; ++c) fn(static_cast<uint32_t>(c));
 }
 
+// The sift steps of both heaps, which keep their keys and positions
+// differently: `heap` holds blocks by slot, before(a, b) says block a leaves
+// before block b, and place(b, i) records that b now sits in slot i.
 template <class Before, class Place>
 void SiftUpInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
                   const Place& place) {
