@@ -142,7 +142,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     // A return a faster tier served settles no bet: refusing lost nothing.
     refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
                        access.time_ms, Horizon() * 1000);
-    recent_.Begin(access.request, chain);
+    // Only refusals read the chains, and a tier that admits everything refuses nothing.
+    if (admission_moves_bytes_) recent_.Begin(access.request, chain);
     value_horizon_s_ = Horizon();
     Grow();
     CountGhosts(chain, access.time_ms, access.served_above);
