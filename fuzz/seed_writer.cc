@@ -9,18 +9,25 @@
 //    (array, tag first; map with a "type" tag) with integer and with
 //    byte-string hashes (EncodeKvEventBatch), and by hand the mixtures
 //    engines send (an array batch of map events; unknown tags, extra fields
-//    and keys; negative hashes) and a malformed one.
+//    and keys; negative hashes) and a malformed one;
+//  - pools_snapshot_fuzzer/: for every online policy, a snapshot of a node's
+//    pool after a few requests under it (what a restart loads), with the
+//    policy's selector byte first.
 // The JSONL seeds of mooncake_reader_fuzzer are written by hand.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "engine/kv_event.h"
 #include "engine/kv_event_encoder.h"
+#include "fuzz_support.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/model_file.h"
+#include "server/node_pools.h"
+#include "server/pools_snapshot.h"
 #include "tests/engine/msgpack_builder.h"
 #include "tests/support/test_model.h"
 
@@ -109,6 +116,38 @@ std::string Session(char policy, const std::string& node) {
 
 void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
   std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+}
+
+// Per online policy (its index in fuzz_support.h's list is the selector), a
+// pool of 3 blocks' room after requests sharing a root, one evicting: its
+// snapshot, as the event log stores it.
+void WriteSnapshotSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  for (int p = 0; p < 9; ++p) {
+    kvlearn::NodePools pools(kvlearn::fuzz::Options(kvlearn::fuzz::kOnlinePolicies[p]));
+    kvlearn::v1::EventBatch batch;
+    Event e = Base("node-0", 1000);
+    e.mutable_pool_configured()->set_capacity_bytes(3 * 512 * 131072);
+    *batch.add_events() = e;
+    int64_t ts = 1000;
+    for (const std::vector<uint64_t>& chain :
+         std::vector<std::vector<uint64_t>>{{1, 2}, {1, 3}, {1, 2, 4}, {1, 5}}) {
+      e = Base("node-0", ts += 1000);
+      for (uint64_t id : chain) e.mutable_request_arrival()->add_block_ids(id);
+      *batch.add_events() = e;
+      for (uint64_t id : chain) {
+        e = Base("node-0", ts);
+        e.mutable_block_stored()->set_block_id(id);
+        e.mutable_block_stored()->set_tokens(512);
+        *batch.add_events() = e;
+      }
+    }
+    for (const auto& event : batch.events()) pools.Apply(event).IgnoreError();
+    kvlearn::PoolsSnapshot snapshot;
+    if (!pools.CaptureAll([] { return true; }, &snapshot)) continue;
+    Write(dir, kvlearn::fuzz::kOnlinePolicies[p],
+          std::string(1, static_cast<char>(p)) + kvlearn::EncodePoolsSnapshot(snapshot));
+  }
 }
 
 // Every event kind, with the optional fields set and unset.
@@ -227,6 +266,7 @@ int main(int argc, char** argv) {
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(models + "/test_model_cut", std::filesystem::file_size(model) / 2);
 
+  WriteSnapshotSeeds(std::string(argv[1]) + "/pools_snapshot_fuzzer");
   const std::string dir = std::string(argv[1]) + "/sidecar_handlers_fuzzer";
   Write(dir, "lru_session", Session(0, "prefill-0"));
   Write(dir, "learned_session", Session(1, "prefill-0"));

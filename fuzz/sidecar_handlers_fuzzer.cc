@@ -15,55 +15,19 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
-#include "core/cost_model.h"
+#include "fuzz_support.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/node_pools.h"
-#include "tests/support/test_model.h"
 
 namespace {
 
-using kvlearn::NodePools;
-using kvlearn::NodePoolsOptions;
+using kvlearn::fuzz::Check;
+using kvlearn::fuzz::CheckCounters;
 
+// The seeds' selector bytes name these (fuzz_support.h's list came later).
 constexpr const char* kPolicies[] = {"lru",  "learned", "lfu",          "fifo",
                                      "gdsf", "s3fifo",  "kvlearn-cars", "no-cache"};
-
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
-const std::shared_ptr<const kvlearn::CostModel>& Cost() {
-  static const auto* cost =
-      new std::shared_ptr<const kvlearn::CostModel>(std::make_shared<kvlearn::CostModel>(
-          *kvlearn::FindModelProfile("llama3-8b"), *kvlearn::FindHardwareProfile("a100")));
-  return *cost;
-}
-
-const std::shared_ptr<const kvlearn::LearnedModel>& Model() {
-  static const auto* model =
-      new std::shared_ptr<const kvlearn::LearnedModel>(kvlearn::MakeTestModel());
-  return *model;
-}
-
-// The counters behind /metrics agree with what the pools report.
-void CheckCounters(const NodePools& pools) {
-  kvlearn::v1::GetStatusResponse status;
-  pools.FillStatus(status);
-  uint64_t tracked = 0, resident = 0, bytes = 0;
-  for (const auto& p : status.pools()) {
-    tracked += p.blocks_tracked();
-    resident += p.resident_blocks();
-    bytes += p.resident_bytes();
-  }
-  const kvlearn::PoolCounters& c = pools.counters();
-  Check(c.shards.load() == static_cast<uint64_t>(status.pools_size()));
-  Check(c.blocks_tracked.load() == tracked);
-  Check(c.resident_blocks.load() == resident);
-  Check(c.resident_bytes.load() == bytes);
-}
 
 }  // namespace
 
@@ -76,13 +40,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  NodePoolsOptions options;
-  options.policy = kPolicies[data[0] % 8];
-  options.model = Model();
-  options.cost = Cost();
-  options.max_candidates = 64;
+  kvlearn::NodePoolsOptions options = kvlearn::fuzz::Options(kPolicies[data[0] % 8]);
   options.default_pool_bytes = (data[0] & 0x80) ? (uint64_t{1} << 32) : 0;
-  NodePools pools(options);
+  kvlearn::NodePools pools(options);
   size_t at = 1;
   while (at + 3 <= size) {
     const int kind = data[at] % 3;
@@ -107,11 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       kvlearn::v1::RankRequest request;
       if (!request.ParseFromArray(bytes, static_cast<int>(n))) continue;
       auto response = pools.RankEviction(request);
-      if (response.ok()) {
-        int64_t freed = 0;
-        for (const auto& v : response->victims()) freed += v.bytes();
-        Check(freed == response->bytes_freed());
-      }
+      if (response.ok()) kvlearn::fuzz::CheckVictimsAddUp(*response);
     }
     CheckCounters(pools);
   }
