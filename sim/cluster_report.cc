@@ -146,12 +146,12 @@ std::string FormatClusterTable(const ClusterComparison& c) {
   const auto names = [&](std::string_view router, std::string_view policy) {
     return absl::StrCat(PaddedTo(router, router_width), " ", PaddedTo(policy, policy_width));
   };
-  const char* header = "%s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
+  static constexpr char kHeader[] = "%s %9s %9s %9s %9s %9s %9s %7s %7s %9s %9s %5s\n";
   absl::StrAppend(
       &out,
-      absl::StrFormat(header, names("router", "policy"), "TTFT", "TTFT", "TTFT", "queue", "load",
+      absl::StrFormat(kHeader, names("router", "policy"), "TTFT", "TTFT", "TTFT", "queue", "load",
                       "prefill", "HBM hit", "blk hit", "repl", "cost", "util"),
-      absl::StrFormat(header, names("", ""), "mean ms", "p95 ms", "p99 ms", "mean ms", "mean ms",
+      absl::StrFormat(kHeader, names("", ""), "mean ms", "p95 ms", "p99 ms", "mean ms", "mean ms",
                       "mean ms", "%", "%", "GB", "s", "%"));
   for (const ClusterResult& r : c.results) {
     absl::StrAppend(

@@ -108,12 +108,12 @@ std::string FormatTable(const Comparison& c) {
       "%d prefill instances%s; cost = prefill GPU-s + %g x transfer s\n\n",
       c.trace, c.requests, c.block_accesses, Gb(c.pool_bytes), c.cost_model, c.prefill_nodes,
       c.prefill_nodes_auto ? " (auto)" : "", c.transfer_weight);
-  const char* header = "%s %7s %10s %9s %9s %9s %9s %5s %9s %9s %7s %7s %7s\n";
+  static constexpr char kHeader[] = "%s %7s %10s %9s %9s %9s %9s %5s %9s %9s %7s %7s %7s\n";
   absl::StrAppend(
       &out,
-      absl::StrFormat(header, name("policy"), "blk hit", "transfer", "recompute", "prefill",
+      absl::StrFormat(kHeader, name("policy"), "blk hit", "transfer", "recompute", "prefill",
                       "transfer", "cost", "util", "TTFT", "TTFT", "replay", "gap", "cost gap"),
-      absl::StrFormat(header, name(""), "%", "GB", "Mtokens", "GPU-s", "s", "s", "%", "mean ms",
+      absl::StrFormat(kHeader, name(""), "%", "GB", "Mtokens", "GPU-s", "s", "s", "%", "mean ms",
                       "p95 ms", "Macc/s", "closed", "closed"));
   for (const ReplayResult& r : c.results) {
     absl::StrAppend(
