@@ -83,7 +83,39 @@ void SiftDownInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& bef
   place(b, i);
 }
 
+// Takes the entry of slot i out of `heap` (clearing its position is the
+// caller's): the last entry fills the slot and sifts to its place.
+template <class Before, class Place>
+void RemoveSlotFromHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
+                        const Place& place) {
+  const BlockIndex last = heap.back();
+  heap.pop_back();
+  if (i == heap.size()) return;  // it was the last
+  heap[i] = last;
+  SiftDownInHeap(heap, i, before, place);
+  // Had it moved down, its new parent would leave before it: up only if not.
+  if (heap[i] == last) SiftUpInHeap(heap, i, before, place);
+}
+
+// No slot's entry leaves before its parent's.
+template <class Before>
+bool IsHeapOrdered(const std::vector<BlockIndex>& heap, const Before& before) {
+  for (size_t i = 1; i < heap.size(); ++i) {
+    if (before(heap[i], heap[(i - 1) / kLeafHeapArity])) return false;
+  }
+  return true;
+}
+
 class LeafHeap {
+  // The heap's order and slot bookkeeping, for the sift steps (defined first:
+  // the members below deduce their types from them).
+  auto Order() const {
+    return [this](BlockIndex a, BlockIndex b) { return EvictsBefore(keys_[a], keys_[b]); };
+  }
+  auto Place() {
+    return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
+  }
+
  public:
   static constexpr uint32_t kAbsent = UINT32_MAX;
   // Children of heap slot i are slots kArity*i+1 .. kArity*i+kArity.
@@ -120,10 +152,7 @@ class LeafHeap {
       pos_[b] = static_cast<uint32_t>(heap_.size());
       heap_.push_back(b);
     }
-    for (uint32_t i = 1; i < heap_.size(); ++i) {
-      if (Before(heap_[i], heap_[(i - 1) / kArity])) return Clear();
-    }
-    return true;
+    return IsHeapOrdered(heap_, Order()) || Clear();
   }
 
   // Makes room for blocks below n at once (LeafOrderedPolicy passes its
@@ -157,14 +186,8 @@ class LeafHeap {
   void Remove(BlockIndex b) {
     if (!Contains(b)) return;
     const uint32_t i = pos_[b];
-    const BlockIndex last = heap_.back();
-    heap_.pop_back();
     pos_[b] = kAbsent;
-    if (last == b) return;
-    heap_[i] = last;
-    pos_[last] = i;
-    SiftDown(i);
-    SiftUp(pos_[last]);
+    RemoveSlotFromHeap(heap_, i, Order(), Place());
   }
 
  private:
@@ -183,12 +206,6 @@ class LeafHeap {
     return false;
   }
 
-  auto Order() const {
-    return [this](BlockIndex a, BlockIndex b) { return Before(a, b); };
-  }
-  auto Place() {
-    return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
-  }
   void SiftUp(uint32_t i) { SiftUpInHeap(heap_, i, Order(), Place()); }
   void SiftDown(uint32_t i) { SiftDownInHeap(heap_, i, Order(), Place()); }
 

@@ -96,16 +96,9 @@ class RecencyLeafHeaps {
   // Takes b out of list l's heap; nothing if it is not there.
   void Remove(int l, BlockIndex b) {
     if (!Contains(l, b)) return;
-    std::vector<BlockIndex>& heap = heaps_[l];
     const uint32_t i = pos_[b];
-    const BlockIndex last = heap.back();
-    heap.pop_back();
     pos_[b] = kAbsent;
-    if (last == b) return;
-    heap[i] = last;
-    pos_[last] = i;
-    SiftDownInHeap(heap, i, Order(), Place());
-    SiftUpInHeap(heap, pos_[last], Order(), Place());
+    RemoveSlotFromHeap(heaps_[l], i, Order(), Place());
   }
 
   // Replaces list l's entries by `entries` in slot order, stamps already
@@ -118,10 +111,7 @@ class RecencyLeafHeaps {
       pos_[b] = static_cast<uint32_t>(heaps_[l].size());
       heaps_[l].push_back(b);
     }
-    for (size_t i = 1; i < heaps_[l].size(); ++i) {
-      if (Order()(heaps_[l][i], heaps_[l][(i - 1) / kLeafHeapArity])) return Clear(l);
-    }
-    return true;
+    return IsHeapOrdered(heaps_[l], Order()) || Clear(l);
   }
 
  private:
