@@ -16,6 +16,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "fuzz_support.h"
@@ -36,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(!snapshot.status().message().empty());
     return 0;
   }
-  kvlearn::NodePools pools(kvlearn::fuzz::Options(kvlearn::fuzz::kOnlinePolicies[data[0] % 9]));
+  kvlearn::NodePools pools(kvlearn::fuzz::Options(
+      kvlearn::fuzz::kOnlinePolicies[data[0] % std::size(kvlearn::fuzz::kOnlinePolicies)]));
   const absl::Status restored = pools.RestoreAll(*snapshot);
   if (!restored.ok()) {
     Check(!restored.message().empty());

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -123,7 +124,7 @@ void Write(const std::string& dir, const std::string& name, const std::string& b
 // snapshot, as the event log stores it.
 void WriteSnapshotSeeds(const std::string& dir) {
   std::filesystem::create_directories(dir);
-  for (int p = 0; p < 9; ++p) {
+  for (size_t p = 0; p < std::size(kvlearn::fuzz::kOnlinePolicies); ++p) {
     kvlearn::NodePools pools(kvlearn::fuzz::Options(kvlearn::fuzz::kOnlinePolicies[p]));
     kvlearn::v1::EventBatch batch;
     Event e = Base("node-0", 1000);
