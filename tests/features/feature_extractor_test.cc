@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -203,17 +204,24 @@ TEST(FeatureExtractorTest, ARunOfNewBlocksForksWhereItsRequestLeftKnownBlocks) {
   EXPECT_EQ(compacted.Of(3).accesses, 1u);
 }
 
+// One 512-token block in a pool of no capacity, used at `times_ms`.
+struct OneBlockUsedAt {
+  explicit OneBlockUsedAt(std::initializer_list<int64_t> times_ms) {
+    const std::array<BlockIndex, 1> chain = {a};
+    for (const int64_t t : times_ms) history.Record(chain, t);
+  }
+  BlockCatalog catalog;
+  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  PoolState pool{&catalog, 0};
+  AccessHistory history{&catalog};
+};
+
 TEST(FeatureExtractorTest, BurstCountsAccessesWithinOneAndTenSeconds) {
   // One block used at 0, 5, 9.5 and 10 s; read at 10.5 s: ages 10.5, 5.5, 1
   // and 0.5 s, so two within 1 s and three within 10 s.
-  BlockCatalog catalog;
-  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
-  PoolState pool(&catalog, 0);
-  AccessHistory history(&catalog);
-  const std::array<BlockIndex, 1> chain = {a};
-  for (const int64_t t : {0, 5'000, 9'500, 10'000}) history.Record(chain, t);
+  const OneBlockUsedAt one({0, 5'000, 9'500, 10'000});
   std::array<float, kNumFeatures> f{};
-  FeatureExtractor(FeatureConfig{}).Extract(a, 10'500, catalog, history, pool, f);
+  FeatureExtractor(FeatureConfig{}).Extract(one.a, 10'500, one.catalog, one.history, one.pool, f);
   EXPECT_FLOAT_EQ(f[kBurst1s], 2);
   EXPECT_FLOAT_EQ(f[kBurst10s], 3);
   EXPECT_FLOAT_EQ(f[kPoolOccupancy], 1.0);  // a pool of no capacity reads as full
@@ -251,31 +259,26 @@ TEST(FeatureExtractorTest, GapsAreKeptToFortyNineDaysAndNeverBelowZero) {
   // Uses at 0, 60 days, then 1 s earlier (time went back): the first gap
   // reads as 2^32 - 1 ms (49.7 days), the second as 0, and a snapshot keeps
   // both.
-  BlockCatalog catalog;
-  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
-  PoolState pool(&catalog, 0);
-  AccessHistory history(&catalog);
-  const std::array<BlockIndex, 1> chain = {a};
   constexpr int64_t kSixtyDaysMs = int64_t{60} * 86'400'000;
-  for (const int64_t t : {int64_t{0}, kSixtyDaysMs, kSixtyDaysMs - 1'000}) history.Record(chain, t);
-  EXPECT_EQ(history.Of(a).gap_ms[0], 0u);
-  EXPECT_EQ(history.Of(a).gap_ms[1], UINT32_MAX);
+  const OneBlockUsedAt one({0, kSixtyDaysMs, kSixtyDaysMs - 1'000});
+  EXPECT_EQ(one.history.Of(one.a).gap_ms[0], 0u);
+  EXPECT_EQ(one.history.Of(one.a).gap_ms[1], UINT32_MAX);
   std::array<float, kNumFeatures> f{};
   const FeatureExtractor extractor(FeatureConfig{});
-  extractor.Extract(a, kSixtyDaysMs, catalog, history, pool, f);
+  extractor.Extract(one.a, kSixtyDaysMs, one.catalog, one.history, one.pool, f);
   EXPECT_FLOAT_EQ(f[kGap1Log], 0);
   EXPECT_FLOAT_EQ(f[kGap1Log + 1], std::log1p(UINT32_MAX / 1000.0));
   EXPECT_FLOAT_EQ(f[kGap1Log + 2], std::log1p(86400.0));  // a third gap: none yet
 
   PolicyStateWriter out;
   const std::array<BlockIndex, 1> same = {0};
-  history.Save(same, 0, out);
-  AccessHistory loaded(&catalog);
-  PolicyStateReader in(out.bytes(), catalog.size());
+  one.history.Save(same, 0, out);
+  AccessHistory loaded(&one.catalog);
+  PolicyStateReader in(out.bytes(), one.catalog.size());
   loaded.Load(in, 0);
   ASSERT_TRUE(in.Finish().ok()) << in.status();
-  EXPECT_EQ(loaded.Of(a).last_ms, kSixtyDaysMs - 1'000);
-  EXPECT_EQ(loaded.Of(a).gap_ms, history.Of(a).gap_ms);
+  EXPECT_EQ(loaded.Of(one.a).last_ms, kSixtyDaysMs - 1'000);
+  EXPECT_EQ(loaded.Of(one.a).gap_ms, one.history.Of(one.a).gap_ms);
 }
 
 TEST(FeatureExtractorTest, ASnapshotWhoseTimesAreNotNewestFirstIsRefused) {
