@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Fits kvlearn's reuse network in Python torch on the samples `kvlearn train
 --samples-out` wrote, and saves a model file kvlearn reads (`compare --model`,
-`serve --model`). A starting point for your own loss, data or widths: the
-network's shape and forward must stay as they are here, because kvlearn reads
-only the weights and computes this forward itself
-(docs/learned_policy.md, "A model written in Python").
+`serve --model`). A starting point for your own loss, data, widths or depth
+(--hidden): the forward must stay as it is here (relu between layers, sigmoid
+at the end), because kvlearn reads only the weights and computes this forward
+itself (docs/learned_policy.md, "A model written in Python").
 
     kvlearn train --trace T --out kvlearn.pt --samples-out samples.csv
     scripts/fit_model.py --samples samples.csv --metadata-from kvlearn.pt --out mine.pt
@@ -37,16 +37,20 @@ METADATA = "kvlearn_metadata.json"
 
 
 class KvlearnReuseMlp(torch.nn.Module):
-    """Two hidden layers, as `kvlearn train` writes by default. kvlearn reads any
-    number of layers w0, b0, w1, b1, ...; a deeper network adds layers here and
-    lines in forward of the same form."""
+    """kvlearn's network: normalise, then torch.relu after every layer but the
+    last and torch.sigmoid after it. `widths` are the inputs, each hidden
+    layer's width and the outputs; kvlearn reads any depth as w0, b0, w1, b1, ...
+    forward loops over the layers in Python, so save it with torch.jit.trace,
+    which writes the loop out layer by layer (torch.jit.script cannot compile
+    the getattr)."""
 
     def __init__(self, mean, std, widths, seed):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         self.register_buffer("feature_mean", mean.clone())
         self.register_buffer("feature_std", std.clone())
-        for i in range(3):
+        self.layers = len(widths) - 1
+        for i in range(self.layers):
             fan_in = widths[i]
             bound = 1 / fan_in ** 0.5
             w = (torch.rand(widths[i + 1], fan_in, generator=generator) * 2 - 1) * bound
@@ -56,9 +60,10 @@ class KvlearnReuseMlp(torch.nn.Module):
 
     def forward(self, x):
         h = (x - self.feature_mean) / self.feature_std
-        h = torch.relu(torch.nn.functional.linear(h, self.w0, self.b0))
-        h = torch.relu(torch.nn.functional.linear(h, self.w1, self.b1))
-        return torch.sigmoid(torch.nn.functional.linear(h, self.w2, self.b2))
+        for i in range(self.layers):
+            h = torch.nn.functional.linear(h, getattr(self, f"w{i}"), getattr(self, f"b{i}"))
+            h = torch.relu(h) if i + 1 < self.layers else torch.sigmoid(h)
+        return h
 
 
 def read_samples(path, feature_names):
@@ -115,7 +120,8 @@ def main():
                         help="a model file kvlearn train wrote for the same trace")
     parser.add_argument("--out", required=True, help="model file to write (.pt)")
     parser.add_argument("--hidden", default="32,32",
-                        help="widths of the two hidden layers (default 32,32, as kvlearn train)")
+                        help="comma-separated widths of the hidden layers, one or more "
+                             "(default 32,32, as kvlearn train)")
     parser.add_argument("--epochs", type=int, default=300, help="maximum full-batch epochs")
     parser.add_argument("--patience", type=int, default=30,
                         help="stop after this many epochs without a lower valid loss")
@@ -134,8 +140,9 @@ def main():
         hidden = [int(w) for w in args.hidden.split(",")]
     except ValueError:
         hidden = []
-    if len(hidden) != 2 or min(hidden) < 1:
-        sys.exit(f"fit_model.py: --hidden {args.hidden}: two positive widths, e.g. 32,32")
+    if not hidden or min(hidden) < 1:
+        sys.exit(f"fit_model.py: --hidden {args.hidden}: one or more positive widths, "
+                 "comma-separated, e.g. 32,32")
 
     labels, data = read_samples(args.samples, metadata["feature_names"])
     horizons = [float(c[len("reused_within_"):-1]) for c in labels]
@@ -176,7 +183,8 @@ def main():
     metadata["feature_mean"] = mean.tolist()
     metadata["feature_std"] = std.tolist()
     metadata["created_by"] = "scripts/fit_model.py " + " ".join(sys.argv[1:])
-    torch.jit.save(torch.jit.script(net), args.out, _extra_files={METADATA: json.dumps(metadata)})
+    traced = torch.jit.trace(net, vx[:1])
+    torch.jit.save(traced, args.out, _extra_files={METADATA: json.dumps(metadata)})
     print(f"wrote {args.out}: valid loss {best:.4f}")
 
 

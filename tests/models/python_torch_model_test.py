@@ -112,12 +112,13 @@ class PythonTorchModelTest(unittest.TestCase):
         self.assertGreater(float(torch_out.std()), 1e-3)
         return kvlearn_out
 
-    def network(self, cls=KvlearnReuseMlp):
-        """A network of widths 12 and 6 normalising as the trained model does."""
+    def network(self, cls=KvlearnReuseMlp, hidden=(12, 6)):
+        """A network of the given hidden widths normalising as the trained model does,
+        traced as scripts/fit_model.py saves it."""
         m = self.metadata
-        widths = [len(m["feature_names"]), 12, 6, len(m["horizons_seconds"])]
-        return torch.jit.script(cls(torch.tensor(m["feature_mean"]),
-                                    torch.tensor(m["feature_std"]), widths, seed=5))
+        widths = [len(m["feature_names"]), *hidden, len(m["horizons_seconds"])]
+        net = cls(torch.tensor(m["feature_mean"]), torch.tensor(m["feature_std"]), widths, seed=5)
+        return torch.jit.trace(net, self.rows()[:1])
 
     def save(self, module, name, metadata=None):
         path = os.path.join(self.work, name)
@@ -132,6 +133,10 @@ class PythonTorchModelTest(unittest.TestCase):
         module = self.network()
         path = self.save(module, "python.pt")
         self.assert_kvlearn_agrees(module, path)
+        # Any depth: kvlearn reads w0, b0, ... until one is missing.
+        for hidden in [(9,), (12, 8, 6, 4)]:
+            deeper = self.network(hidden=hidden)
+            self.assert_kvlearn_agrees(deeper, self.save(deeper, f"depth{len(hidden)}.pt"))
         result = subprocess.run(
             [os.environ["KVLEARN_BINARY"], "compare", "--trace", self.trace, "--model", path,
              "--policies", "lru,learned", "--format", "json"],
@@ -191,9 +196,10 @@ class PythonTorchModelTest(unittest.TestCase):
         self.assertEqual(compare.returncode, 0, compare.stderr)
 
         # A wrong shape is refused before any work, saying what it takes.
-        bad = subprocess.run(fit[:-4] + ["--hidden", "16"], capture_output=True, text=True)
-        self.assertNotEqual(bad.returncode, 0)
-        self.assertIn("two positive widths", bad.stderr)
+        for hidden in ["16,0", "", "16,x"]:
+            bad = subprocess.run(fit[:-4] + ["--hidden", hidden], capture_output=True, text=True)
+            self.assertNotEqual(bad.returncode, 0, hidden)
+            self.assertIn("one or more positive widths", bad.stderr)
 
     def test_another_forward_or_normalisation_is_refused(self):
         class Tanh(KvlearnReuseMlp):
