@@ -23,10 +23,10 @@
 // the first sample, then the verdict on flatness (FlatVerdict below; the
 // definition is in docs/performance.md, "Memory"): after the warm-up (the
 // first fifth of the ids: the pool's first compaction cycles, memtables and
-// the block cache filling) every sample within --band-mib (kFlatBandMib
-// unless given) of their median
-// and a least-squares slope under kFlatSlopeMib per 10 M ids. Exits 3 when
-// RSS is not flat. --part2-only skips parts 1 and 1b.
+// the block cache filling) every sample within the band of their median
+// and a least-squares slope under kFlatSlopeMib per 10 M ids. The band is
+// --band-mib if given, else derived for the policy (FlatBandMib). Exits 3
+// when RSS is not flat. --part2-only skips parts 1 and 1b.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
@@ -56,15 +56,27 @@ namespace {
 constexpr uint64_t kChain = 16;
 // "Flat" RSS (docs/performance.md, "Memory"): the bound on each sample's
 // distance from the median after the warm-up covers the event log's two
-// 16 MiB memtables, and the slope bound allows 25 MiB over 50 M ids, less
-// than the band: a leak of 1 byte per id (48 MiB over 50 M) fails it.
-// A compaction builds the new pool beside the old one, so a sample taken
-// during one reads up to (resident + ghost bound) blocks' worth more: 23 MiB
-// under lru, inside the band, but 81 MiB under learned (278,528 blocks of
-// about 306 B), for which the band is given as 32 + 81 (--band-mib 113).
-constexpr double kFlatBandMib = 32;
+// 16 MiB memtables (kMemtablesMib) and a compaction, which builds the new
+// pool beside the old one, so that a sample taken during one reads up to
+// (resident + ghost bound) blocks' worth more (FlatBandMib). The slope bound
+// allows 25 MiB over 50 M ids: a leak of 1 byte per id (48 MiB over 50 M)
+// fails it.
+constexpr double kMemtablesMib = 32;
 constexpr double kFlatSlopeMib = 5;
 constexpr int64_t kBlockBytes = 512 * 131072;  // llama3-8b, 512 tokens
+
+constexpr const char* kUsage =
+    "usage: serve_memory --kvlearn PATH [--ids N] [--resident N] [--sample-every N]\n"
+    "         [--ghost-blocks N] [--log-max-bytes N] [--heap-ids N] [--policy P]\n"
+    "         [--model FILE] [--band-mib N] [--part1-only | --part2-only]\n"
+    "Part 1: heap bytes per tracked block per policy (bytes_per_block, B; within_128: at\n"
+    "most issue 13's 128 B). Part 1b: heap in use (heap_mib, MiB) of one lru pool every\n"
+    "2,000,000 ids. Part 2: a real `kvlearn serve` fed --ids distinct ids (default\n"
+    "50,000,000); every --sample-every ids its VmRSS (rss_mib, MiB) and the blocks its\n"
+    "pools track. Flat when every sample after the first fifth of the ids is within the\n"
+    "band of their median (--band-mib, else 32 MiB of memtables plus one pool's\n"
+    "(resident + ghost bound) blocks at part 1's bytes per block for the policy) and the\n"
+    "slope is under 5 MiB per 10 M ids; exits 3 when not. docs/performance.md, Memory.\n";
 
 struct Flags {
   std::string kvlearn;
@@ -76,7 +88,7 @@ struct Flags {
   uint64_t heap_ids = 20'000'000;  // part 1b
   std::string policy = "lru";      // part 2's server
   std::string model;               // its --model, for learned
-  uint64_t band_mib = static_cast<uint64_t>(kFlatBandMib);
+  uint64_t band_mib = 0;           // 0: FlatBandMib
 };
 
 // Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`, for
@@ -112,6 +124,34 @@ size_t HeapInUse() {
   return m.uordblks + m.hblkhd;
 }
 
+// Part 1's measurement for one policy in one tier: the blocks a pool tracks
+// after a million distinct ids (nothing forgotten), and the heap's growth per
+// tracked block. learned runs the tests' small model.
+std::pair<uint64_t, double> MeasureBytesPerBlock(const std::string& policy, v1::Tier tier) {
+  const size_t before = HeapInUse();
+  NodePoolsOptions o;
+  o.policy = policy;
+  o.cost =
+      std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
+  o.ghost_blocks = uint64_t{1} << 30;
+  if (policy == "learned") o.model = MakeTestModel();
+  NodePools pools(o);
+  const uint64_t chains = 1'000'000 / kChain;
+  for (uint64_t c = 0; c < chains; ++c) {
+    v1::EventBatch batch;
+    AddChain(batch, c, 16'384, tier);
+    for (const auto& e : batch.events()) {
+      if (auto st = pools.Apply(e); !st.ok()) {
+        std::fprintf(stderr, "serve_memory: %s\n", std::string(st.message()).c_str());
+        std::exit(1);
+      }
+    }
+  }
+  const uint64_t tracked = pools.counters().blocks_tracked.load();
+  return {tracked, static_cast<double>(HeapInUse() - before) /
+                       static_cast<double>(std::max<uint64_t>(1, tracked))};
+}
+
 void BytesPerBlock() {
   std::printf("part 1: heap bytes per tracked block (1,000,000 ids, nothing forgotten)\n");
   std::printf("%-12s %14s %16s %12s\n", "policy", "blocks_tracked", "bytes_per_block",
@@ -121,33 +161,9 @@ void BytesPerBlock() {
                                 "kvlearn-cars", "learned", "learned/hbm"}) {
     const std::string policy = row.substr(0, row.find('/'));
     const v1::Tier tier = row.ends_with("/hbm") ? v1::TIER_HBM : v1::TIER_POOL;
-    const size_t before = HeapInUse();
-    {
-      NodePoolsOptions o;
-      o.policy = policy;
-      o.cost =
-          std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
-      o.ghost_blocks = uint64_t{1} << 30;
-      if (policy == "learned") o.model = MakeTestModel();
-      NodePools pools(o);
-      const uint64_t chains = 1'000'000 / kChain;
-      for (uint64_t c = 0; c < chains; ++c) {
-        v1::EventBatch batch;
-        AddChain(batch, c, 16'384, tier);
-        for (const auto& e : batch.events()) {
-          if (auto st = pools.Apply(e); !st.ok()) {
-            std::fprintf(stderr, "serve_memory: %s\n", std::string(st.message()).c_str());
-            std::exit(1);
-          }
-        }
-      }
-      const uint64_t tracked = pools.counters().blocks_tracked.load();
-      const size_t after = HeapInUse();
-      const double per_block = static_cast<double>(after - before) / static_cast<double>(tracked);
-      std::printf("%-12s %14llu %16.1f %12s\n", row.c_str(),
-                  static_cast<unsigned long long>(tracked), per_block,
-                  per_block <= 128 ? "yes" : "no");
-    }
+    const auto [tracked, per_block] = MeasureBytesPerBlock(policy, tier);
+    std::printf("%-12s %14llu %16.1f %12s\n", row.c_str(), static_cast<unsigned long long>(tracked),
+                per_block, per_block <= 128 ? "yes" : "no");
   }
 }
 
@@ -175,6 +191,22 @@ void HeapOverTime(uint64_t ids) {
   }
 }
 
+// The flatness band for part 2's server: the memtables, plus one pool's
+// worth of (resident + ghost bound) blocks at the bytes per block part 1
+// measures for the policy (lru about 21 MiB, learned about 81 MiB).
+double FlatBandMib(const Flags& f) {
+  const uint64_t ghosts = f.ghost_blocks > 0 ? f.ghost_blocks : NodePoolsOptions{}.ghost_blocks;
+  const double per_block = MeasureBytesPerBlock(f.policy, v1::TIER_POOL).second;
+  const double band =
+      kMemtablesMib + static_cast<double>(f.resident + ghosts) * per_block / (1 << 20);
+  std::printf(
+      "band: %.0f MiB = %.0f (memtables) + (%llu resident + %llu ghost bound) blocks x %.1f B "
+      "(%s, measured as in part 1)\n",
+      band, kMemtablesMib, static_cast<unsigned long long>(f.resident),
+      static_cast<unsigned long long>(ghosts), per_block, f.policy.c_str());
+  return band;
+}
+
 uint64_t RssKib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string key;
@@ -190,7 +222,7 @@ uint64_t RssKib(pid_t pid) {
 }
 
 // Prints whether the RSS samples taken after `warmup` ids are flat (see
-// kFlatBandMib, kFlatSlopeMib) and returns it.
+// the band, kFlatSlopeMib) and returns it.
 bool FlatVerdict(const std::vector<std::pair<uint64_t, double>>& samples, uint64_t warmup,
                  double band_mib) {
   if (samples.size() < 3) {
@@ -228,6 +260,7 @@ bool FlatVerdict(const std::vector<std::pair<uint64_t, double>>& samples, uint64
 }
 
 int RssOverTime(const Flags& f) {
+  const double band_mib = f.band_mib > 0 ? static_cast<double>(f.band_mib) : FlatBandMib(f);
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("kvlearn_serve_memory_" + std::to_string(getpid())))
                               .string();
@@ -333,7 +366,7 @@ int RssOverTime(const Flags& f) {
         *low, *high, samples.back(), static_cast<unsigned long long>(summary.accepted()),
         static_cast<unsigned long long>(summary.rejected()));
   }
-  return FlatVerdict(after_warmup, f.ids / 5, f.band_mib) ? 0 : 3;
+  return FlatVerdict(after_warmup, f.ids / 5, band_mib) ? 0 : 3;
 }
 
 }  // namespace
@@ -376,11 +409,11 @@ int main(int argc, char** argv) {
       only_part1 = true;
     } else if (a == "--part2-only") {
       only_part2 = true;
+    } else if (a == "--help" || a == "-h") {
+      std::printf("%s", kvlearn::kUsage);
+      return 0;
     } else {
-      std::fprintf(stderr,
-                   "usage: serve_memory --kvlearn PATH [--ids N] [--resident N] "
-                   "[--sample-every N] [--ghost-blocks N] [--log-max-bytes N] [--heap-ids N] "
-                   "[--policy P] [--model FILE] [--band-mib N] [--part1-only | --part2-only]\n");
+      std::fprintf(stderr, "serve_memory: unknown flag %s\n%s", a.c_str(), kvlearn::kUsage);
       return 2;
     }
   }
