@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""Checks scripts/check_doc_links.py: in a throw-away tree it finds a link to a
+missing file and one to a missing heading, accepts anchors made as GitHub makes
+them from headings (code and punctuation dropped, repeats numbered) and explicit ones,
+ignores links in code; and the real README and docs/ have no broken link.
+Run by ctest; standard library only."""
+import importlib.util
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("check_doc_links",
+                                              ROOT / "scripts/check_doc_links.py")
+check_doc_links = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_doc_links)
+
+README = """# Planted
+[ok file](docs/a.md) and [ok anchor](docs/a.md#kvlearn-compare-the-table)
+[missing file](docs/nope.md)
+[missing anchor](docs/a.md#no-such-heading)
+[repeat](docs/a.md#notes-1) [explicit](docs/a.md#here) [own](#planted) [web](https://x.org/y)
+Not links: `[code](docs/gone.md)`
+```
+[fenced](docs/gone.md)
+```
+"""
+
+DOC_A = """# A
+## `kvlearn compare`: the table!
+## Notes
+## Notes
+<a id="here"></a>
+[back](../README.md#planted) [up one, missing](../docs/b.md)
+"""
+
+
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = pathlib.Path(tmp)
+        (tree / "docs").mkdir()
+        (tree / "README.md").write_text(README)
+        (tree / "docs/a.md").write_text(DOC_A)
+        found = [f"{w}:{n}: {t}" for w, n, t, _ in check_doc_links.broken_links(str(tree))]
+        want = ["README.md:3: docs/nope.md", "README.md:4: docs/a.md#no-such-heading",
+                "docs/a.md:6: ../docs/b.md"]
+        if found != want:
+            failures.append(f"planted tree: got {found}, want {want}")
+    real = check_doc_links.broken_links(str(ROOT))
+    if real:
+        failures.append("broken links in the docs:\n" +
+                        "\n".join(f"{w}:{n}: {t}: {why}" for w, n, t, why in real))
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{2 - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
