@@ -6,8 +6,8 @@ ignores links in code; and the real README and docs/ have no broken link.
 Run by ctest; standard library only."""
 import importlib.util
 import pathlib
-import sys
 import tempfile
+import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("check_doc_links",
@@ -35,27 +35,22 @@ DOC_A = """# A
 """
 
 
-def main():
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = pathlib.Path(tmp)
-        (tree / "docs").mkdir()
-        (tree / "README.md").write_text(README)
-        (tree / "docs/a.md").write_text(DOC_A)
-        found = [f"{w}:{n}: {t}" for w, n, t, _ in check_doc_links.broken_links(str(tree))]
-        want = ["README.md:3: docs/nope.md", "README.md:4: docs/a.md#no-such-heading",
-                "docs/a.md:6: ../docs/b.md"]
-        if found != want:
-            failures.append(f"planted tree: got {found}, want {want}")
-    real = check_doc_links.broken_links(str(ROOT))
-    if real:
-        failures.append("broken links in the docs:\n" +
-                        "\n".join(f"{w}:{n}: {t}: {why}" for w, n, t, why in real))
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{2 - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+class CheckDocLinksTest(unittest.TestCase):
+    def test_a_planted_tree_shows_exactly_its_broken_links(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = pathlib.Path(tmp)
+            (tree / "docs").mkdir()
+            (tree / "README.md").write_text(README)
+            (tree / "docs/a.md").write_text(DOC_A)
+            found = [f"{w}:{n}: {t}" for w, n, t, _ in check_doc_links.broken_links(str(tree))]
+        self.assertEqual(found, ["README.md:3: docs/nope.md",
+                                 "README.md:4: docs/a.md#no-such-heading",
+                                 "docs/a.md:6: ../docs/b.md"])
+
+    def test_the_real_docs_have_no_broken_link(self):
+        real = check_doc_links.broken_links(str(ROOT))
+        self.assertEqual(real, [], "\n".join(f"{w}:{n}: {t}: {why}" for w, n, t, why in real))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    unittest.main()
