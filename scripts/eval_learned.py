@@ -55,6 +55,7 @@ Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat
        [--cluster-router cache-aware]
        [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
+       [--cost-arg=--model-profile=llama3.3-70b ...]
 """
 import argparse
 import json
@@ -141,7 +142,7 @@ def model_for(args, name, path, seed=1):
         pin_blas_kernels()
         seed_arg = [] if seed == 1 else ["--seed", str(seed)]
         run([args.kvlearn, "train", "--trace", path, "--train-until", "0.6", "--valid-until",
-             "0.8", "--out", model] + seed_arg + args.train_arg)
+             "0.8", "--out", model] + seed_arg + args.cost_arg + args.train_arg)
     return model
 
 
@@ -149,7 +150,7 @@ def compare(args, path, model, extra, policies=None, whole=False):
     """The result rows of one `kvlearn compare` (with whole=True, its whole JSON)."""
     policies = ",".join(policies or ONLINE + [args.policy, "belady"])
     out = run([args.kvlearn, "compare", "--trace", path, "--model", model, "--eval-from", "0.8",
-               "--policies", policies, "--format", "json"] + extra)
+               "--policies", policies, "--format", "json"] + args.cost_arg + extra)
     return json.loads(out) if whole else json.loads(out)["results"]
 
 
@@ -239,6 +240,10 @@ def main():
     parser.add_argument("--retrain", action="store_true")
     parser.add_argument("--train-arg", action="append", default=[],
                         help="extra argument for kvlearn train (repeatable)")
+    parser.add_argument("--cost-arg", action="append", default=[],
+                        help="cost model argument for kvlearn train and compare alike "
+                             "(repeatable), e.g. --cost-arg=--model-profile=llama3.3-70b; "
+                             "use a --work of its own, models are cached by trace name")
     args = parser.parse_args()
     if args.train_seeds < 1:
         parser.error("--train-seeds must be at least 1")
