@@ -22,8 +22,10 @@ struct BlockMeta {
   BlockIndex parent = kNoBlock;  // kNoBlock for the first block of a chain
   uint32_t depth = 0;            // position in its chain; 0 = first block
   uint32_t tokens = 0;
-  uint64_t bytes = 0;       // KV bytes of its tokens
-  double recompute_ms = 0;  // marginal prefill time of this block given its prefix
+  uint64_t bytes = 0;  // KV bytes of its tokens
+  // What recomputing this block given its prefix costs, in cost_seconds' units:
+  // marginal prefill time x the instance's GPUs (CostModel::RecomputeGpuMs).
+  double recompute_gpu_ms = 0;
 };
 
 class BlockCatalog {
@@ -58,10 +60,10 @@ class BlockCatalog {
 
   // A block's size as its holder reports it (the sidecar learns it from the
   // engine). REQUIRES: b is in no pool (a pool counts the bytes it holds).
-  void Resize(BlockIndex b, uint32_t tokens, uint64_t bytes, double recompute_ms) {
+  void Resize(BlockIndex b, uint32_t tokens, uint64_t bytes, double recompute_gpu_ms) {
     blocks_[b].tokens = tokens;
     blocks_[b].bytes = bytes;
-    blocks_[b].recompute_ms = recompute_ms;
+    blocks_[b].recompute_gpu_ms = recompute_gpu_ms;
   }
 
   void Reserve(size_t n) {

@@ -112,6 +112,13 @@ class CostModel {
     return RecomputeMs(end) - RecomputeMs(begin);
   }
 
+  // What recomputing tokens [begin, end) costs in cost_seconds' units: the
+  // marginal prefill time times the GPUs the instance holds, GPU-ms. This,
+  // not the wall time, is what a hit saves against a transfer's link-ms.
+  double RecomputeGpuMs(uint64_t begin, uint64_t end) const {
+    return RecomputeMs(begin, end) * GpusPerInstance();
+  }
+
   // FLOPs of a causal prefill over L tokens (forward pass, multiply-add = 2).
   double DenseFlops(uint64_t tokens) const {
     return 2.0 * model_.params_billions * 1e9 * static_cast<double>(tokens);

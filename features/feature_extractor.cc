@@ -33,7 +33,7 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
                                std::span<float, kNumFeatures> out) const {
   const BlockMeta& m = catalog[b];
   const BlockHistory& h = history.Of(b);
-  const double r_ms = m.recompute_ms;
+  const double r_ms = m.recompute_gpu_ms;
   const double t_ms = TransferMs(m);
   const double saving = r_ms - t_ms;
   const auto seconds_between = [](int64_t later, int64_t earlier) {

@@ -10,7 +10,12 @@
 
 namespace kvlearn {
 
-inline constexpr uint32_t kFeatureSchemaVersion = 3;
+// Version 4: recompute_ms_log and saving_ms_log price recompute in GPU-ms
+// (the instance's prefill time x its GPUs, as cost_seconds does); before,
+// in the instance's wall time, which under a multi-GPU profile such as
+// llama3.3-70b (4 GPUs) valued a hit at a quarter of what it saves. Profiles
+// of one GPU per instance compute the same values as version 3.
+inline constexpr uint32_t kFeatureSchemaVersion = 4;
 
 // Index of each feature in a feature vector. Logs are natural logs of 1 + x.
 enum Feature : uint32_t {
@@ -20,9 +25,9 @@ enum Feature : uint32_t {
   kChildrenLog,      // log1p(distinct child blocks seen so far)
   kIsLeaf,           // 1 if resident with no resident child
   kBlockBytesLog,    // log1p(KV bytes of the block)
-  kRecomputeMsLog,   // log1p(marginal recompute cost R, ms)
+  kRecomputeMsLog,   // log1p(marginal recompute cost R, GPU-ms)
   kTransferMsLog,    // log1p(load cost T over the pool link, ms)
-  kSavingMsLog,      // sign(R - T) * log1p(|R - T|)
+  kSavingMsLog,      // sign(R - T) * log1p(|R - T|), R in GPU-ms, T in ms
   kAgeLog,           // log1p(seconds since the previous access)
   kGap1Log,          // log1p(seconds between the last two accesses)...
   kGap2Log,          // ...and the ones before (LRB-style gap history;

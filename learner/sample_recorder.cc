@@ -88,7 +88,7 @@ class RecordingPolicy final : public RetentionPolicy {
     out_->next_use_seconds.push_back(next_s);
     out_->requests_to_next_use.push_back(next == kNeverUsedAgain ? 0 : next - access.request);
     const BlockMeta& m = replay_.catalog[b];
-    const double saving = std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
+    const double saving = std::max(m.recompute_gpu_ms - extractor_.TransferMs(m), 0.0);
     out_->saved_ms.push_back(next_s <= options_.horizons_seconds.back() ? saving : 0.0f);
   }
 

@@ -3,7 +3,7 @@
 //   H = L + freq * cost / size
 // where freq counts its accesses since it entered the pool (1 at insert, +1
 // per hit), cost is what a miss on it costs: its marginal recompute time
-// BlockMeta::recompute_ms (deep blocks attend over a longer prefix, so they
+// BlockMeta::recompute_gpu_ms (deep blocks attend over a longer prefix, so they
 // cost more per byte than shallow ones once past L_cross), size is its KV
 // bytes, and L is the inflation value: the H of the last evicted block. H is
 // recomputed with the current L on every hit, so blocks that stop being used
@@ -84,7 +84,7 @@ class GdsfPolicy final : public LeafOrderedPolicy {
     const BlockMeta& m = catalog_[b];
     // A zero-byte block cannot occur in a valid trace; guard the division.
     const double size = static_cast<double>(std::max<uint64_t>(m.bytes, 1));
-    return {inflation_ + static_cast<double>(freq_[b]) * m.recompute_ms / size,
+    return {inflation_ + static_cast<double>(freq_[b]) * m.recompute_gpu_ms / size,
             static_cast<double>(clock_), m.depth};
   }
 

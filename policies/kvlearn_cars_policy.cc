@@ -52,7 +52,7 @@
 // times is that compromise; the public code uses 600 s.
 //
 // CARS = P * (R - T) - U, in ms of prefill time:
-//   R = BlockMeta::recompute_ms, the block's marginal recompute cost;
+//   R = BlockMeta::recompute_gpu_ms, the block's marginal recompute cost;
 //   T = bytes / FeatureConfig::link_bytes_per_ms, loading it from the pool;
 //   U = the holding cost, see holding_cost.h.
 // theta = theta_n * R_bar, with theta_n from the PI controller and R_bar a
@@ -156,7 +156,7 @@ void KvlearnCarsPolicy::OnRequest(std::span<const BlockIndex> chain, const Acces
 
 void KvlearnCarsPolicy::OnHit(BlockIndex b, const AccessInfo&) {
   const BlockMeta& m = catalog_[b];
-  holding_cost_.AddSaving(m.recompute_ms - extractor_.TransferMs(m));
+  holding_cost_.AddSaving(m.recompute_gpu_ms - extractor_.TransferMs(m));
   const float p = Score(b);
   // Windows older than H were closed in OnRequest, so an open one is a reuse
   // within H.
@@ -211,7 +211,7 @@ float KvlearnCarsPolicy::Score(BlockIndex b) {
   for (int i = 0; i < kCarsInputs; ++i) raw_[i] = all[kCarsInputFeatures[i]];
   normalizer_.Observe(Eigen::Map<const Input>(raw_.data()));
 
-  const double r = catalog_[b].recompute_ms;
+  const double r = catalog_[b].recompute_gpu_ms;
   mean_recompute_ms_ =
       ++scored_ == 1 ? r : mean_recompute_ms_ + kRecomputeAverageWeight * (r - mean_recompute_ms_);
   return model_.Predict(normalizer_.Normalise(Eigen::Map<const Input>(raw_.data())));
@@ -219,7 +219,7 @@ float KvlearnCarsPolicy::Score(BlockIndex b) {
 
 double KvlearnCarsPolicy::Cars(BlockIndex b, float p) const {
   const BlockMeta& m = catalog_[b];
-  return p * (m.recompute_ms - extractor_.TransferMs(m)) -
+  return p * (m.recompute_gpu_ms - extractor_.TransferMs(m)) -
          holding_cost_.Ms(m.bytes, pool_.used_bytes(), pool_.capacity_bytes());
 }
 

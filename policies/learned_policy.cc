@@ -467,7 +467,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double p = served_.ReuseHere(curve, Horizon());
     const BlockMeta& m = catalog_[b];
     gain_[b] =
-        static_cast<float>(p * (m.recompute_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
+        static_cast<float>(p * (m.recompute_gpu_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
   }
 
   // The price of a byte of pool space, ms (CountGhosts).
@@ -597,7 +597,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     const double p = ReuseWithinGiven(model_->metadata().horizons_seconds,
                                       {curves_.data() + b * k, k}, idle_s, value_horizon_s_);
     const BlockMeta& m = catalog_[b];
-    const double saving = std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
+    const double saving = std::max(m.recompute_gpu_ms - extractor_.TransferMs(m), 0.0);
     value_[b] =
         static_cast<float>(p * saving / static_cast<double>(std::max<uint64_t>(m.bytes, 1)));
     value_ms_[b] = now_ms_;
@@ -608,7 +608,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double Saving(BlockIndex b) const {
     if (b == kNoBlock) return 0;
     const BlockMeta& m = catalog_[b];
-    return std::max(m.recompute_ms - extractor_.TransferMs(m), 0.0);
+    return std::max(m.recompute_gpu_ms - extractor_.TransferMs(m), 0.0);
   }
 
   // The guard trusts the model, and its evictions have saved at least what

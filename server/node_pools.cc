@@ -163,7 +163,7 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   meta.tokens = tokens;
   meta.bytes = bytes;
   const uint64_t begin = uint64_t{meta.depth} * block_size;
-  meta.recompute_ms = cost.RecomputeMs(begin, begin + tokens);
+  meta.recompute_gpu_ms = cost.RecomputeGpuMs(begin, begin + tokens);
   b = s.catalog.Add(meta);
   s.last_seen.push_back(0);
   Touch(s, b);
@@ -239,7 +239,7 @@ void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, B
   if (InView(s, b) || (m.tokens == tokens && m.bytes == static_cast<uint64_t>(bytes))) return;
   const uint64_t begin = uint64_t{m.depth} * block_size;
   s.catalog.Resize(b, static_cast<uint32_t>(tokens), static_cast<uint64_t>(bytes),
-                   cost.RecomputeMs(begin, begin + static_cast<uint64_t>(tokens)));
+                   cost.RecomputeGpuMs(begin, begin + static_cast<uint64_t>(tokens)));
 }
 
 }  // namespace
@@ -842,9 +842,16 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
           !st.ok()) {
         return st;
       }
+      // Recompute is priced by this run's cost model: a snapshot taken under
+      // another profile, or by a build that priced it otherwise, keeps its own.
+      ShardImage image = pool.image;
+      for (BlockMeta& m : image.blocks) {
+        const uint64_t begin = uint64_t{m.depth} * options_.block_size;
+        m.recompute_gpu_ms = options_.cost->RecomputeGpuMs(begin, begin + m.tokens);
+      }
       absl::Status refused;
-      if (auto st = RestoreShard(*shard, pool.image, ShardEnv(*options_.cost, model, pool.tier),
-                                 &refused);
+      if (auto st =
+              RestoreShard(*shard, image, ShardEnv(*options_.cost, model, pool.tier), &refused);
           !st.ok()) {
         return st;
       }

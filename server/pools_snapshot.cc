@@ -110,7 +110,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
       PutVarint(out, meta.depth);
       PutVarint(out, meta.tokens);
       PutVarint(out, meta.bytes);
-      PutDouble(out, meta.recompute_ms);
+      PutDouble(out, meta.recompute_gpu_ms);
       PutVarint(out, m.last_seen[b]);
     }
     PutList(out, m.residents);
@@ -182,7 +182,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       meta.depth = static_cast<uint32_t>(in.Varint());
       meta.tokens = static_cast<uint32_t>(in.Varint());
       meta.bytes = in.Varint();
-      meta.recompute_ms = in.Double();
+      meta.recompute_gpu_ms = in.Double();
       m.last_seen[b] = in.Varint();
     }
     m.residents = in.List(blocks);

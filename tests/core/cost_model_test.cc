@@ -108,6 +108,12 @@ TEST(CostModelTest, TensorParallelInstance) {
   EXPECT_EQ(c.GpusPerInstance(), 4u);
   EXPECT_NEAR(c.RecomputeMs(4096), c.PrefillFlops(4096) / (4 * 312e9 * 0.5), 1e-9);
   EXPECT_EQ(Paper("llama3.3-70b").GpusPerInstance(), 1u);
+  // What a hit saves is priced as cost_seconds prices a prefill: GPU time, so
+  // a block's recompute is worth 4 times its wall time against a transfer.
+  EXPECT_NEAR(c.RecomputeGpuMs(4096, 4608), 4 * c.RecomputeMs(4096, 4608), 1e-9);
+  EXPECT_EQ(Paper("llama3.3-70b").RecomputeGpuMs(4096, 4608),
+            Paper("llama3.3-70b").RecomputeMs(4096, 4608));
+  EXPECT_EQ(Flops().RecomputeGpuMs(0, 512), Flops().RecomputeMs(0, 512));
   // KV HBM: 4 * 80 GB * 0.88 - 141.2 GB of weights = 140.4 GB.
   EXPECT_NEAR(c.KvHbmBytesPerInstance(), 4 * 80e9 * 0.88 - 70.6e9 * 2, 1);
   // Llama-3-8B on one A100: 80 * 0.88 - 16.06 = 54.34 GB.

@@ -47,19 +47,19 @@ class ThreeRequestsTest : public ::testing::Test {
                        .depth = 0,
                        .tokens = 512,
                        .bytes = 1'000'000,
-                       .recompute_ms = 2.0});
+                       .recompute_gpu_ms = 2.0});
     b_ = catalog_.Add({.hash_id = 11,
                        .parent = a_,
                        .depth = 1,
                        .tokens = 512,
                        .bytes = 1'000'000,
-                       .recompute_ms = 3.0});
+                       .recompute_gpu_ms = 3.0});
     c_ = catalog_.Add({.hash_id = 12,
                        .parent = a_,
                        .depth = 1,
                        .tokens = 512,
                        .bytes = 1'000'000,
-                       .recompute_ms = 3.0});
+                       .recompute_gpu_ms = 3.0});
     pool_.Grow(catalog_.size());
     pool_.Insert(a_);
     pool_.Insert(b_);
@@ -158,7 +158,7 @@ TEST(FeatureExtractorTest, ARunOfNewBlocksForksWhereItsRequestLeftKnownBlocks) {
                         .depth = depth,
                         .tokens = 512,
                         .bytes = 1,
-                        .recompute_ms = 1});
+                        .recompute_gpu_ms = 1});
   };
   const BlockIndex s = add(1, kNoBlock, 0);
   const BlockIndex x1 = add(2, s, 1), y1 = add(3, x1, 2);
@@ -211,7 +211,8 @@ struct OneBlockUsedAt {
     for (const int64_t t : times_ms) history.Record(chain, t);
   }
   BlockCatalog catalog;
-  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  const BlockIndex a =
+      catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_gpu_ms = 1});
   PoolState pool{&catalog, 0};
   AccessHistory history{&catalog};
 };
@@ -233,11 +234,12 @@ TEST(FeatureExtractorTest, EachBlockOfAChainDecaysByItsOwnIdleTime) {
   // its ancestors just shared. 1-minute counts read at 90 s:
   // A and B (e^(-30/60) + 1) e^(-60/60) + 1, C e^(-90/60) + 1.
   BlockCatalog catalog;
-  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  const BlockIndex a =
+      catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_gpu_ms = 1});
   const BlockIndex b = catalog.Add(
-      {.hash_id = 2, .parent = a, .depth = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+      {.hash_id = 2, .parent = a, .depth = 1, .tokens = 512, .bytes = 1, .recompute_gpu_ms = 1});
   const BlockIndex c = catalog.Add(
-      {.hash_id = 3, .parent = b, .depth = 2, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+      {.hash_id = 3, .parent = b, .depth = 2, .tokens = 512, .bytes = 1, .recompute_gpu_ms = 1});
   PoolState pool(&catalog, 10);
   AccessHistory history(&catalog);
   const std::array<BlockIndex, 3> abc = {a, b, c};
@@ -283,7 +285,7 @@ TEST(FeatureExtractorTest, GapsAreKeptToFortyNineDaysAndNeverBelowZero) {
 
 TEST(FeatureExtractorTest, ASnapshotWhoseTimesAreNotNewestFirstIsRefused) {
   BlockCatalog catalog;
-  catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_ms = 1});
+  catalog.Add({.hash_id = 1, .tokens = 512, .bytes = 1, .recompute_gpu_ms = 1});
   // The record AccessHistory::Save writes, with times 5 s then 7 s.
   PolicyStateWriter out;
   out.Varint(0);  // evictions since the last count
@@ -306,7 +308,8 @@ TEST(FeatureExtractorTest, ASnapshotWhoseTimesAreNotNewestFirstIsRefused) {
 
 TEST(FeatureExtractorTest, BlockNeverSeenReadsAsADayOld) {
   BlockCatalog catalog;
-  const BlockIndex a = catalog.Add({.hash_id = 1, .tokens = 256, .bytes = 1, .recompute_ms = 1});
+  const BlockIndex a =
+      catalog.Add({.hash_id = 1, .tokens = 256, .bytes = 1, .recompute_gpu_ms = 1});
   PoolState pool(&catalog, 10);
   AccessHistory history(&catalog);
   std::array<float, kNumFeatures> f{};

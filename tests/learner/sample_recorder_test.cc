@@ -71,7 +71,7 @@ TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {
   // the longest horizon.
   const BlockMeta& m = replay->catalog[replay->blocks[0]];
   const double t_ms = static_cast<double>(m.bytes) / 25e6;
-  EXPECT_NEAR(s->saved_ms[0], m.recompute_ms - t_ms, 1e-3);
+  EXPECT_NEAR(s->saved_ms[0], m.recompute_gpu_ms - t_ms, 1e-3);
   // Block 1 is never used again: infinite wait, negative labels, no saving.
   EXPECT_TRUE(std::isinf(s->next_use_seconds[1]));
   EXPECT_EQ(s->requests_to_next_use[1], 0u);

@@ -227,7 +227,7 @@ std::unique_ptr<FlatCache> MakeFlat(const std::string& policy, size_t capacity,
   }
   if (policy == "arc") return std::make_unique<FlatArc>(capacity);
   if (policy == "lfu" || policy == "gdsf") {
-    return std::make_unique<FlatFrequency>(capacity, block.recompute_ms,
+    return std::make_unique<FlatFrequency>(capacity, block.recompute_gpu_ms,
                                            static_cast<double>(block.bytes), policy == "gdsf");
   }
   return std::make_unique<FlatSieve>(capacity);

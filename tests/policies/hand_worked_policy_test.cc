@@ -152,10 +152,10 @@ TEST(HandWorkedPolicyTest, OracleBypassKeepsTheSoonerChain) {
 TEST(HandWorkedPolicyTest, GdsfKeepsTheCostlierDeepBlock) {
   const auto h = MakeHandTrace({"pqrs", "cd", "ef", "pqrs"});
   const BlockCatalog& catalog = h->replay.catalog;
-  ASSERT_GT(catalog[h->Block('s')].recompute_ms, catalog[h->Block('d')].recompute_ms);
-  ASSERT_GT(catalog[h->Block('d')].recompute_ms, catalog[h->Block('c')].recompute_ms);
-  ASSERT_EQ(catalog[h->Block('d')].recompute_ms, catalog[h->Block('q')].recompute_ms);
-  ASSERT_EQ(catalog[h->Block('c')].recompute_ms, catalog[h->Block('p')].recompute_ms);
+  ASSERT_GT(catalog[h->Block('s')].recompute_gpu_ms, catalog[h->Block('d')].recompute_gpu_ms);
+  ASSERT_GT(catalog[h->Block('d')].recompute_gpu_ms, catalog[h->Block('c')].recompute_gpu_ms);
+  ASSERT_EQ(catalog[h->Block('d')].recompute_gpu_ms, catalog[h->Block('q')].recompute_gpu_ms);
+  ASSERT_EQ(catalog[h->Block('c')].recompute_gpu_ms, catalog[h->Block('p')].recompute_gpu_ms);
 
   bool checked = false;
   EXPECT_EQ(BlockHits(*h, "gdsf", 6,

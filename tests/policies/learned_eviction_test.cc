@@ -161,7 +161,7 @@ double TransferMs(const BlockMeta& m) {
 TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d", "e"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  ASSERT_GT(m.recompute_ms, 6 * TransferMs(m)) << "the derivation needs every block admitted";
+  ASSERT_GT(m.recompute_gpu_ms, 6 * TransferMs(m)) << "the derivation needs every block admitted";
 
   const Residents r = ReplayBoth(*h, 3);
   ASSERT_EQ(r.learned.size(), 6u);
@@ -237,7 +237,7 @@ std::vector<Step> DriveLearned(const HandTrace& h, uint64_t pool_blocks,
 TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   const auto h = MakeHandTrace({"a", "b", "c", "a"});
   const BlockMeta& m = h->replay.catalog[h->Block('a')];
-  const double t_ms = TransferMs(m), s_ms = m.recompute_ms - TransferMs(m);
+  const double t_ms = TransferMs(m), s_ms = m.recompute_gpu_ms - TransferMs(m);
   ASSERT_GT(0.1 * s_ms, t_ms) << "a must be refused for the price alone";
 
   const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());

@@ -197,7 +197,7 @@ TEST(LearnedRefusalLedgerTest, TheModelRefusesOnlyOnceItsRefusalsHaveWonTheStake
   const BlockMeta& m = h.replay.catalog[h.replay.catalog.Find(ids[0])];
   // T as the policy prices it: the bytes over the pool link.
   const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
-  const double s_ms = m.recompute_ms - t_ms;
+  const double s_ms = m.recompute_gpu_ms - t_ms;
   size_t first_refused = 100;
   const auto balance = [t_ms](size_t n) {
     return t_ms * (1 - std::exp(-0.01 * static_cast<double>(n))) / (1 - std::exp(-0.01));
@@ -283,7 +283,7 @@ TEST(LearnedRefusalLedgerTest, ALateAdmissionStakesItsOwnRequestsRun) {
     ASSERT_TRUE(probe.ok()) << probe.status();
     const BlockMeta& m = probe->catalog[probe->catalog.Find(1000)];
     const double t_ms = static_cast<double>(m.bytes) / DefaultCost().LinkBytesPerMs();
-    const double s_ms = m.recompute_ms - t_ms;
+    const double s_ms = m.recompute_gpu_ms - t_ms;
     const auto run = static_cast<uint32_t>(t_ms / (1 - std::exp(-0.01)) / s_ms) + 2;
     std::vector<uint64_t> a_ids;
     for (uint32_t i = 0; i < run; ++i) a_ids.push_back(6000 + i);

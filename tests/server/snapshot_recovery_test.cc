@@ -264,7 +264,7 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->pools.size(), 1u);
   EXPECT_EQ(back->pools[0].image.blocks[1].parent, 0u);
-  EXPECT_EQ(back->pools[0].image.blocks[1].recompute_ms, 2.5);
+  EXPECT_EQ(back->pools[0].image.blocks[1].recompute_gpu_ms, 2.5);
   EXPECT_EQ(back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
   EXPECT_EQ(back->pools[0].image.proposals, (std::vector<BlockIndex>{2}));
   EXPECT_EQ(back->pools[0].image.proposal_scores, (std::vector<double>{0.25}));

@@ -48,6 +48,31 @@ TEST(PoolSimulatorTest, ColdRequestRecomputesEverything) {
   EXPECT_DOUBLE_EQ(r.prefill_gpu_seconds, 0.08 / 1000);
 }
 
+// What the catalog says recomputing a block costs (which policies weigh
+// against its transfer) is what the accounting charges for missing it: GPU
+// time. Llama-3.3-70B prefills on 4 GPUs, so that is 4 times the wall time;
+// a cold request misses every block, and the blocks' marginal costs add up
+// to its prefill.
+TEST(PoolSimulatorTest, ABlocksRecomputeCostIsWhatItsMissIsCharged) {
+  Trace t = SmallTrace();
+  t.block_size = 512;
+  t.Add(0, 1024, 1, std::vector<uint64_t>{1, 2});
+  const CostModel cost(*FindModelProfile("llama3.3-70b"), *FindHardwareProfile("h100"));
+  ASSERT_EQ(cost.GpusPerInstance(), 4u);
+  auto replay = BuildReplayTrace(t, cost);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  double catalog_ms = 0;
+  for (BlockIndex b = 0; b < replay->catalog.size(); ++b) {
+    const BlockMeta& m = replay->catalog[b];
+    EXPECT_DOUBLE_EQ(m.recompute_gpu_ms, 4 * cost.RecomputeMs(512 * m.depth, 512 * (m.depth + 1)));
+    catalog_ms += m.recompute_gpu_ms;
+  }
+  auto r = ReplayPool(*replay, cost, "lru", PoolReplayOptions{});  // no pool: every block missed
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recomputed_tokens, 1024u);
+  EXPECT_NEAR(r->prefill_gpu_seconds * 1000, catalog_ms, 1e-6 * catalog_ms);
+}
+
 TEST(PoolSimulatorTest, HitLoadsPrefixAndRecomputesTail) {
   Trace t = SmallTrace();
   t.Add(0, 8, 1, std::vector<uint64_t>{1, 2});
