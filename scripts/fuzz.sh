@@ -46,6 +46,10 @@ for f in "${fuzzers[@]}"; do
   log="$build/fuzz-$f.log"
   echo "fuzz: $f for ${seconds_each}s (log $log)"
   start=$(date +%s)
+  # Crash inputs of earlier runs stay in $crashes (git-ignored) until removed;
+  # only the ones this run writes count against it.
+  stamp="$build/.fuzz-started-$f"
+  touch "$stamp"
   # Wall-time bound: libFuzzer stops after -max_total_time, checked between
   # inputs, and an input over -timeout is a finding; what it does not count
   # is loading the binary (LibTorch, gRPC), which on a machine whose cores
@@ -63,7 +67,7 @@ for f in "${fuzzers[@]}"; do
   set -e
   if [ $rc -eq 0 ]; then
     result=ok
-  elif [ $rc -eq 124 ] && ! ls "$crashes" | grep -q .; then
+  elif [ $rc -eq 124 ] && [ -z "$(find "$crashes" -type f -newer "$stamp")" ]; then
     result="ok (interrupted at the wall-time bound)"
   else
     result=FAILED
@@ -71,6 +75,8 @@ for f in "${fuzzers[@]}"; do
   fi
   elapsed=$(($(date +%s) - start))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-  echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $(ls "$crashes" | grep -c '^crash-' || true)"
+  new_crashes=$(find "$crashes" -type f -name 'crash-*' -newer "$stamp" | wc -l)
+  old_crashes=$(($(find "$crashes" -type f -name 'crash-*' | wc -l) - new_crashes))
+  echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $new_crashes (and $old_crashes from earlier runs)"
 done
 exit $status
