@@ -118,6 +118,12 @@ class CostModel {
   double RecomputeGpuMs(uint64_t begin, uint64_t end) const {
     return RecomputeMs(begin, end) * GpusPerInstance();
   }
+  // The same for a chain's block at `depth` holding `tokens`, every block
+  // before it holding `block_size`.
+  double BlockRecomputeGpuMs(uint32_t depth, uint64_t tokens, uint32_t block_size) const {
+    const uint64_t begin = uint64_t{depth} * block_size;
+    return RecomputeGpuMs(begin, begin + tokens);
+  }
 
   // FLOPs of a causal prefill over L tokens (forward pass, multiply-add = 2).
   double DenseFlops(uint64_t tokens) const {

@@ -162,8 +162,7 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   meta.depth = parent == kNoBlock ? 0 : s.catalog[parent].depth + 1;
   meta.tokens = tokens;
   meta.bytes = bytes;
-  const uint64_t begin = uint64_t{meta.depth} * block_size;
-  meta.recompute_gpu_ms = cost.RecomputeGpuMs(begin, begin + tokens);
+  meta.recompute_gpu_ms = cost.BlockRecomputeGpuMs(meta.depth, tokens, block_size);
   b = s.catalog.Add(meta);
   s.last_seen.push_back(0);
   Touch(s, b);
@@ -237,9 +236,8 @@ void TakeSize(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, B
               int64_t tokens, int64_t bytes) {
   const BlockMeta& m = s.catalog[b];
   if (InView(s, b) || (m.tokens == tokens && m.bytes == static_cast<uint64_t>(bytes))) return;
-  const uint64_t begin = uint64_t{m.depth} * block_size;
   s.catalog.Resize(b, static_cast<uint32_t>(tokens), static_cast<uint64_t>(bytes),
-                   cost.RecomputeGpuMs(begin, begin + static_cast<uint64_t>(tokens)));
+                   cost.BlockRecomputeGpuMs(m.depth, static_cast<uint64_t>(tokens), block_size));
 }
 
 }  // namespace
@@ -842,16 +840,9 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
           !st.ok()) {
         return st;
       }
-      // Recompute is priced by this run's cost model: a snapshot taken under
-      // another profile, or by a build that priced it otherwise, keeps its own.
-      ShardImage image = pool.image;
-      for (BlockMeta& m : image.blocks) {
-        const uint64_t begin = uint64_t{m.depth} * options_.block_size;
-        m.recompute_gpu_ms = options_.cost->RecomputeGpuMs(begin, begin + m.tokens);
-      }
       absl::Status refused;
-      if (auto st =
-              RestoreShard(*shard, image, ShardEnv(*options_.cost, model, pool.tier), &refused);
+      if (auto st = RestoreShard(*shard, pool.image, *options_.cost, options_.block_size,
+                                 ShardEnv(*options_.cost, model, pool.tier), &refused);
           !st.ok()) {
         return st;
       }
@@ -900,7 +891,9 @@ void NodePools::CompactLocked(Shard& s) {
   // The policy was built before from the same name and environment, so it
   // builds again; a state it refuses restarts it from the residents.
   absl::Status refused;
-  RestoreShard(s, image, ShardEnv(*options_.cost, s.model, s.tier), &refused).IgnoreError();
+  RestoreShard(s, image, *options_.cost, options_.block_size,
+               ShardEnv(*options_.cost, s.model, s.tier), &refused)
+      .IgnoreError();
   if (!refused.ok()) counters_.policy_states_refused.fetch_add(1, std::memory_order_relaxed);
   counters_.blocks_tracked.fetch_sub(before - s.catalog.size(), std::memory_order_relaxed);
   ++s.compactions;

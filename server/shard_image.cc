@@ -110,12 +110,15 @@ void InsertApproximately(NodePools::Shard& s, const ShardImage& image,
 
 }  // namespace
 
-absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env,
-                          absl::Status* refused) {
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, const CostModel& cost,
+                          uint32_t block_size, PolicyEnv env, absl::Status* refused) {
   if (refused != nullptr) *refused = absl::OkStatus();
   BlockCatalog catalog;
   catalog.Reserve(image.blocks.size());
-  for (const BlockMeta& meta : image.blocks) catalog.Add(meta);
+  for (BlockMeta meta : image.blocks) {
+    meta.recompute_gpu_ms = cost.BlockRecomputeGpuMs(meta.depth, meta.tokens, block_size);
+    catalog.Add(meta);
+  }
   s.catalog = std::move(catalog);  // the driver's pool points at s.catalog
   if (auto st = s.driver.Restart(image.capacity_bytes, env); !st.ok()) return st;
   s.last_seen = image.last_seen;

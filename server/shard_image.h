@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "core/block_catalog.h"
+#include "core/cost_model.h"
 #include "policies/policy_env.h"
 #include "server/node_shard.h"
 
@@ -70,14 +71,17 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
 
 // Replaces the catalog, pool and policy of `s` by `image`, the policy
 // started afresh from `env` and loaded with the image's policy state (see
-// the file comment). Fails as the policy's factory does. A policy state the
-// policy refuses (a bug, or damage the snapshot's checks missed) does not
-// fail the restore, which would stop the sidecar from starting or leave a
-// compacted pool half rebuilt: the pool keeps its residents and the policy
-// starts afresh over them the approximate way (catalog order for recency),
-// and `refused`, when given, gets the policy's error (else OK).
+// the file comment). Each block's recompute is priced by `cost` for blocks
+// of `block_size` tokens, not taken from the image: a snapshot taken under
+// another profile, or by a build that priced it otherwise, holds its own.
+// Fails as the policy's factory does. A policy state the policy refuses (a
+// bug, or damage the snapshot's checks missed) does not fail the restore,
+// which would stop the sidecar from starting or leave a compacted pool half
+// rebuilt: the pool keeps its residents and the policy starts afresh over
+// them the approximate way (catalog order for recency), and `refused`, when
+// given, gets the policy's error (else OK).
 // REQUIRES: s.mu held.
-absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, PolicyEnv env,
-                          absl::Status* refused = nullptr);
+absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, const CostModel& cost,
+                          uint32_t block_size, PolicyEnv env, absl::Status* refused = nullptr);
 
 }  // namespace kvlearn

@@ -24,8 +24,7 @@ absl::StatusOr<ReplayTrace> BuildReplayTrace(const Trace& trace, const CostModel
         meta.depth = i;
         meta.tokens = trace.TokensOfBlock(r, i);
         meta.bytes = cost.BytesForTokens(meta.tokens);
-        const uint64_t begin = uint64_t{i} * trace.block_size;
-        meta.recompute_gpu_ms = cost.RecomputeGpuMs(begin, begin + meta.tokens);
+        meta.recompute_gpu_ms = cost.BlockRecomputeGpuMs(i, meta.tokens, trace.block_size);
         b = out.catalog.Add(meta);
         first_line.push_back(r.line);
         out.distinct_block_bytes += meta.bytes;
