@@ -39,7 +39,7 @@ METADATA = "kvlearn_metadata.json"
 class KvlearnReuseMlp(torch.nn.Module):
     """kvlearn's network: normalise, then torch.relu after every layer but the
     last and torch.sigmoid after it. `widths` are the inputs, each hidden
-    layer's width and the outputs; kvlearn reads any depth as w0, b0, w1, b1, ...
+    layer's width and the outputs; kvlearn reads any depth as w0, b0, w1, b1, ....
     forward loops over the layers in Python, so save it with torch.jit.trace,
     which writes the loop out layer by layer (torch.jit.script cannot compile
     the getattr)."""
