@@ -4,7 +4,10 @@
 # (default 60), niced, on a working copy of its seed corpus
 # (build-fuzz/corpus/<fuzzer>/; fuzz/corpus/ stays as committed). A crash
 # leaves its input in build-fuzz/crashes/<fuzzer>/ and makes the script exit
-# non-zero. Installs clang (Debian packages clang, libclang-rt-14-dev)
+# non-zero, and so does a fuzzer that ran fewer than
+# KVLEARN_FUZZ_MIN_EXECS_PER_SECOND (default 100) x SECONDS inputs: the slowest
+# fuzzer ran about 3,100 a second (docs/guarantees.md, "Fuzzing"), so a run 30
+# times slower did not fuzz, it was starved or stuck. Installs clang (Debian packages clang, libclang-rt-14-dev)
 # through scripts/setup.sh if it is missing; the normal build does not need it.
 #
 #   scripts/fuzz.sh [SECONDS] [FUZZER...]      e.g. scripts/fuzz.sh 600 model_file_fuzzer
@@ -13,6 +16,7 @@ source "$(dirname "$0")/usage.sh"
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds_each="${1:-60}"
+min_execs=$((${KVLEARN_FUZZ_MIN_EXECS_PER_SECOND:-100} * seconds_each))
 shift || true
 fuzzers=("$@")
 if [ ${#fuzzers[@]} -eq 0 ]; then
@@ -75,6 +79,10 @@ for f in "${fuzzers[@]}"; do
   fi
   elapsed=$(($(date +%s) - start))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  if [ "$result" != FAILED ] && { [ "$execs" = "?" ] || [ "$execs" -lt "$min_execs" ]; }; then
+    result="FAILED (ran $execs inputs, under the minimum of $min_execs)"
+    status=1
+  fi
   new_crashes=$(find "$crashes" -type f -name 'crash-*' -newer "$stamp" | wc -l)
   old_crashes=$(($(find "$crashes" -type f -name 'crash-*' | wc -l) - new_crashes))
   echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $new_crashes (and $old_crashes from earlier runs)"
