@@ -3,7 +3,7 @@
 // bytes parsed as the kind's protobuf message:
 //
 //   byte 0             policy: lru, learned, lfu, fifo, gdsf, s3fifo,
-//                      kvlearn-cars, no-cache (mod 8)
+//                      kvlearn-cars, no-cache, sieve, arc (mod 10)
 //   then per record    kind (mod 3: EventBatch, AdmitRequest, RankRequest),
 //                      length (little-endian uint16), message bytes
 //
@@ -25,9 +25,11 @@ namespace {
 using kvlearn::fuzz::Check;
 using kvlearn::fuzz::CheckCounters;
 
-// The seeds' selector bytes name these (fuzz_support.h's list came later).
-constexpr const char* kPolicies[] = {"lru",  "learned", "lfu",          "fifo",
-                                     "gdsf", "s3fifo",  "kvlearn-cars", "no-cache"};
+// The seeds' selector bytes (0 to 7) name the first eight; sieve and arc
+// came later and are appended so those bytes keep their policy.
+constexpr const char* kPolicies[] = {"lru",    "learned",      "lfu",      "fifo",  "gdsf",
+                                     "s3fifo", "kvlearn-cars", "no-cache", "sieve", "arc"};
+constexpr size_t kPolicyCount = sizeof(kPolicies) / sizeof(kPolicies[0]);
 
 }  // namespace
 
@@ -40,7 +42,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  kvlearn::NodePoolsOptions options = kvlearn::fuzz::Options(kPolicies[data[0] % 8]);
+  kvlearn::NodePoolsOptions options = kvlearn::fuzz::Options(kPolicies[data[0] % kPolicyCount]);
   options.default_pool_bytes = (data[0] & 0x80) ? (uint64_t{1} << 32) : 0;
   kvlearn::NodePools pools(options);
   size_t at = 1;
