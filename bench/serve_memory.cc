@@ -48,12 +48,13 @@
 
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "server/node_pools.h"
+#include "tests/support/heap_per_block.h"
 #include "tests/support/test_model.h"
 
 namespace kvlearn {
 namespace {
 
-constexpr uint64_t kChain = 16;
+constexpr uint64_t kChain = kMemoryChainBlocks;
 // "Flat" RSS (docs/performance.md, "Memory"): the bound on each sample's
 // distance from the median after the warm-up covers the event log's two
 // 16 MiB memtables (kMemtablesMib) and a compaction, which builds the new
@@ -63,7 +64,6 @@ constexpr uint64_t kChain = 16;
 // fails it.
 constexpr double kMemtablesMib = 32;
 constexpr double kFlatSlopeMib = 5;
-constexpr int64_t kBlockBytes = 512 * 131072;  // llama3-8b, 512 tokens
 
 constexpr const char* kUsage =
     "usage: serve_memory --kvlearn PATH [--ids N] [--resident N] [--sample-every N]\n"
@@ -91,65 +91,14 @@ struct Flags {
   uint64_t band_mib = 0;           // 0: FlatBandMib
 };
 
-// Appends the events for chain `c` (ids c*16+1 .. c*16+16) to `batch`, for
-// the node's `tier`.
-void AddChain(v1::EventBatch& batch, uint64_t c, uint64_t resident, v1::Tier tier = v1::TIER_POOL) {
-  const uint64_t first = c * kChain + 1;
-  v1::Event* a = batch.add_events();
-  a->set_node_id("mem");
-  a->set_tier(tier);
-  a->set_timestamp_us(static_cast<int64_t>(c) * 1000);
-  for (uint64_t i = 0; i < kChain; ++i) a->mutable_request_arrival()->add_block_ids(first + i);
-  v1::Event* s = batch.add_events();
-  s->set_node_id("mem");
-  s->set_tier(tier);
-  s->set_timestamp_us(static_cast<int64_t>(c) * 1000);
-  auto* st = s->mutable_block_stored();
-  st->set_block_id(first);
-  st->set_tokens(512);
-  st->set_bytes(kBlockBytes);
-  if (c >= resident) {
-    v1::Event* r = batch.add_events();
-    r->set_node_id("mem");
-    r->set_tier(tier);
-    r->set_timestamp_us(static_cast<int64_t>(c) * 1000);
-    r->mutable_block_removed()->set_block_id((c - resident) * kChain + 1);
-  }
-}
-
-// Bytes malloc has handed out: arena chunks in use plus mmapped blocks (big
-// vectors and hash tables are mmapped, which uordblks alone misses).
-size_t HeapInUse() {
-  const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
-}
-
-// Part 1's measurement for one policy in one tier: the blocks a pool tracks
-// after a million distinct ids (nothing forgotten), and the heap's growth per
-// tracked block. learned runs the tests' small model.
+// Part 1's measurement for one policy in one tier (tests/support/heap_per_block.h).
 std::pair<uint64_t, double> MeasureBytesPerBlock(const std::string& policy, v1::Tier tier) {
-  const size_t before = HeapInUse();
-  NodePoolsOptions o;
-  o.policy = policy;
-  o.cost =
-      std::make_shared<CostModel>(*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100"));
-  o.ghost_blocks = uint64_t{1} << 30;
-  if (policy == "learned") o.model = MakeTestModel();
-  NodePools pools(o);
-  const uint64_t chains = 1'000'000 / kChain;
-  for (uint64_t c = 0; c < chains; ++c) {
-    v1::EventBatch batch;
-    AddChain(batch, c, 16'384, tier);
-    for (const auto& e : batch.events()) {
-      if (auto st = pools.Apply(e); !st.ok()) {
-        std::fprintf(stderr, "serve_memory: %s\n", std::string(st.message()).c_str());
-        std::exit(1);
-      }
-    }
+  const auto m = MeasureHeapPerBlock(policy, tier);
+  if (!m.ok()) {
+    std::fprintf(stderr, "serve_memory: %s\n", std::string(m.status().message()).c_str());
+    std::exit(1);
   }
-  const uint64_t tracked = pools.counters().blocks_tracked.load();
-  return {tracked, static_cast<double>(HeapInUse() - before) /
-                       static_cast<double>(std::max<uint64_t>(1, tracked))};
+  return {m->blocks_tracked, m->bytes_per_block};
 }
 
 void BytesPerBlock() {
@@ -181,7 +130,7 @@ void HeapOverTime(uint64_t ids) {
   NodePools pools(o);
   for (uint64_t c = 0; c < ids / kChain; ++c) {
     v1::EventBatch batch;
-    AddChain(batch, c, 16'384);
+    AddMemoryChain(batch, c, 16'384);
     for (const auto& e : batch.events()) pools.Apply(e).IgnoreError();
     if ((c + 1) % (2'000'000 / kChain) == 0) {
       std::printf("%14llu %10.1f %14llu\n", static_cast<unsigned long long>((c + 1) * kChain),
@@ -324,7 +273,7 @@ int RssOverTime(const Flags& f) {
   std::vector<std::pair<uint64_t, double>> after_warmup;  // (ids sent, RSS MiB)
   v1::EventBatch batch;
   for (uint64_t c = 0; c < chains; ++c) {
-    AddChain(batch, c, f.resident);
+    AddMemoryChain(batch, c, f.resident);
     if (batch.events_size() >= 3000 || c + 1 == chains || (c + 1) % chains_per_sample == 0) {
       if (!writer->Write(batch)) break;
       batch.Clear();
