@@ -52,7 +52,7 @@ replayed once per cell. --cluster uses the seed-1 model.
 
 --robustness runs the robustness grid instead (docs/generalisation.md, "Robustness grid"):
 every kind of `kvlearn gen` on its judging seeds (ROBUSTNESS_SEEDS, or with --seeds tuning
-ROBUSTNESS_TUNING_SEEDS, to tune on; --robustness-traces N traces per kind, default 1) and
+ROBUSTNESS_TUNING_SEEDS, to tune on; --robustness-traces N traces per kind, default 2) and
 the shipped sample, at each pool fraction, judged on the
 last 20%, in three training modes (--modes, default a,b,c):
 
@@ -88,7 +88,7 @@ Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
        [--cost-arg=--model-profile=llama3.3-70b ...]
        scripts/eval_learned.py --robustness [--seeds judging|tuning] [--modes a,b,c] [--kinds chat,...,sample]
-       [--robustness-traces 1] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
+       [--robustness-traces 2] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
 """
 import argparse
 import json
@@ -141,15 +141,17 @@ ROBUSTNESS_TUNING_SEEDS = {
 }
 # Judging seeds of the robustness grid (--robustness; docs/generalisation.md, "Robustness
 # grid"), written down on 2026-12-07 before any trace was generated from them. Nothing may
-# be tuned on them. --robustness-traces 1 judges the first seed of each kind, 2 both.
+# be tuned on them. --robustness-traces 2 (the default) judges both seeds of each kind, 1
+# the first.
 ROBUSTNESS_SEEDS = {
     "chat": [15101, 15102], "fanout": [15201, 15202], "batch": [15301, 15302],
     "mixed": [15401, 15402], "rag": [15501, 15502], "coder": [15601, 15602],
     "shift": [15701, 15702],
 }
-# Requests per generated trace of the robustness grid, sized so the whole grid (8 traces,
-# 3 pools, modes a and b) runs in at most 25 minutes on one core of the 2-core build
-# machine (docs/generalisation.md says what it measured).
+# Requests per generated trace of the robustness grid, sized so the whole grid (two traces
+# per kind and the sample, 3 pools, modes a and b) runs in at most 25 minutes on the 2-core
+# build machine (one trace per kind took 482 s with other builds running;
+# docs/generalisation.md, "Robustness grid").
 ROBUSTNESS_REQUESTS = {"chat": 20000, "fanout": 20000, "batch": 20000, "mixed": 20000,
                        "rag": 20000, "coder": 20000, "shift": 20000}
 ROBUSTNESS_KINDS = ["chat", "fanout", "batch", "mixed", "rag", "coder", "shift", "sample"]
@@ -458,8 +460,8 @@ def main():
     parser.add_argument("--seeds", default="judging", choices=["judging", "tuning"],
                         help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on) "
                         "or the tuning ones (ROBUSTNESS_TUNING_SEEDS); default judging")
-    parser.add_argument("--robustness-traces", type=int, default=1, choices=[1, 2],
-                        help="--robustness: judging seeds per generated kind (default 1)")
+    parser.add_argument("--robustness-traces", type=int, default=2, choices=[1, 2],
+                        help="--robustness: seeds per generated kind (default 2)")
     parser.add_argument("--requests", type=int, default=None, metavar="N",
                         help="--robustness: requests of every generated trace (default: "
                         "ROBUSTNESS_REQUESTS per kind)")
@@ -496,7 +498,7 @@ def main():
         sys.exit(robustness(args))
     for flag, given in (("--modes", args.modes != ["a", "b", "c"]),
                         ("--seeds", args.seeds != "judging"),
-                        ("--robustness-traces", args.robustness_traces != 1),
+                        ("--robustness-traces", args.robustness_traces != 2),
                         ("--requests", args.requests is not None)):
         if given:
             parser.error(f"{flag} applies to --robustness only")

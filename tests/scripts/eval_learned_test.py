@@ -206,7 +206,7 @@ class TinyRobustnessGridTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as work:
             # Tuning seeds: a test must not look at the judging ones.
             r = run_script("--robustness", "--seeds", "tuning", "--kinds", "chat,rag",
-                           "--requests", "300",
+                           "--robustness-traces", "1", "--requests", "300",
                            "--pools", "0.1", "--modes", "a,b,c", "--kvlearn", KVLEARN,
                            "--work", work)
             self.assertIn(r.returncode, (0, 1), r.stderr)
