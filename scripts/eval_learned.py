@@ -87,7 +87,8 @@ Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat
        [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
        [--cost-arg=--model-profile=llama3.3-70b ...]
-       scripts/eval_learned.py --robustness [--seeds judging|tuning] [--modes a,b,c] [--kinds chat,...,sample]
+       scripts/eval_learned.py --robustness [--seeds judging|tuning] [--modes a,b,c]
+       [--kinds chat,...,sample]
        [--robustness-traces 2] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
 """
 import argparse
@@ -437,8 +438,8 @@ def main():
                         help="which held-out seed set --held-out runs (1 to 19 are spent; 20 is current)")
     parser.add_argument("--kinds", default=None, type=lambda s: s.split(","),
                         help="comma-separated traces to judge: mixed, chat (issue 12's kinds), sample (the "
-                        "shipped trace), fanout, batch (other shapes, SHAPE_SEEDS), rag, coder, shift "
-                        "(tuning seeds); default mixed,chat,sample, and with --robustness "
+                        "shipped trace), fanout, batch (other shapes, SHAPE_SEEDS), rag, coder, "
+                        "shift (tuning seeds); default mixed,chat,sample, and with --robustness "
                         + ",".join(ROBUSTNESS_KINDS))
     parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
     parser.add_argument("--policy", default="learned", help="policy under test")
@@ -452,11 +453,12 @@ def main():
     parser.add_argument("--cluster-router", default="cache-aware",
                         help="router of the cluster replays (kvlearn compare --router; default cache-aware)")
     parser.add_argument("--robustness", action="store_true",
-                        help="run the robustness grid (every gen kind on its judging seeds and the "
-                        "sample, modes a/b/c; see the docstring) instead; exits 1 if a cell fails safety")
+                        help="run the robustness grid (every gen kind on its judging seeds and "
+                        "the sample, modes a/b/c; see the docstring) instead; exits 1 if a cell "
+                        "fails safety")
     parser.add_argument("--modes", default="a,b,c", type=lambda s: s.split(","),
-                        help="--robustness: training modes to run, comma-separated: a (same trace), "
-                        "b (other traffic), c (no model); default a,b,c")
+                        help="--robustness: training modes to run, comma-separated: a (same "
+                        "trace), b (other traffic), c (no model); default a,b,c")
     parser.add_argument("--seeds", default="judging", choices=["judging", "tuning"],
                         help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on) "
                         "or the tuning ones (ROBUSTNESS_TUNING_SEEDS); default judging")
@@ -510,8 +512,8 @@ def main():
     for kind in args.kinds:
         if kind not in known:
             parser.error(f"--kinds: unknown kind {kind!r} (known: {', '.join(sorted(known))})")
-        if args.held_out and kind not in HELD_OUT_SEEDS[args.held_out_set] | {"sample": 0} \
-                and kind not in SHAPE_SEEDS:
+        held_out_kinds = ("sample", *SHAPE_SEEDS, *HELD_OUT_SEEDS[args.held_out_set])
+        if args.held_out and kind not in held_out_kinds:
             parser.error(f"--kinds: {kind!r} has no held-out seeds (held-out sets hold "
                          f"{', '.join(HELD_OUT_SEEDS[args.held_out_set])})")
     args.cluster = args.cluster or args.cluster_only
