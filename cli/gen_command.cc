@@ -17,7 +17,8 @@ namespace kvlearn {
 namespace {
 
 // Workload kinds `--kind` accepts; each has a Generate<Kind>Trace function.
-const std::vector<std::string> kKinds = {"chat", "fanout", "batch", "mixed"};
+const std::vector<std::string> kKinds = {"chat", "fanout", "batch", "mixed",
+                                         "rag",  "coder",  "shift"};
 
 struct GenFlags {
   std::string kind = "chat";
@@ -30,13 +31,19 @@ struct GenFlags {
   FanoutWorkloadOptions fanout;
   BatchWorkloadOptions batch;
   MixedWorkloadOptions mixed;  // its chat/fanout/batch come from the flags above
+  RagWorkloadOptions rag;
+  CoderWorkloadOptions coder;
+  ShiftWorkloadOptions shift;  // its chat/rag/coder come from the flags above
 };
 
 // Validates and generates the kind `f.kind` names.
 absl::StatusOr<Trace> Generate(GenFlags f) {
-  f.chat.requests = f.fanout.requests = f.batch.requests = f.mixed.requests = f.requests;
-  f.chat.seed = f.fanout.seed = f.batch.seed = f.mixed.seed = f.seed;
-  f.chat.block_size = f.fanout.block_size = f.batch.block_size = f.mixed.block_size = f.block_size;
+  f.chat.requests = f.fanout.requests = f.batch.requests = f.mixed.requests = f.rag.requests =
+      f.coder.requests = f.shift.requests = f.requests;
+  f.chat.seed = f.fanout.seed = f.batch.seed = f.mixed.seed = f.rag.seed = f.coder.seed =
+      f.shift.seed = f.seed;
+  f.chat.block_size = f.fanout.block_size = f.batch.block_size = f.mixed.block_size =
+      f.rag.block_size = f.coder.block_size = f.shift.block_size = f.block_size;
   if (f.kind == "fanout") {
     if (auto s = ValidateFanoutWorkloadOptions(f.fanout); !s.ok()) return s;
     return GenerateFanoutTrace(f.fanout);
@@ -51,6 +58,21 @@ absl::StatusOr<Trace> Generate(GenFlags f) {
     f.mixed.batch = f.batch;
     if (auto s = ValidateMixedWorkloadOptions(f.mixed); !s.ok()) return s;
     return GenerateMixedTrace(f.mixed);
+  }
+  if (f.kind == "rag") {
+    if (auto s = ValidateRagWorkloadOptions(f.rag); !s.ok()) return s;
+    return GenerateRagTrace(f.rag);
+  }
+  if (f.kind == "coder") {
+    if (auto s = ValidateCoderWorkloadOptions(f.coder); !s.ok()) return s;
+    return GenerateCoderTrace(f.coder);
+  }
+  if (f.kind == "shift") {
+    f.shift.chat = f.chat;
+    f.shift.rag = f.rag;
+    f.shift.coder = f.coder;
+    if (auto s = ValidateShiftWorkloadOptions(f.shift); !s.ok()) return s;
+    return GenerateShiftTrace(f.shift);
   }
   if (auto s = ValidateChatWorkloadOptions(f.chat); !s.ok()) return s;
   return GenerateChatTrace(f.chat);
@@ -102,7 +124,11 @@ Command AddGenCommand(CLI::App& root) {
   auto flags = std::make_shared<GenFlags>();
   ChatWorkloadOptions& chat = flags->chat;
   CLI::App* cmd = root.add_subcommand("gen", "Generate a synthetic trace in Mooncake JSONL");
-  cmd->add_option("--kind", flags->kind, "workload kind")
+  cmd->add_option("--kind", flags->kind,
+                  "workload kind: chat (multi-turn conversations), fanout (agent sub-agents), "
+                  "batch (extraction jobs), mixed (chat + fanout + batch), rag (shared documents, "
+                  "bursty), coder (repository contexts growing by small edits), shift (the mix "
+                  "changes partway through)")
       ->capture_default_str()
       ->check(CLI::IsMember(kKinds));
   cmd->add_option("--requests", flags->requests, "number of requests to generate")
@@ -206,6 +232,89 @@ Command AddGenCommand(CLI::App& root) {
   cmd->add_option("--fanout-share", flags->mixed.fanout_share, "mixed: share of fan-out requests")
       ->capture_default_str();
   cmd->add_option("--batch-share", flags->mixed.batch_share, "mixed: share of batch requests")
+      ->capture_default_str();
+
+  // RAG knobs (--kind rag, and the rag share of --kind shift).
+  RagWorkloadOptions& rag = flags->rag;
+  cmd->add_option("--bursts-per-second", rag.bursts_per_second,
+                  "rag: query bursts arriving per second (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--burst-requests", rag.mean_burst_requests,
+                  "rag: mean requests per burst, all reading the same documents (geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--burst-gap", rag.mean_burst_gap_s,
+                  "rag: mean seconds between a burst's requests (exponential)")
+      ->capture_default_str();
+  cmd->add_option("--rag-system-prompts", rag.system_prompts,
+                  "rag: distinct system prompts (applications; Zipf popularity, exponent 1)")
+      ->capture_default_str();
+  cmd->add_option("--rag-system-prompt-tokens", rag.system_prompt_median_tokens,
+                  "rag: median system prompt in tokens (log-normal, sigma 0.5)")
+      ->capture_default_str();
+  cmd->add_option("--corpus-documents", rag.documents, "rag: documents in the corpus")
+      ->capture_default_str();
+  cmd->add_option("--document-zipf", rag.document_zipf,
+                  "rag: popularity exponent s (unitless): document k has weight 1/k^s")
+      ->capture_default_str();
+  cmd->add_option("--rag-document-tokens", rag.document_median_tokens,
+                  "rag: median document in tokens (log-normal, drawn once per document)")
+      ->capture_default_str();
+  cmd->add_option("--rag-document-sigma", rag.document_sigma,
+                  "rag: log-normal sigma of document lengths (natural-log units)")
+      ->capture_default_str();
+  cmd->add_option("--retrieved-documents", rag.mean_documents,
+                  "rag: mean documents per request (geometric, >= 1, at most 16)")
+      ->capture_default_str();
+  cmd->add_option("--question-tokens", rag.question_median_tokens,
+                  "rag: median question in tokens, fresh per request (log-normal, sigma 0.8)")
+      ->capture_default_str();
+
+  // Coder knobs (--kind coder, and the coder share of --kind shift).
+  CoderWorkloadOptions& coder = flags->coder;
+  cmd->add_option("--coder-sessions-per-second", coder.sessions_per_second,
+                  "coder: coding sessions arriving per second (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--coder-turns", coder.mean_turns,
+                  "coder: mean turns per session (geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--turn-gap", coder.mean_turn_gap_s,
+                  "coder: mean seconds between a session's turns (exponential)")
+      ->capture_default_str();
+  cmd->add_option("--repositories", coder.repositories,
+                  "coder: distinct repository contexts (Zipf popularity, exponent 1)")
+      ->capture_default_str();
+  cmd->add_option("--repository-tokens", coder.repository_median_tokens,
+                  "coder: median repository context in tokens, shared by its sessions "
+                  "(log-normal, sigma 0.3)")
+      ->capture_default_str();
+  cmd->add_option("--file-context-tokens", coder.file_context_median_tokens,
+                  "coder: median first-turn file context in tokens, per session (log-normal)")
+      ->capture_default_str();
+  cmd->add_option("--edit-blocks", coder.mean_edit_blocks,
+                  "coder: mean full blocks at the end of the previous prompt a turn re-writes "
+                  "(geometric, >= 1)")
+      ->capture_default_str();
+  cmd->add_option("--growth-tokens", coder.growth_median_tokens,
+                  "coder: median tokens a turn adds to the prompt (log-normal, sigma 1)")
+      ->capture_default_str();
+
+  // Shift knobs (--kind shift): when the mix changes, and the mix on each side
+  // (shares of chat, rag and coder requests, normalised by their sum).
+  ShiftWorkloadOptions& shift = flags->shift;
+  cmd->add_option("--shift-at", shift.shift_at,
+                  "shift: share of the requests before the mix changes, in [0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--before-chat-share", shift.before.chat, "shift: chat share before the shift")
+      ->capture_default_str();
+  cmd->add_option("--before-rag-share", shift.before.rag, "shift: rag share before the shift")
+      ->capture_default_str();
+  cmd->add_option("--before-coder-share", shift.before.coder, "shift: coder share before the shift")
+      ->capture_default_str();
+  cmd->add_option("--after-chat-share", shift.after.chat, "shift: chat share after the shift")
+      ->capture_default_str();
+  cmd->add_option("--after-rag-share", shift.after.rag, "shift: rag share after the shift")
+      ->capture_default_str();
+  cmd->add_option("--after-coder-share", shift.after.coder, "shift: coder share after the shift")
       ->capture_default_str();
   return {cmd, [flags] { return RunGen(*flags); }};
 }

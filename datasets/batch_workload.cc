@@ -32,21 +32,16 @@ class BatchGenerator {
  public:
   explicit BatchGenerator(const BatchWorkloadOptions& o)
       : o_(o), rng_(o.seed), table_(o.block_size), picker_(o.instructions, o.instruction_zipf) {
-    for (uint32_t k = 0; k < o.instructions; ++k) {
-      // At most half the context, so a document always fits.
-      instructions_.push_back(table_.Add(
-          PrefixTable::kNone, Tokens(rng_.LogNormal(o.instruction_median_tokens, kInstructionSigma),
-                                     1, o.max_input_tokens / 2)));
-    }
+    // At most half the context, so a document always fits.
+    instructions_ = AddRootPrefixes(table_, rng_, o.instructions, o.instruction_median_tokens,
+                                    kInstructionSigma, o.max_input_tokens / 2);
   }
 
   Trace Run() {
-    std::vector<PlannedRequest> planned = PlanUntilCovered(
-        o_.requests,
-        [this](int64_t start_ms, std::vector<PlannedRequest>& out) { PlanJob(start_ms, out); },
-        [this] { return Millis(rng_.Exponential(1.0 / o_.jobs_per_second)); });
-    return EmitPlanned(planned, table_, o_.requests, o_.block_size,
-                       absl::StrCat("batch(seed=", o_.seed, ", requests=", o_.requests, ")"));
+    return PlanPoissonSessions(
+        o_.requests, o_.block_size, o_.jobs_per_second, rng_, table_,
+        absl::StrCat("batch(seed=", o_.seed, ", requests=", o_.requests, ")"),
+        [this](int64_t start_ms, std::vector<PlannedRequest>& out) { PlanJob(start_ms, out); });
   }
 
  private:

@@ -38,21 +38,15 @@ class FanoutGenerator {
         prompt_picker_(o.system_prompts, o.system_prompt_zipf) {
     // Prefixes leave room for at least one sub-task token.
     max_prefix_ = o.max_input_tokens - 1;
-    for (uint32_t k = 0; k < o.system_prompts; ++k) {
-      prompts_.push_back(
-          table_.Add(PrefixTable::kNone,
-                     Tokens(rng_.LogNormal(o.system_prompt_median_tokens, kSystemPromptSigma), 1,
-                            o.max_input_tokens / 2)));
-    }
+    prompts_ = AddRootPrefixes(table_, rng_, o.system_prompts, o.system_prompt_median_tokens,
+                               kSystemPromptSigma, o.max_input_tokens / 2);
   }
 
   Trace Run() {
-    std::vector<PlannedRequest> planned = PlanUntilCovered(
-        o_.requests,
-        [this](int64_t start_ms, std::vector<PlannedRequest>& out) { PlanAgent(start_ms, out); },
-        [this] { return Millis(rng_.Exponential(1.0 / o_.agents_per_second)); });
-    return EmitPlanned(planned, table_, o_.requests, o_.block_size,
-                       absl::StrCat("fanout(seed=", o_.seed, ", requests=", o_.requests, ")"));
+    return PlanPoissonSessions(
+        o_.requests, o_.block_size, o_.agents_per_second, rng_, table_,
+        absl::StrCat("fanout(seed=", o_.seed, ", requests=", o_.requests, ")"),
+        [this](int64_t start_ms, std::vector<PlannedRequest>& out) { PlanAgent(start_ms, out); });
   }
 
  private:

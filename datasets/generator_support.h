@@ -1,7 +1,7 @@
-// Small pieces every synthetic generator uses (chat, fan-out, batch, mixed):
-// turning a sampled real number into a token count or a millisecond
-// timestamp, and the checks and error text of their options. Internal to
-// datasets/.
+// Small pieces every synthetic generator uses (chat, fan-out, batch, rag,
+// coder, and the mixes): turning a sampled real number into a token count or
+// a millisecond timestamp, a mix component's seed, and the checks and error
+// text of their options. Internal to datasets/.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +25,12 @@ inline uint64_t Tokens(double x, uint64_t lo, uint64_t hi) {
 
 // Clamped so absurd rates cannot overflow the clock (1e15 ms is ~30,000 years).
 inline int64_t Millis(double seconds) { return std::llround(std::min(seconds * 1000.0, 1e15)); }
+
+// The seed of a mix's component number `stream` (1, 2, ...): distinct, fixed
+// functions of the mix's seed, so each component draws a stream of its own.
+inline uint64_t ComponentSeed(uint64_t seed, uint64_t stream) {
+  return seed + stream * 0x9E3779B97F4A7C15ull;
+}
 
 inline bool Positive(double x) { return std::isfinite(x) && x > 0; }
 inline bool NonNegative(double x) { return std::isfinite(x) && x >= 0; }

@@ -1,5 +1,5 @@
 // Shared prefixes for the synthetic generators that build requests on top of
-// common context (agent fan-out, batch extraction): a table of prefixes, each
+// common context (agent fan-out, batch extraction, rag, coder): a table of prefixes, each
 // extending a parent prefix (or nothing) to a total token count.
 //
 // Block ids are handed out lazily, the first time a request using the prefix
@@ -15,9 +15,12 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "datasets/generator_support.h"
 #include "datasets/trace.h"
+#include "datasets/workload_generator.h"
 
 namespace kvlearn {
 
@@ -33,6 +36,18 @@ class PrefixTable {
     return static_cast<uint32_t>(entries_.size() - 1);
   }
   uint64_t Tokens(uint32_t p) const { return p == kNone ? 0 : entries_[p].tokens; }
+
+  // Inserts a prefix of `tokens` tokens between `child` and its parent and
+  // returns it; `child` then extends it. Lets a generator plan a request that
+  // keeps only the start of an earlier request's prefix (a coding session's
+  // next turn) and still share those blocks with it.
+  // REQUIRES: nothing using `child` emitted yet (ids are handed out at
+  // emission); Tokens(parent of child) <= tokens <= Tokens(child).
+  uint32_t Split(uint32_t child, uint64_t tokens) {
+    const uint32_t middle = Add(entries_[child].parent, tokens);
+    entries_[child].parent = middle;
+    return middle;
+  }
 
   // Writes the chain of a request whose prompt is prefix `p` followed by fresh
   // tokens, `total_tokens` in all: the prefix's full-block ids, then new ids
@@ -131,6 +146,34 @@ inline Trace EmitPlanned(std::vector<PlannedRequest>& planned, PrefixTable& tabl
     trace.Add(p.at_ms - start_ms, p.input_tokens, p.output_tokens, ids);
   }
   return trace;
+}
+
+// Adds `count` prefixes of their own (system prompts, instructions,
+// repository contexts) to `table`, each of LogNormal(median, sigma) tokens
+// (drawn from `rng` in order) clamped to [1, max_tokens], and returns them.
+inline std::vector<uint32_t> AddRootPrefixes(PrefixTable& table, WorkloadRng& rng, uint32_t count,
+                                             double median, double sigma, uint64_t max_tokens) {
+  std::vector<uint32_t> roots;
+  for (uint32_t k = 0; k < count; ++k) {
+    roots.push_back(table.Add(PrefixTable::kNone,
+                              generator::Tokens(rng.LogNormal(median, sigma), 1, max_tokens)));
+  }
+  return roots;
+}
+
+// What the generators built on a PrefixTable (fan-out, batch, rag, coder)
+// share: sessions (agents, jobs, bursts, coding sessions) start as a Poisson
+// process at `sessions_per_second`, its gaps drawn from `rng` after each
+// session is planned; `plan(start_ms, planned)` plans one; the first
+// `requests` planned requests are emitted as the trace named `source`.
+template <typename PlanSession>
+Trace PlanPoissonSessions(uint32_t requests, uint32_t block_size, double sessions_per_second,
+                          WorkloadRng& rng, PrefixTable& table, std::string source,
+                          PlanSession plan) {
+  std::vector<PlannedRequest> planned = PlanUntilCovered(requests, plan, [&] {
+    return generator::Millis(rng.Exponential(1.0 / sessions_per_second));
+  });
+  return EmitPlanned(planned, table, requests, block_size, std::move(source));
 }
 
 }  // namespace kvlearn

@@ -1,5 +1,6 @@
 // Synthetic workload generators. Each kind of traffic (chat, agent fan-out,
-// batch extraction, a mix of the three) has an options struct and a
+// batch extraction, a mix of the three, retrieval-augmented generation, coding
+// sessions, and a mix that shifts partway through) has an options struct and a
 // Generate<Kind>Trace function here, implemented in its own <kind>_workload.cc.
 //
 // A generator is a pure function of its options: the same options, seed
@@ -143,6 +144,105 @@ struct MixedWorkloadOptions {
 absl::Status ValidateMixedWorkloadOptions(const MixedWorkloadOptions& options);
 // REQUIRES: ValidateMixedWorkloadOptions(options).ok().
 Trace GenerateMixedTrace(const MixedWorkloadOptions& options);
+
+// Retrieval-augmented generation: a request is an application's system
+// prompt, one or more long documents retrieved from a corpus, and a short
+// question. Queries come in bursts (many users asking about one topic within
+// seconds); a burst's requests retrieve the same documents in the same order.
+// Bursts arrive as a Poisson process; each picks a system prompt (Zipf over
+// `system_prompts`) and a geometric number of distinct documents, each by
+// Zipf popularity over the corpus, so popular documents recur across bursts.
+// The chain is system prompt, then the documents in retrieval order, then the
+// question: requests share a prefix as far as their document lists agree.
+// Defaults give about 30 blocks of 512 tokens per request on average, like
+// the production long-prompt traffic this kind stands for.
+struct RagWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+
+  double bursts_per_second = 0.5;             // arrival rate of bursts (Poisson)
+  double mean_burst_requests = 4;             // requests per burst, geometric, >= 1
+  double mean_burst_gap_s = 2.0;              // seconds between a burst's requests, exponential
+  uint32_t system_prompts = 4;                // distinct system prompts (applications)
+  double system_prompt_zipf = 1.0;            // prompt k (1-based) has weight 1 / k^zipf
+  double system_prompt_median_tokens = 1500;  // log-normal, sigma 0.5
+  uint32_t documents = 2000;                  // corpus size
+  double document_zipf = 1.0;                 // document k has weight 1 / k^zipf
+  double document_median_tokens = 6000;       // log-normal, drawn once per document
+  double document_sigma = 0.5;
+  double mean_documents = 2;            // documents per request, geometric, >= 1 (at most 16)
+  double question_median_tokens = 100;  // log-normal, sigma 0.8, fresh per request
+  double output_median_tokens = 250;    // log-normal, sigma 0.75
+  uint32_t max_input_tokens = 131072;   // documents that would not fit are left out
+};
+absl::Status ValidateRagWorkloadOptions(const RagWorkloadOptions& options);
+// REQUIRES: ValidateRagWorkloadOptions(options).ok(). Same size rule as chat.
+Trace GenerateRagTrace(const RagWorkloadOptions& options);
+
+// Coding assistant / coding agent: sessions arrive as a Poisson process; each
+// works in one repository (Zipf popularity over `repositories`) whose long
+// context (tool definitions, system prompt, repository map) every session on
+// it sends first, followed by a file context of its own. Each later turn
+// re-sends the previous prompt up to a point a few blocks before its end
+// (the edited region: `mean_edit_blocks` full blocks, geometric, never into
+// the repository context), then the rewritten region and what the turn adds
+// (`growth` tokens). So consecutive turns share all but their last few blocks
+// and the prompt grows slowly; a session ends after a geometric number of
+// turns or before exceeding the context window.
+struct CoderWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+
+  double sessions_per_second = 0.15;         // arrival rate of sessions (Poisson)
+  double mean_turns = 8;                     // turns per session, geometric, >= 1
+  double mean_turn_gap_s = 15;               // seconds between a session's turns, exponential
+  uint32_t repositories = 16;                // distinct repository contexts
+  double repository_zipf = 1.0;              // repository k has weight 1 / k^zipf
+  double repository_median_tokens = 16000;   // log-normal, sigma 0.3
+  double file_context_median_tokens = 8000;  // first turn's own context, log-normal
+  double file_context_sigma = 0.7;
+  double mean_edit_blocks = 2;         // full blocks re-written per turn, geometric, >= 1
+  double growth_median_tokens = 400;   // tokens a turn adds, log-normal, sigma 1
+  double output_median_tokens = 300;   // log-normal, sigma 0.75
+  uint32_t max_input_tokens = 131072;  // a session ends before exceeding it
+};
+absl::Status ValidateCoderWorkloadOptions(const CoderWorkloadOptions& options);
+// REQUIRES: ValidateCoderWorkloadOptions(options).ok(). Same size rule as chat.
+Trace GenerateCoderTrace(const CoderWorkloadOptions& options);
+
+// Traffic whose mix changes partway through: the first `shift_at` of the
+// requests are a mix of chat, rag and coder traffic in the `before` shares,
+// the rest a mix in the `after` shares (each mix as `mixed` builds one: every
+// component generated apart with its share of the phase's requests and a
+// seed of its own, merged by arrival time). The second phase starts when the
+// first ends and shares no block with it: its users and documents are new.
+// The default puts the last 20% of the requests after the shift, so a model
+// trained on the first 60% and judged on the last 20% meets traffic it never saw.
+struct TrafficShares {
+  double chat = 0;
+  double rag = 0;
+  double coder = 0;
+};
+struct ShiftWorkloadOptions {
+  uint64_t seed = 1;
+  uint32_t requests = 10000;
+  uint32_t block_size = 512;
+  double shift_at = 0.8;  // share of the requests before the shift, in [0, 1]
+  TrafficShares before = {.chat = 0.7, .rag = 0.15, .coder = 0.15};
+  TrafficShares after = {.chat = 0.2, .rag = 0.4, .coder = 0.4};
+  ChatWorkloadOptions chat;
+  RagWorkloadOptions rag;
+  CoderWorkloadOptions coder;
+};
+// Which component of a shift trace a request came from.
+enum class ShiftComponent : uint8_t { kChat, kRag, kCoder };
+absl::Status ValidateShiftWorkloadOptions(const ShiftWorkloadOptions& options);
+// REQUIRES: ValidateShiftWorkloadOptions(options).ok(). When `components` is
+// not null it receives, per request of the trace, the component it came from.
+Trace GenerateShiftTrace(const ShiftWorkloadOptions& options,
+                         std::vector<ShiftComponent>* components = nullptr);
 
 // Deterministic sampling shared by the generators.
 class WorkloadRng {

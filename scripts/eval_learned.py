@@ -50,12 +50,46 @@ and the last lines count the passes over every (cell, model) pair and the cells 
 beats the best other policy. The other policies do not read the model, so they are
 replayed once per cell. --cluster uses the seed-1 model.
 
+--robustness runs the robustness grid instead (docs/generalisation.md, "Robustness grid"):
+every kind of `kvlearn gen` on its judging seeds (ROBUSTNESS_SEEDS, or with --seeds tuning
+ROBUSTNESS_TUNING_SEEDS, to tune on; --robustness-traces N traces per kind, default 2) and
+the shipped sample, at each pool fraction, judged on the
+last 20%, in three training modes (--modes, default a,b,c):
+
+  a  trained on the same trace's first 60% (validation to 80%)
+  b  trained on other traffic: the sample's model on every generated trace, and a chat
+     model (trained on the chat tuning trace TUNING_SEEDS["chat"][0], as large as the grid's
+     chat trace) on every other trace, the sample included
+  c  no model (`learned` without --model); a mode that cannot run prints why, one line, and
+     fails the gate
+
+One row per (mode, model, trace, pool):
+
+  lru, gdsf     cost_seconds of LRU and GDSF
+  best online   the cheapest online policy other than the tested one, and its cost_seconds
+  learned       cost_seconds of the tested policy (--policy)
+  l/min         learned / min(lru, gdsf)
+  l/lru         learned / lru
+  gap %         share of the LRU -> Belady cost gap the tested policy closes, percent
+                (lru - learned) / (lru - belady); negative: costlier than LRU
+  safe          yes when l/min <= 1.01 and l/lru <= 1.005 (the issue's safety condition)
+  cheapest      yes when learned is strictly the cheapest online policy
+
+Summary lines: per mode, the cells that pass safety; for mode a, the share of cells where
+learned is the cheapest online policy and the mean gap closed; for b (and c), the mean gap
+closed; then the wall time. Exits 1 when any cell fails safety or a mode cannot run, so the
+grid can gate. Generated traces have ROBUSTNESS_REQUESTS requests per kind (--requests N
+overrides every kind); traces and models are cached under --work (default build/eval-robust).
+
 Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
        [--policy learned] [--train-seeds 1] [--cluster | --cluster-only] [--cluster-hbm-runs 1]
        [--cluster-router cache-aware]
        [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
        [--cost-arg=--model-profile=llama3.3-70b ...]
+       scripts/eval_learned.py --robustness [--seeds judging|tuning] [--modes a,b,c]
+       [--kinds chat,...,sample]
+       [--robustness-traces 2] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
 """
 import argparse
 import json
@@ -64,6 +98,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 ONLINE = ["lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc", "kvlearn-cars"]
 TUNING_SEEDS = {"mixed": [101, 102], "chat": [201, 202]}
@@ -95,6 +130,32 @@ HELD_OUT_SEEDS = {
 # 12's grid, so judged apart, on seeds written down before their first run (6 December 2026,
 # docs/generalisation.md "Other traffic shapes"), which nothing is tuned on.
 SHAPE_SEEDS = {"fanout": [14101, 14102], "batch": [14201, 14202]}
+# Tuning seeds of the kinds added for the robustness grid: anyone may tune on these
+# (--kinds rag,coder,shift); never judged.
+TUNING_SEEDS.update({"rag": [301, 302], "coder": [401, 402], "shift": [501, 502]})
+# The robustness grid on tuning seeds (--robustness --seeds tuning), to tune on: the chat
+# trace is 202 because mode b's chat model is trained on 201; fanout and batch have tuning
+# seeds of their own here (SHAPE_SEEDS were judged once and are not for tuning).
+ROBUSTNESS_TUNING_SEEDS = {
+    "chat": [202, 203], "fanout": [601, 602], "batch": [701, 702], "mixed": [101, 102],
+    "rag": [301, 302], "coder": [401, 402], "shift": [501, 502],
+}
+# Judging seeds of the robustness grid (--robustness; docs/generalisation.md, "Robustness
+# grid"), written down on 2026-12-07 before any trace was generated from them. Nothing may
+# be tuned on them. --robustness-traces 2 (the default) judges both seeds of each kind, 1
+# the first.
+ROBUSTNESS_SEEDS = {
+    "chat": [15101, 15102], "fanout": [15201, 15202], "batch": [15301, 15302],
+    "mixed": [15401, 15402], "rag": [15501, 15502], "coder": [15601, 15602],
+    "shift": [15701, 15702],
+}
+# Requests per generated trace of the robustness grid, sized so the whole grid (two traces
+# per kind and the sample, 3 pools, modes a and b) runs in at most 25 minutes on the 2-core
+# build machine (one trace per kind took 482 s with other builds running;
+# docs/generalisation.md, "Robustness grid").
+ROBUSTNESS_REQUESTS = {"chat": 20000, "fanout": 20000, "batch": 20000, "mixed": 20000,
+                       "rag": 20000, "coder": 20000, "shift": 20000}
+ROBUSTNESS_KINDS = ["chat", "fanout", "batch", "mixed", "rag", "coder", "shift", "sample"]
 SAMPLE = "datasets/mooncake_conversation_trace.jsonl"
 
 
@@ -147,9 +208,11 @@ def model_for(args, name, path, seed=1):
 
 
 def compare(args, path, model, extra, policies=None, whole=False):
-    """The result rows of one `kvlearn compare` (with whole=True, its whole JSON)."""
+    """The result rows of one `kvlearn compare` (with whole=True, its whole JSON); with
+    model None, no --model."""
     policies = ",".join(policies or ONLINE + [args.policy, "belady"])
-    out = run([args.kvlearn, "compare", "--trace", path, "--model", model, "--eval-from", "0.8",
+    model_arg = ["--model", model] if model else []
+    out = run([args.kvlearn, "compare", "--trace", path] + model_arg + ["--eval-from", "0.8",
                "--policies", policies, "--format", "json"] + args.cost_arg + extra)
     return json.loads(out) if whole else json.loads(out)["results"]
 
@@ -216,14 +279,168 @@ def judge_over_models(runs, policy):
     }
 
 
+def safety(learned, lru, gdsf):
+    """The issue's safety condition on one cell: (learned / min(lru, gdsf), learned / lru,
+    passed). Passed: at most 1% above the cheaper of lru and gdsf and at most 0.5% above lru."""
+    to_min = learned / min(lru, gdsf)
+    to_lru = learned / lru
+    return to_min, to_lru, to_min <= 1.01 and to_lru <= 1.005
+
+
+def robustness_cell(rows, learned, policy):
+    """One cell of the robustness grid: `rows` {policy: row} of the online baselines, lru,
+    gdsf and belady on it, `learned` the tested policy's row (from whichever model).
+    Returns a dict: lru, gdsf, learned (cost_seconds), best (the cheapest online policy other
+    than the tested one: its row), to_min, to_lru, safe, cheapest (learned strictly below
+    every other online policy), gap (cost gap closed, a fraction, None when lru ties
+    belady)."""
+    lru, gdsf = rows["lru"]["cost_seconds"], rows["gdsf"]["cost_seconds"]
+    cost = learned["cost_seconds"]
+    best = min((rows[p] for p in ONLINE if p != policy and p in rows),
+               key=lambda r: r["cost_seconds"])
+    to_min, to_lru, safe = safety(cost, lru, gdsf)
+    belady = rows["belady"]["cost_seconds"]
+    gap = (lru - cost) / (lru - belady) if lru != belady else None
+    return {"lru": lru, "gdsf": gdsf, "learned": cost, "best": best, "to_min": to_min,
+            "to_lru": to_lru, "safe": safe, "cheapest": cost < best["cost_seconds"], "gap": gap}
+
+
+def robustness_traces(args):
+    """(name, path) of the grid's traces, generated under --work when missing; the sample
+    last."""
+    for kind in args.kinds:
+        if kind == "sample":
+            continue
+        seeds = ROBUSTNESS_SEEDS if args.seeds == "judging" else ROBUSTNESS_TUNING_SEEDS
+        for seed in seeds[kind][:args.robustness_traces]:
+            yield f"{kind}-{seed}", generated(args, kind, seed)
+    if "sample" in args.kinds:
+        yield "sample", SAMPLE
+
+
+def trace_stem(path):
+    """A trace's file name without .jsonl: names its model under --work, so a model is
+    retrained when the trace's size changes."""
+    return "sample" if path == SAMPLE else os.path.splitext(os.path.basename(path))[0]
+
+
+def generated(args, kind, seed):
+    """The trace `kvlearn gen --kind kind --seed seed` at the grid's size, cached under --work."""
+    requests = args.requests or ROBUSTNESS_REQUESTS[kind]
+    path = os.path.join(args.work, f"{kind}-{seed}-{requests}.jsonl")
+    if not os.path.exists(path):
+        run([args.kvlearn, "gen", "--kind", kind, "--requests", str(requests), "--seed",
+             str(seed), "--out", path])
+    return path
+
+
+def no_model_rows(args, path, pool):
+    """The tested policy's row with no model (mode c), or the error kvlearn printed."""
+    cmd = [args.kvlearn, "compare", "--trace", path, "--eval-from", "0.8", "--policies",
+           args.policy, "--format", "json", "--pool-fraction", pool] + args.cost_arg
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        return None, lines[-1] if lines else f"exit status {result.returncode}"
+    return json.loads(result.stdout)["results"][0], None
+
+
+def robustness(args):
+    """Runs the robustness grid; returns the exit status (1 when a cell fails safety or a
+    mode cannot run)."""
+    started = time.monotonic()
+    header = (f"{'mode':<4} {'model':<14} {'cell':<17} {'lru':>8} {'gdsf':>8} "
+              f"{'best online':>19} {'learned':>8} {'l/min':>6} {'l/lru':>6} {'gap %':>7} "
+              f"{'safe':>4} {'cheapest':>8}")
+    print(header, flush=True)
+    cells = {mode: [] for mode in args.modes}
+    unrunnable = {}
+    traces_list = list(robustness_traces(args))
+    trained = {}  # trace path -> model, so --retrain trains each model once per run
+
+    def model_of(path):
+        if path not in trained:
+            trained[path] = model_for(args, trace_stem(path), path)
+        return trained[path]
+
+    chat_model = sample_model = None
+    chat_seed = TUNING_SEEDS["chat"][0]
+    if "b" in args.modes:
+        if any(k != "chat" for k in args.kinds):
+            chat_model = model_of(generated(args, "chat", chat_seed))
+        if any(k != "sample" for k in args.kinds):
+            sample_model = model_of(SAMPLE)
+
+    def show(mode, model_name, name, pool, cell):
+        best = cell["best"]
+        gap_text = "-" if cell["gap"] is None else f"{100 * cell['gap']:.1f}"
+        print(f"{mode:<4} {model_name:<14} {name + ' ' + pool:<17} {cell['lru']:8.1f} "
+              f"{cell['gdsf']:8.1f} "
+              f"{best['policy'] + ' ' + format(best['cost_seconds'], '.1f'):>19} "
+              f"{cell['learned']:8.1f} {cell['to_min']:6.3f} {cell['to_lru']:6.3f} "
+              f"{gap_text:>7} {'yes' if cell['safe'] else 'NO':>4} "
+              f"{'yes' if cell['cheapest'] else 'no':>8}", flush=True)
+        cells[mode].append(cell)
+
+    for name, path in traces_list:
+        kind = name.split("-")[0]
+        own = model_of(path) if "a" in args.modes else None
+        others = []  # (label, model) of mode b on this trace
+        if kind != "sample" and sample_model:
+            others.append(("sample", sample_model))
+        if kind != "chat" and chat_model:
+            others.append((f"chat-{chat_seed}", chat_model))
+        for pool in args.pools:
+            extra = ["--pool-fraction", pool]
+            tested = [args.policy] if own and args.policy not in ONLINE else []
+            rows = {r["policy"]: r for r in compare(args, path, own, extra,
+                                                    ONLINE + tested + ["belady"])}
+            if "a" in args.modes:
+                show("a", "same-trace", name, pool, robustness_cell(rows, rows[args.policy],
+                                                                    args.policy))
+            for label, model in others:
+                learned = compare(args, path, model, extra, [args.policy])[0]
+                show("b", label, name, pool, robustness_cell(rows, learned, args.policy))
+            if "c" in args.modes and "c" not in unrunnable:
+                learned, error = no_model_rows(args, path, pool)
+                if error:
+                    unrunnable["c"] = error
+                    print(f"c    not yet runnable: {error}", flush=True)
+                else:
+                    show("c", "none", name, pool, robustness_cell(rows, learned, args.policy))
+
+    failed = False
+    print()
+    for mode in args.modes:
+        if mode in unrunnable:
+            print(f"mode {mode}: not yet runnable ({unrunnable[mode]})")
+            failed = True
+            continue
+        judged = cells[mode]
+        safe = sum(c["safe"] for c in judged)
+        failed |= safe < len(judged)
+        gaps = [c["gap"] for c in judged if c["gap"] is not None]
+        mean_gap = 100 * sum(gaps) / max(len(gaps), 1)
+        line = f"mode {mode}: safety passed in {safe}/{len(judged)} cells"
+        if mode == "a":
+            cheapest = sum(c["cheapest"] for c in judged)
+            line += (f"; cheapest online in {cheapest}/{len(judged)} "
+                     f"({100 * cheapest / max(len(judged), 1):.0f}%)")
+        print(f"{line}; mean cost gap closed {mean_gap:.1f}%")
+    print(f"grid wall time: {time.monotonic() - started:.0f} s")
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--held-out", action="store_true", help="run the held-out seeds only")
     parser.add_argument("--held-out-set", type=int, default=max(HELD_OUT_SEEDS), choices=sorted(HELD_OUT_SEEDS),
                         help="which held-out seed set --held-out runs (1 to 19 are spent; 20 is current)")
-    parser.add_argument("--kinds", default="mixed,chat,sample", type=lambda s: s.split(","),
+    parser.add_argument("--kinds", default=None, type=lambda s: s.split(","),
                         help="comma-separated traces to judge: mixed, chat (issue 12's kinds), sample (the "
-                        "shipped trace), fanout, batch (other shapes, SHAPE_SEEDS)")
+                        "shipped trace), fanout, batch (other shapes, SHAPE_SEEDS), rag, coder, "
+                        "shift (tuning seeds); default mixed,chat,sample, and with --robustness "
+                        + ",".join(ROBUSTNESS_KINDS))
     parser.add_argument("--pools", default="0.05,0.1,0.2", type=lambda s: s.split(","))
     parser.add_argument("--policy", default="learned", help="policy under test")
     parser.add_argument("--train-seeds", type=int, default=1, metavar="N",
@@ -235,8 +452,25 @@ def main():
                         help="average cluster TTFT over K HBM sizes 0.4%% apart (default 1)")
     parser.add_argument("--cluster-router", default="cache-aware",
                         help="router of the cluster replays (kvlearn compare --router; default cache-aware)")
+    parser.add_argument("--robustness", action="store_true",
+                        help="run the robustness grid (every gen kind on its judging seeds and "
+                        "the sample, modes a/b/c; see the docstring) instead; exits 1 if a cell "
+                        "fails safety")
+    parser.add_argument("--modes", default="a,b,c", type=lambda s: s.split(","),
+                        help="--robustness: training modes to run, comma-separated: a (same "
+                        "trace), b (other traffic), c (no model); default a,b,c")
+    parser.add_argument("--seeds", default="judging", choices=["judging", "tuning"],
+                        help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on) "
+                        "or the tuning ones (ROBUSTNESS_TUNING_SEEDS); default judging")
+    parser.add_argument("--robustness-traces", type=int, default=2, choices=[1, 2],
+                        help="--robustness: seeds per generated kind (default 2)")
+    parser.add_argument("--requests", type=int, default=None, metavar="N",
+                        help="--robustness: requests of every generated trace (default: "
+                        "ROBUSTNESS_REQUESTS per kind)")
     parser.add_argument("--kvlearn", default="build/cli/kvlearn")
-    parser.add_argument("--work", default="build/eval")
+    parser.add_argument("--work", default=None,
+                        help="where traces and models are cached (default build/eval, with "
+                        "--robustness build/eval-robust)")
     parser.add_argument("--retrain", action="store_true")
     parser.add_argument("--train-arg", action="append", default=[],
                         help="extra argument for kvlearn train (repeatable)")
@@ -245,12 +479,43 @@ def main():
                              "(repeatable), e.g. --cost-arg=--model-profile=llama3.3-70b; "
                              "use a --work of its own, models are cached by trace name")
     args = parser.parse_args()
+    if args.robustness:
+        for flag, given in (("--held-out", args.held_out), ("--cluster", args.cluster),
+                            ("--cluster-only", args.cluster_only),
+                            ("--train-seeds", args.train_seeds != 1)):
+            if given:
+                parser.error(f"{flag} does not apply to --robustness")
+        args.kinds = args.kinds or ROBUSTNESS_KINDS
+        for kind in args.kinds:
+            if kind not in ROBUSTNESS_KINDS:
+                parser.error(f"--kinds: unknown kind {kind!r} for --robustness "
+                             f"(known: {', '.join(ROBUSTNESS_KINDS)})")
+        for mode in args.modes:
+            if mode not in ("a", "b", "c"):
+                parser.error(f"--modes: unknown mode {mode!r} (known: a, b, c)")
+        if args.requests is not None and args.requests < 10:
+            parser.error("--requests must be at least 10 (the last 20% is judged)")
+        args.work = args.work or "build/eval-robust"
+        os.makedirs(args.work, exist_ok=True)
+        sys.exit(robustness(args))
+    for flag, given in (("--modes", args.modes != ["a", "b", "c"]),
+                        ("--seeds", args.seeds != "judging"),
+                        ("--robustness-traces", args.robustness_traces != 2),
+                        ("--requests", args.requests is not None)):
+        if given:
+            parser.error(f"{flag} applies to --robustness only")
+    args.kinds = args.kinds or ["mixed", "chat", "sample"]
+    args.work = args.work or "build/eval"
     if args.train_seeds < 1:
         parser.error("--train-seeds must be at least 1")
     known = {"sample", *TUNING_SEEDS, *SHAPE_SEEDS}
     for kind in args.kinds:
         if kind not in known:
             parser.error(f"--kinds: unknown kind {kind!r} (known: {', '.join(sorted(known))})")
+        held_out_kinds = ("sample", *SHAPE_SEEDS, *HELD_OUT_SEEDS[args.held_out_set])
+        if args.held_out and kind not in held_out_kinds:
+            parser.error(f"--kinds: {kind!r} has no held-out seeds (held-out sets hold "
+                         f"{', '.join(HELD_OUT_SEEDS[args.held_out_set])})")
     args.cluster = args.cluster or args.cluster_only
     os.makedirs(args.work, exist_ok=True)
 

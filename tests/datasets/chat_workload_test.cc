@@ -10,6 +10,7 @@
 #include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "gtest/gtest.h"
+#include "tests/support/common_prefix_blocks.h"
 #include "tests/support/same_trace.h"
 
 namespace kvlearn {
@@ -123,14 +124,7 @@ TEST(ChatWorkloadTest, FollowUpTurnKeepsEveryFullBlockOfThePreviousTurn) {
   const Trace trace = GenerateChatTrace(o);
 
   // s = blocks every request shares = the system prompt's full blocks.
-  size_t s = trace.requests[0].num_blocks;
-  const auto first = trace.BlocksOf(trace.requests[0]);
-  for (const TraceRequest& r : trace.requests) {
-    const auto ids = trace.BlocksOf(r);
-    size_t k = 0;
-    while (k < s && k < ids.size() && ids[k] == first[k]) ++k;
-    s = k;
-  }
+  const size_t s = CommonPrefixBlocks(trace);
 
   std::unordered_map<uint64_t, size_t> last_turn;  // block s id -> latest request index
   size_t follow_ups = 0;
