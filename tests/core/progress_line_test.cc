@@ -1,0 +1,62 @@
+// ProgressLine: silent unless wanted; when forced on, the line carries
+// done/total, the share, the rate and the ETA, and is cleared at the end.
+#include "core/progress_line.h"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace kvlearn {
+namespace {
+
+TEST(ProgressLineTest, NotWantedOnAPipeOrWhenQuiet) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_FALSE(ProgressLine::Wanted(fds[1], /*quiet=*/false));
+  EXPECT_FALSE(ProgressLine::Wanted(fds[1], /*quiet=*/true));
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(ProgressLineTest, DisabledPrintsNothing) {
+  std::ostringstream out;
+  {
+    ProgressLine line("replaying", 100, "requests", /*enabled=*/false, out);
+    line.Start();
+    line.Add(40);
+    line.Draw();
+  }
+  EXPECT_EQ(out.str(), "");
+}
+
+TEST(ProgressLineTest, TextHasDoneTotalShareRateAndEta) {
+  std::ostringstream out;
+  ProgressLine line("replaying", 1000, "requests", true, out);
+  // 250 of 1000 in 5 s: 50 a second, 750 left, so 15 s to go.
+  EXPECT_EQ(line.Text(250, 5.0), "replaying 250/1000 requests (25%), 50 requests/s, ETA 15 s");
+  // Nothing done yet: no rate, hence no ETA.
+  EXPECT_EQ(line.Text(0, 0.0), "replaying 0/1000 requests (0%), 0 requests/s");
+  ProgressLine unknown("scanned", 0, "events", true, out);
+  EXPECT_EQ(unknown.Text(300, 2.0), "scanned 300 events, 150 events/s");
+}
+
+TEST(ProgressLineTest, ForcedOnDrawsInPlaceAndClearsAtTheEnd) {
+  std::ostringstream out;
+  ProgressLine line("replaying", 10, "requests", true, out);
+  line.Add(3);
+  line.Add(2);
+  line.Draw();
+  const std::string drawn = out.str();
+  EXPECT_EQ(drawn.rfind("\rreplaying 5/10 requests (50%), ", 0), 0u) << drawn;
+  EXPECT_NE(drawn.find("requests/s"), std::string::npos);
+  EXPECT_NE(drawn.find("\x1b[K"), std::string::npos);
+  line.Finish();
+  EXPECT_EQ(out.str(), drawn + "\r\x1b[K");
+  line.Finish();  // idempotent: nothing more
+  EXPECT_EQ(out.str(), drawn + "\r\x1b[K");
+}
+
+}  // namespace
+}  // namespace kvlearn
