@@ -81,10 +81,11 @@ absl::StatusOr<std::vector<Row>> Rows(const ClusterCompareFlags& c,
 std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
   auto f = std::make_shared<ClusterCompareFlags>();
   const std::string group = "Cluster simulation (--cluster; docs/cluster.md)";
-  cmd->add_flag("--cluster", f->enabled,
-                "simulate the prefill cluster (per-node HBM + DRAM caches, routers, links, "
-                "queues) and report TTFT per router and policy")
-      ->group(group);
+  CLI::Option* cluster =
+      cmd->add_flag("--cluster", f->enabled,
+                    "simulate the prefill cluster (per-node HBM + DRAM caches, routers, links, "
+                    "queues) and report TTFT per router and policy")
+          ->group(group);
   cmd->add_option(
          "--router", f->routers,
          "cluster: comma-separated routers: round-robin, least-load, cache-aware (SGLang's "
@@ -159,6 +160,12 @@ std::shared_ptr<ClusterCompareFlags> AddClusterCompareFlags(CLI::App* cmd) {
                   "cluster: also write every evaluated request's TTFT per row to this JSON "
                   "file (for scripts/plot_ttft.py)")
       ->group(group);
+  // A cluster flag without --cluster would be ignored by the pool replay:
+  // refuse it at parse time ("--router requires --cluster").
+  for (CLI::Option* o :
+       cmd->get_options([&](CLI::Option* o) { return o != cluster && o->get_group() == group; })) {
+    o->needs(cluster);
+  }
   return f;
 }
 

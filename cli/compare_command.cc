@@ -1,5 +1,7 @@
 // `kvlearn compare`: replays one trace under several retention policies, in
 // parallel, on the same pool size and cost model, and prints the A/B table.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,7 +16,9 @@
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/prefill_sizing.h"
 #include "core/cost_model.h"
+#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -41,6 +45,7 @@ struct CompareFlags {
   std::string format = "table";
   std::string out;
   bool print_config = false;
+  bool quiet = false;
   double transfer_weight = 1;
 };
 
@@ -197,29 +202,25 @@ int RunCompare(const CompareFlags& f) {
     }
   }
 
-  // --prefill-nodes auto: the fewest instances at which LRU is busy at most
-  // kTargetUtilization of the evaluated window (SizePoolReplay).
-  CostModel sized = *cost;
   const bool auto_nodes = f.cost.prefill_nodes == "auto";
-  if (auto_nodes) {
-    ReplayResult lru;
-    auto nodes = SizePoolReplay(*replay, sized, options, kTargetUtilization, &lru);
-    if (!nodes.ok()) return Fail(nodes.status());
-    HardwareProfile hw = sized.hardware();
-    hw.prefill_nodes = *nodes;
-    sized = CostModel(sized.model(), hw, sized.form());
-    std::cerr << absl::StrFormat("prefill nodes auto: %d (LRU busy %.0f s over a %.0f s window)\n",
-                                 hw.prefill_nodes, lru.busy_seconds, lru.window_seconds());
-  }
+  auto sized_or = SizePrefillNodes(*replay, *cost, options, auto_nodes, std::cerr);
+  if (!sized_or.ok()) return Fail(sized_or.status());
+  const CostModel& sized = *sized_or;
 
   std::cerr << absl::StrFormat(
       "replaying %d requests (%d block accesses) under %d policies on %d prefill instances\n",
       trace->requests.size(), replay->block_accesses(), policies.size(),
       sized.hardware().prefill_nodes);
   std::vector<absl::StatusOr<ReplayResult>> results(policies.size(), absl::UnknownError("not run"));
+  ProgressLine progress("kvlearn compare: replayed",
+                        uint64_t{trace->requests.size()} * policies.size(), "requests",
+                        ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
+  options.requests_done = &progress.counter();
+  progress.Start();
   tbb::parallel_for(size_t{0}, policies.size(), [&](size_t i) {
     results[i] = ReplayPool(*replay, sized, policies[i], options);
   });
+  progress.Finish();
 
   Comparison comparison;
   comparison.trace = f.trace;
@@ -281,6 +282,9 @@ Command AddCompareCommand(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_flag("--lenient", flags->lenient, "skip and count bad trace lines instead of failing");
+  cmd->add_flag("--quiet", flags->quiet,
+                "no progress line (drawn on stderr only when it is a terminal: requests replayed "
+                "over all policies, rate, ETA)");
   cmd->add_option("--eval-from", flags->eval_from,
                   "share of requests used only to warm the pool; metrics cover the rest")
       ->capture_default_str()

@@ -1,12 +1,17 @@
 // `kvlearn export-log`: turns the sidecar's event log into a Mooncake JSONL
 // trace (one line per request-arrival event) for `kvlearn train` / `compare`.
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
@@ -19,6 +24,7 @@ struct ExportFlags {
   std::string out;
   std::string node;  // empty: every node
   uint32_t block_size = 512;
+  bool quiet = false;
 };
 
 int Fail(const absl::Status& s) {
@@ -36,16 +42,24 @@ int RunExport(const ExportFlags& f) {
   };
   std::vector<Row> rows;
   uint64_t events = 0, other = 0, adjusted = 0;
+  std::set<std::string> nodes, other_nodes;  // with request arrivals: exported, left out
+  ProgressLine progress("kvlearn export-log: scanned",
+                        (*log)->next_sequence() - (*log)->first_sequence(), "events",
+                        ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
+  progress.Start();
   v1::Event e;
   auto scanned = (*log)->ForEach([&](uint64_t seq, std::string_view value) -> absl::Status {
     ++events;
+    progress.Add(1);
     if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
       return absl::DataLossError(absl::StrCat("event ", seq, " does not parse"));
     }
     if (!e.has_request_arrival() || (!f.node.empty() && e.node_id() != f.node)) {
+      if (e.has_request_arrival() && other_nodes.size() < 1000) other_nodes.insert(e.node_id());
       ++other;
       return absl::OkStatus();
     }
+    if (nodes.size() < 1000) nodes.insert(e.node_id());
     const auto& r = e.request_arrival();
     Row row;
     row.timestamp_ms = e.timestamp_us() / 1000;
@@ -66,7 +80,30 @@ int RunExport(const ExportFlags& f) {
     rows.push_back(std::move(row));
     return absl::OkStatus();
   });
+  progress.Finish();
   if (!scanned.ok()) return Fail(scanned);
+  // An empty trace only fails later, in compare or train, far from its cause:
+  // refuse here and say why nothing matched.
+  if (rows.empty()) {
+    if (!other_nodes.empty()) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat("no request arrivals of node ", f.node, " among ", events,
+                       " logged events; nodes with arrivals: ", absl::StrJoin(other_nodes, ", "))));
+    }
+    return Fail(absl::NotFoundError(absl::StrCat(
+        "no request arrivals among ", events,
+        " logged events, so no trace to write: a sidecar fed only by --engine-events logs the "
+        "engines' block stores and removals, and engines do not report requests; the router "
+        "or client reports them (RequestArrival, docs/sidecar.md)")));
+  }
+  if (nodes.size() > 1) {
+    // Nodes that number blocks each their own way interleave into a trace
+    // whose ids are not prefix hashes, which compare refuses.
+    std::cerr << "kvlearn export-log: note: requests of " << nodes.size() << " nodes ("
+              << absl::StrJoin(nodes, ", ")
+              << ") in one trace; if their block ids are not shared prefix hashes, compare "
+                 "and train refuse it: pass --node ID for one node's\n";
+  }
   // Nodes' clocks interleave; the trace format wants time order.
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.timestamp_ms < b.timestamp_ms; });
@@ -102,6 +139,9 @@ Command AddExportLogCommand(CLI::App& root) {
   cmd->add_option("--block-size", f->block_size, "tokens per block of the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_flag("--quiet", f->quiet,
+                "no progress line (drawn on stderr only when it is a terminal: events scanned "
+                "of the log's, rate, ETA)");
   return {cmd, [f] { return RunExport(*f); }};
 }
 

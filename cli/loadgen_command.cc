@@ -2,6 +2,7 @@
 // gRPC, replaying a trace (clients/load_generator.h), and prints compare's
 // result schema plus per-RPC latency percentiles.
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
@@ -14,8 +15,10 @@
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/prefill_sizing.h"
 #include "clients/load_generator.h"
 #include "core/cost_model.h"
+#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "sim/comparison_report.h"
 #include "sim/replay_trace.h"
@@ -32,6 +35,7 @@ struct LoadgenFlags {
   uint64_t pool_bytes = 0;
   double eval_from = 0;
   std::string format = "table";
+  bool quiet = false;
   CostFlags cost;
   uint32_t block_size = 512;
   std::string tls_ca, tls_cert, tls_key;
@@ -93,11 +97,27 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
       "per node, target %s\n",
       trace->requests.size(), replay->block_accesses(), o.nodes, o.concurrency, o.pool_bytes,
       o.target);
-  auto result = RunLoadgen(*replay, cost, o);
+  // The prefill instances compare would size for this trace and pool, so the
+  // header, the JSON and the TTFT accounting all use the count that runs.
+  PoolReplayOptions sizing;
+  sizing.pool_bytes = o.pool_bytes;
+  sizing.eval_from = o.eval_from;
+  const bool auto_nodes = f.cost.prefill_nodes == "auto";
+  auto sized = SizePrefillNodes(*replay, cost, sizing, auto_nodes, std::cerr);
+  if (!sized.ok()) return Fail(sized.status());
+  ProgressLine progress("kvlearn loadgen: served", trace->requests.size(), "requests",
+                        ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
+  o.requests_done = &progress.counter();
+  progress.Start();
+  auto result = RunLoadgen(*replay, *sized, o);
+  progress.Finish();
   if (!result.ok()) return Fail(result.status());
 
   Comparison c;
   c.trace = f.trace;
+  c.cost_model = std::string(RecomputeFormName(sized->form()));
+  c.prefill_nodes = sized->hardware().prefill_nodes;
+  c.prefill_nodes_auto = auto_nodes;
   c.requests = result->result.requests;
   c.block_accesses = result->result.block_accesses;
   c.pool_bytes = o.pool_bytes;
@@ -137,6 +157,9 @@ Command AddLoadgenCommand(CLI::App& root) {
   cmd->add_option("--format", f->format, "output format")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_flag("--quiet", f->quiet,
+                "no progress line (drawn on stderr only when it is a terminal: requests served, "
+                "rate, ETA)");
   f->cost.Register(cmd);  // the same cost model as compare (block bytes, TTFT)
   cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
       ->capture_default_str()

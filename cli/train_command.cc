@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/output_path.h"
 #include "datasets/mooncake_reader.h"
 #include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
@@ -57,6 +58,10 @@ int RunTrain(const TrainFlags& f) {
   if (!(0 < f.train_until && f.train_until < f.valid_until && f.valid_until <= 1)) {
     return Fail(absl::InvalidArgumentError(
         "need 0 < --train-until < --valid-until <= 1 (shares of the trace's requests)"));
+  }
+  if (auto s = CheckOutputWritable("--out", f.out); !s.ok()) return Fail(s);
+  if (!f.samples_out.empty()) {
+    if (auto s = CheckOutputWritable("--samples-out", f.samples_out); !s.ok()) return Fail(s);
   }
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());

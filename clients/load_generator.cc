@@ -216,11 +216,21 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
 
   LoadgenResult result;
   {
+    // Waits for a server started just before (its start-up takes well under a
+    // second), but not the 10 s a dead address used to cost.
+    constexpr int kConnectSeconds = 3;
     v1::GetStatusResponse status;
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kConnectSeconds));
     ctx.set_wait_for_ready(true);
-    if (auto s = FromGrpc(stub->GetStatus(&ctx, {}, &status), "GetStatus"); !s.ok()) return s;
+    const grpc::Status s = stub->GetStatus(&ctx, {}, &status);
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+        s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach ", o.target, " (no answer to GetStatus in ", kConnectSeconds,
+                       " s): is `kvlearn serve` running there? Start it or fix --target"));
+    }
+    if (auto st = FromGrpc(s, "GetStatus"); !st.ok()) return st;
     result.result.policy = status.policy();
   }
 
@@ -244,6 +254,7 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
         const uint32_t node = ri % o.nodes;
         if (node % threads != t) continue;
         status = nodes[node]->Serve(*stub, ri, outcomes[ri], mine);
+        if (o.requests_done) o.requests_done->fetch_add(1, std::memory_order_relaxed);
       }
       for (uint32_t node = t; node < o.nodes && status.ok(); node += threads) {
         status = nodes[node]->Finish(*stub, mine);

@@ -18,6 +18,7 @@
 // nodes. Counters and TTFT are computed as ReplayPool computes them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,8 @@ struct LoadgenOptions {
   uint64_t pool_bytes = 0;  // per node
   double eval_from = 0;
   std::string node_prefix = "loadgen-";  // node ids are prefix + index
+  // When set, advanced by one per request served (a progress line reads it).
+  std::atomic<uint64_t>* requests_done = nullptr;
 };
 
 struct RpcLatency {

@@ -102,6 +102,23 @@ std::optional<LineError> ReadCount(ondemand::value& value, const char* field, in
   return std::nullopt;
 }
 
+// A line of comma-separated values not starting as JSON does: likely a CSV
+// file given as a trace, which deserves a hint rather than a JSON type error.
+bool LooksLikeCsv(std::string_view line) {
+  const size_t first = line.find_first_not_of(" \t");
+  return first != std::string_view::npos && line[first] != '{' && line[first] != '[' &&
+         line.find(',') != std::string_view::npos;
+}
+
+// `error`, or for a line that looks like CSV, what kvlearn reads instead.
+LineError NotAnObject(std::string_view line, LineError error) {
+  if (!LooksLikeCsv(line)) return error;
+  return Malformed(
+      "this looks like CSV (comma-separated values, not a JSON object); traces are Mooncake "
+      "JSONL, one object per line with timestamp, input_length, output_length and hash_ids "
+      "(docs/results.md; kvlearn gen writes them)");
+}
+
 // Parses lines one at a time into a Trace; keeps the parser and scratch space
 // between lines so the steady state allocates nothing.
 class LineParser {
@@ -135,9 +152,10 @@ class LineParser {
 
   std::optional<LineError> ParseFields(simdjson::padded_string_view line) {
     ondemand::document doc;
-    if (auto error = parser_.iterate(line).get(doc)) return Malformed(error);
+    if (auto error = parser_.iterate(line).get(doc)) return NotAnObject(line, Malformed(error));
     ondemand::object object;
     if (auto error = doc.get_object().get(object)) {
+      if (LooksLikeCsv(line)) return NotAnObject(line, Malformed(error));
       ondemand::json_type type;
       if (error == simdjson::INCORRECT_TYPE && !doc.type().get(type)) {
         return Malformed(absl::StrCat("expected an object, got ", TypeName(type)));

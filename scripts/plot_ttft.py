@@ -50,8 +50,14 @@ def main():
     styles = ["-", "--", "-.", ":"]
     fig, axes = plt.subplots(1, len(args.files), figsize=(5 * len(args.files), 3.6),
                              squeeze=False)
-    for i, path in enumerate(args.files):
-        data = load(path)
+    loaded = [load(path) for path in args.files]
+    if wanted:
+        known = sorted({row["router"] for data in loaded for row in data["samples"]})
+        unknown = sorted(wanted - set(known))
+        if unknown:
+            sys.exit(f"plot_ttft.py: --routers: no rows for {', '.join(unknown)} in "
+                     f"{', '.join(args.files)}; the routers there: {', '.join(known)}")
+    for i, data in enumerate(loaded):
         ax = axes[0][i]
         policies = {row["policy"] for row in data["samples"]}
         for k, row in enumerate(data["samples"]):

@@ -58,6 +58,7 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
     if (auto s = ServeRequest(replay, ri, tier, o); !s.ok()) return s;
     accounting.Record(ri, trace.requests[ri], o);
     if (options.after_request) options.after_request(ri, pool);
+    if (options.requests_done) options.requests_done->fetch_add(1, std::memory_order_relaxed);
   }
   ReplayResult result = accounting.Finish();
   result.policy = std::string(policy_name);

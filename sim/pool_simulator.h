@@ -13,6 +13,7 @@
 // runs every tier with, so the two apply the policy protocol identically.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,9 @@ struct PoolReplayOptions {
   // Called after every request with its index and the pool; tests use it to
   // check invariants. Leave empty in production runs.
   std::function<void(uint32_t, const PoolState&)> after_request;
+  // When set, advanced by one per request served (a progress line reads it;
+  // replays run in parallel may share one).
+  std::atomic<uint64_t>* requests_done = nullptr;
 };
 
 // Serves request `request_index` of `replay` against the pool `tier` drives:

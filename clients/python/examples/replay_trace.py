@@ -275,6 +275,39 @@ def read_trace(path: str, limit: int) -> List[dict]:
     return requests
 
 
+class ProgressLine:
+    """A live line on stderr, as kvlearn's commands draw it (core/progress_line.h):
+    "LABEL done/total requests (P%), R requests/s, ETA S s", redrawn in place at most
+    four times a second and cleared at the end; nothing unless `enabled` (stderr a
+    terminal and no --quiet)."""
+
+    def __init__(self, label, total, enabled, out=sys.stderr):
+        self.label, self.total, self.enabled, self.out = label, total, enabled, out
+        self.start = time.monotonic()
+        self.drawn_at = None
+
+    def text(self, done, seconds):
+        rate = done / seconds if seconds > 0 else 0.0
+        line = f"{self.label} {done}/{self.total} requests ({100 * done / max(self.total, 1):.0f}%), " \
+               f"{rate:.0f} requests/s"
+        if rate > 0 and done <= self.total:
+            line += f", ETA {(self.total - done) / rate:.0f} s"
+        return line
+
+    def update(self, done):
+        now = time.monotonic()
+        if not self.enabled or (self.drawn_at is not None and now - self.drawn_at < 0.25):
+            return
+        self.out.write("\r" + self.text(done, now - self.start) + "\x1b[K")
+        self.out.flush()
+        self.drawn_at = now
+
+    def finish(self):
+        if self.drawn_at is not None:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -297,6 +330,9 @@ def main(argv=None) -> int:
     parser.add_argument("--engine-capacity-blocks", type=int, default=4096,
                         help="with --follow-engine: the publisher's --capacity-blocks")
     parser.add_argument("--summary-json", help="also write the summary counters here")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line (drawn on stderr only when it is a terminal: "
+                             "requests served, rate, ETA)")
     args = parser.parse_args(argv)
 
     requests = read_trace(args.trace, args.requests)
@@ -307,8 +343,12 @@ def main(argv=None) -> int:
     node = EngineNode(client, args.pool_blocks * args.block_tokens * args.bytes_per_token,
                       args.block_tokens, args.bytes_per_token)
     start = time.monotonic()
-    for request in requests:
+    progress = ProgressLine("replay_trace: served", len(requests),
+                            sys.stderr.isatty() and not args.quiet)
+    for done, request in enumerate(requests, start=1):
         node.serve(request)
+        progress.update(done)
+    progress.finish()
     wall = time.monotonic() - start
     s = client.stats()
     client.close()

@@ -1,0 +1,136 @@
+"""Refusals that say what to do, made before any long work.
+
+Each case used to do something unhelpful:
+`--router` without `--cluster` was ignored; `train --out` into a missing directory
+trained every epoch and then failed to write; a CSV file given as a trace got "field
+'json': expected an object, got a boolean"; `plot_ttft.py --routers` with a misspelt
+router wrote an empty figure and exited 0; `loadgen` against a dead port waited 10 s
+for "GetStatus: Deadline Exceeded"; `export-log` of a log without request arrivals wrote
+an empty trace with exit status 0, and of several nodes' arrivals gave no hint of
+`--node`. Each is now refused with a one-line error
+naming the flag or file and the fix; a control run with the right input succeeds, so
+the refusal is about the input and not the command.
+
+usage: errors_test.py PATH_TO_KVLEARN SAMPLE_TRACE PLOT_TTFT_SCRIPT
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from serve_support import head_trace, start_serve
+
+KVLEARN, SAMPLE, PLOT_TTFT = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+class ErrorsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="kvlearn_errors_")
+        cls.trace = head_trace(SAMPLE, os.path.join(cls.work, "head.jsonl"), 200)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def assert_refused(self, result, *words):
+        self.assertNotEqual(result.returncode, 0, result.stdout + result.stderr)
+        for word in words:
+            self.assertIn(word, result.stderr)
+
+    def test_router_without_cluster(self):
+        base = [KVLEARN, "compare", "--trace", self.trace, "--policies", "lru"]
+        self.assert_refused(run(base + ["--router", "least-load"]), "--router", "--cluster")
+        self.assert_refused(run(base + ["--hbm-gb", "40"]), "--hbm-gb", "--cluster")
+        ok = run(base + ["--cluster", "--prefill-nodes", "2", "--router", "least-load"])
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+
+    def test_train_out_unwritable_is_refused_before_training(self):
+        base = [KVLEARN, "train", "--trace", self.trace, "--epochs", "1"]
+        missing = os.path.join(self.work, "no-such-dir", "m.pt")
+        result = run(base + ["--out", missing])
+        self.assert_refused(result, "--out", "no-such-dir", "create it first")
+        self.assertNotIn("epoch", result.stderr + result.stdout)  # nothing trained
+        self.assert_refused(run(base + ["--out", self.work]), "--out", "is a directory")
+        samples = run(base + ["--out", os.path.join(self.work, "m.pt"),
+                              "--samples-out", missing])
+        self.assert_refused(samples, "--samples-out", "create it first")
+        self.assertFalse(os.path.exists(os.path.join(self.work, "m.pt")))
+        ok = run(base + ["--out", os.path.join(self.work, "m.pt")])
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+
+    def test_csv_trace_is_named_as_csv(self):
+        csv = os.path.join(self.work, "trace.csv")
+        with open(csv, "w") as f:
+            f.write("timestamp,input_length,output_length,hash_ids\n0,1024,10,1;2\n")
+        result = run([KVLEARN, "compare", "--trace", csv, "--policies", "lru"])
+        self.assert_refused(result, "trace.csv:1:", "looks like CSV", "Mooncake JSONL")
+        # A JSON line that is not an object keeps the JSON message.
+        not_object = os.path.join(self.work, "true.jsonl")
+        with open(not_object, "w") as f:
+            f.write("true\n")
+        result = run([KVLEARN, "compare", "--trace", not_object, "--policies", "lru"])
+        self.assert_refused(result, "expected an object, got a boolean")
+        self.assertNotIn("CSV", result.stderr)
+
+    def test_loadgen_dead_port_names_address_and_serve(self):
+        with socket.socket() as s:  # a port nothing listens on once closed
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        result = run([KVLEARN, "loadgen", "--target", f"127.0.0.1:{port}", "--trace", self.trace])
+        self.assert_refused(result, f"cannot reach 127.0.0.1:{port}",
+                            "is `kvlearn serve` running there?")
+        self.assertNotIn("Deadline Exceeded", result.stderr)
+
+    def test_export_log_without_arrivals_is_refused_and_several_nodes_noted(self):
+        empty = os.path.join(self.work, "empty-log")
+        server, _ = start_serve(self, KVLEARN, empty)
+        server.terminate()
+        server.wait()
+        out = os.path.join(self.work, "empty.jsonl")
+        result = run([KVLEARN, "export-log", "--data-dir", empty, "--out", out])
+        self.assert_refused(result, "no request arrivals among", "--engine-events")
+        self.assertFalse(os.path.exists(out))
+
+        two = os.path.join(self.work, "two-nodes")
+        _, port = start_serve(self, KVLEARN, two)
+        loadgen = run([KVLEARN, "loadgen", "--target", f"127.0.0.1:{port}", "--trace",
+                       self.trace, "--nodes", "2"])
+        self.assertEqual(loadgen.returncode, 0, loadgen.stderr)
+        both = run([KVLEARN, "export-log", "--data-dir", two, "--out", out])
+        self.assertEqual(both.returncode, 0, both.stderr)
+        self.assertIn("requests of 2 nodes (loadgen-0, loadgen-1)", both.stderr)
+        self.assertIn("pass --node ID", both.stderr)
+        one = run([KVLEARN, "export-log", "--data-dir", two, "--out", out, "--node", "loadgen-1"])
+        self.assertEqual(one.returncode, 0, one.stderr)
+        self.assertNotIn("nodes (", one.stderr)
+        self.assertIn("wrote 100 requests", one.stderr)  # every other of the 200
+        nobody = run([KVLEARN, "export-log", "--data-dir", two, "--out", out, "--node", "x"])
+        self.assert_refused(nobody, "no request arrivals of node x",
+                            "nodes with arrivals: loadgen-0, loadgen-1")
+
+    def test_plot_ttft_unknown_router(self):
+        samples = os.path.join(self.work, "s.json")
+        with open(samples, "w") as f:
+            json.dump({"trace": "t", "samples": [
+                {"router": "least-load", "policy": "lru", "ttft_ms": [1.0, 2.0]},
+                {"router": "cache-aware", "policy": "lru", "ttft_ms": [1.0]}]}, f)
+        png = os.path.join(self.work, "cdf.png")
+        result = run([PLOT_TTFT, samples, "--routers", "leastload", "-o", png])
+        self.assert_refused(result, "leastload", "cache-aware, least-load")
+        self.assertFalse(os.path.exists(png))
+        ok = run([PLOT_TTFT, samples, "--routers", "least-load", "-o", png])
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertTrue(os.path.exists(png))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
