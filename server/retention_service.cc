@@ -50,17 +50,18 @@ grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Req parsed;
   grpc::Status status;
-  if (access_ != nullptr && !(status = ToGrpcStatus(access_->CheckCaller(*context, rpc))).ok()) {
-    // Refused before its bytes are looked at.
+  // The caller is checked before its bytes are read, and again with the
+  // nodes its request names.
+  if (access_ != nullptr) status = ToGrpcStatus(access_->CheckCaller(*context, rpc));
+  if (!status.ok()) {
+    // Refused: the request is not read.
   } else if (auto st = ParseRawMessage(*request, &parsed, "request"); !st.ok()) {
     counters_->CountMalformed(rpc);
     status = ToGrpcStatus(st);
-  } else if (access_ != nullptr &&
-             !(status = ToGrpcStatus(access_->CheckRequest(*context, rpc, parsed))).ok()) {
-    // A node the caller is not bound to.
   } else {
+    if (access_ != nullptr) status = ToGrpcStatus(access_->CheckRequest(*context, rpc, parsed));
     Resp out;
-    status = fn(parsed, &out);
+    if (status.ok()) status = fn(parsed, &out);
     if (status.ok()) status = ToGrpcStatus(SerializeRawMessage(out, response));
   }
   metrics_->CountRpc(rpc, static_cast<int>(status.error_code()));
