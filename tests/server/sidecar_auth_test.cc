@@ -292,12 +292,31 @@ TEST_F(SidecarAuthTest, TheOperatorReloadsModelsFromInsideTheModelDirOnly) {
 TEST_F(SidecarAuthTest, TheTokensFileIsReloadedWhenItChangesAndABadOneKeepsTheOld) {
   Start(Options());
   ASSERT_TRUE(Admit(kReporter, "node-a").ok());
+  // A stream opened with the token that is about to be revoked: its first
+  // batch is applied before the change.
+  grpc::ClientContext stream_ctx;
+  WithToken(stream_ctx, kReporter);
+  v1::ReportSummary summary;
+  auto stream = stub_->ReportEvents(&stream_ctx, &summary);
+  ASSERT_TRUE(stream->Write(BatchOf({EventFor("node-a", 1)})));
+  ASSERT_TRUE(WaitUntil([&] {
+    v1::GetStatusResponse status;
+    return GetStatus(kOperator, &status).ok() && status.log_next_sequence() == 1;
+  }));
+
   const std::string fresh = "fresh-reporter-token-1";
   WriteFileAtomically(TokensFile(),
                       absl::StrCat(fresh, " reporter node-a\n", kOperator, " operator\n"));
   const AccessControl& access = *server_->access_control();
   ASSERT_TRUE(WaitUntil([&] { return access.reloads_ok() == 1; }));
   EXPECT_EQ(Admit(kReporter, "node-a").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // The open stream's next batch meets the new table.
+  stream->Write(BatchOf({EventFor("node-a", 2)}));
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(GetStatus(kOperator, &status).ok());
+  EXPECT_EQ(status.log_next_sequence(), 1u);
   EXPECT_TRUE(Admit(fresh, "node-a").ok());
   EXPECT_EQ(access.principals(), 2u);
 
