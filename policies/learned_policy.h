@@ -54,7 +54,7 @@ namespace kvlearn {
 class LearnedPolicy final : public LeafOrderedPolicy {
  public:
   // The decay window of the experts' cost sums, in pool turnovers.
-  static constexpr double kWindowTurnovers = 8.0;
+  static constexpr double kWindowTurnovers = 16.0;
 
   // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
   explicit LearnedPolicy(const PolicyEnv& env);
