@@ -205,7 +205,8 @@ std::vector<Step> DriveLearned(const HandTrace& h, uint64_t pool_blocks,
                                std::shared_ptr<const LearnedModel> model) {
   std::vector<Step> steps;
   PolicyDriver driver(&h.replay.catalog, pool_blocks * HandBlockBytes());
-  EXPECT_TRUE(driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
+  EXPECT_TRUE(
+      driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
     RequestOutcome outcome;
     EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
@@ -346,7 +347,8 @@ TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
 TEST(LearnedEvictionTest, AVictimFoundForAnAdmissionIsAskedAgainOnceThePoolChanges) {
   const auto h = MakeHandTrace({"a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 3 * HandBlockBytes());
-  ASSERT_TRUE(driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), AccessCountModel())).ok());
+  ASSERT_TRUE(
+      driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), AccessCountModel())).ok());
   for (uint32_t r = 0; r < 3; ++r) {
     const std::span<const BlockIndex> chain(&h->replay.blocks[r], 1);
     const AccessInfo access{static_cast<int64_t>(r) * 1000, r, r};
