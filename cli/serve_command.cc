@@ -153,7 +153,9 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--policy", o.policy,
                   absl::StrCat("retention policy (", JoinedPolicyNames(", "),
                                "); default learned with --model, else lru"));
-  cmd->add_option("--model", o.model_path, "model file for the learned policy");
+  cmd->add_option("--model", o.model_path,
+                  "model file for the learned policies ('learned' runs without one, on lru and "
+                  "gdsf; 'learned-model' needs one)");
   cmd->add_option("--metrics-listen", o.metrics_listen,
                   "Prometheus /metrics address HOST:PORT (empty: off)")
       ->capture_default_str();

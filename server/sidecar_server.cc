@@ -124,7 +124,16 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
                       loaded.status().message(), "\n");
     }
   }
-  if (auto st = NodePools::CheckOptions(pools); !st.ok()) {
+  absl::Status checked = NodePools::CheckOptions(pools);
+  if (!checked.ok() && pools.policy == "learned" && pools.model != nullptr) {
+    // learned runs without a model, on its lru and gdsf experts.
+    absl::StrAppend(&s->notes_, "policy 'learned' cannot use model ", o.model_path, " (",
+                    checked.message(), "); serving learned without a model\n");
+    pools.model = nullptr;
+    model_version.clear();
+    checked = NodePools::CheckOptions(pools);
+  }
+  if (auto st = checked; !st.ok()) {
     if (o.policy.empty() || pools.policy == "learned") {
       absl::StrAppend(&s->notes_, "policy '", pools.policy, "' unavailable (", st.message(),
                       "); serving lru\n");
