@@ -82,7 +82,7 @@ void BM_Replay(benchmark::State& state, const Fixture& (*fixture)(), std::string
   const Fixture& f = fixture();
   PoolReplayOptions options;
   options.pool_bytes = f.replay->distinct_block_bytes / 10;
-  if (PolicyNeedsModel(policy)) options.model = f.model;
+  if (PolicyUsesModel(policy)) options.model = f.model;
   for (auto _ : state) {
     auto result = ReplayPool(*f.replay, f.cost, policy, options);
     if (!result.ok()) {

@@ -277,7 +277,8 @@ Command AddCompareCommand(CLI::App& root) {
       ->excludes(fraction);
   flags->cost.Register(cmd);
   cmd->add_option("--model", flags->model,
-                  "learned model file from `kvlearn train` (needed by policy 'learned')");
+                  "learned model file from `kvlearn train`: needed by 'learned-model'; 'learned' "
+                  "follows lru and gdsf without one, and the model too with one");
   cmd->add_option("--block-size", flags->block_size, "tokens per block in the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));

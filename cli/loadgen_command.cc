@@ -39,6 +39,7 @@ struct LoadgenFlags {
   CostFlags cost;
   uint32_t block_size = 512;
   std::string tls_ca, tls_cert, tls_key;
+  std::string token;
 };
 
 int Fail(const absl::Status& s) {
@@ -72,6 +73,7 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   o.nodes = f.nodes;
   o.concurrency = f.concurrency;
   o.eval_from = f.eval_from;
+  o.token = f.token;
   o.pool_bytes = f.pool_bytes
                      ? f.pool_bytes
                      : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
@@ -167,6 +169,10 @@ Command AddLoadgenCommand(CLI::App& root) {
   cmd->add_option("--tls-ca", f->tls_ca, "CA (PEM) to verify the server with: use TLS");
   cmd->add_option("--tls-cert", f->tls_cert, "client certificate (PEM), for mutual TLS");
   cmd->add_option("--tls-key", f->tls_key, "client private key (PEM), for mutual TLS");
+  cmd->add_option("--token", f->token,
+                  "bearer token of the sidecar's --auth-tokens file (a reporter bound to the "
+                  "node ids loadgen-0.. or '*'); default: $KVLEARN_TOKEN")
+      ->envname("KVLEARN_TOKEN");
   return {cmd, [f] { return RunLoadgenCommand(*f); }};
 }
 

@@ -1,5 +1,6 @@
 // `kvlearn serve`: the gRPC retention sidecar (server/sidecar_server.h).
-// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file. At start it
+// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file (the
+// --auth-tokens file is re-read when it changes, without a signal). At start it
 // replays its event log (progress on stderr about once a second).
 #include <malloc.h>
 #include <signal.h>
@@ -103,11 +104,11 @@ int RunServe(ServeFlags& f) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      if (o.model_path.empty()) {
+      if (s.model_path().empty()) {
         std::cerr << "kvlearn serve: SIGHUP: no --model to reload\n";
         continue;
       }
-      auto version = s.ReloadModel(o.model_path);
+      auto version = s.ReloadModel(s.model_path());
       if (version.ok()) {
         std::cerr << "kvlearn serve: SIGHUP: loaded model " << *version << "\n";
       } else {
@@ -152,7 +153,9 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--policy", o.policy,
                   absl::StrCat("retention policy (", JoinedPolicyNames(", "),
                                "); default learned with --model, else lru"));
-  cmd->add_option("--model", o.model_path, "model file for the learned policy");
+  cmd->add_option("--model", o.model_path,
+                  "model file for the learned policies ('learned' runs without one, on lru and "
+                  "gdsf; 'learned-model' needs one)");
   cmd->add_option("--metrics-listen", o.metrics_listen,
                   "Prometheus /metrics address HOST:PORT (empty: off)")
       ->capture_default_str();
@@ -215,7 +218,17 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--tls-client-ca", o.tls_client_ca,
                   "CA (PEM) that client certificates must chain to: mutual TLS");
   cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
-                "allow plaintext on a non-loopback --listen address");
+                "allow plaintext on a non-loopback --listen address (callers must still "
+                "authenticate, and their tokens then cross the network in the clear)");
+  cmd->add_option("--auth-tokens", o.auth_tokens_file,
+                  "principals and roles, one a line: 'TOKEN reporter NODE[,NODE...]' (or '*'), "
+                  "'TOKEN operator', 'cert:CN ROLE [NODES]' for a client certificate; clients "
+                  "send 'authorization: Bearer TOKEN'; re-read when the file changes (checked "
+                  "once a second). Required, or --tls-client-ca, on a non-loopback --listen "
+                  "(docs/sidecar.md, Authentication)");
+  cmd->add_option("--model-dir", o.model_dir,
+                  "ReloadModel (and --model) load files only from inside this directory; "
+                  "without it ReloadModel is refused to callers not on this machine");
   cmd->add_option("--engine-events", o.engine_events,
                   "follow engines' own KV cache events (vLLM --kv-events-config, SGLang): "
                   "comma-separated [NODE=]tcp://HOST:PORT of their ZMQ PUB sockets; each "

@@ -19,6 +19,11 @@ namespace {
 enum LoadgenRpc { kReportEvents, kAdmit, kRankEviction, kRpcCount };
 constexpr const char* kRpcNames[kRpcCount] = {"ReportEvents", "Admit", "RankEviction"};
 
+// Adds the bearer token, if any (docs/sidecar.md, Authentication).
+void Authorize(grpc::ClientContext& ctx, const std::string& token) {
+  if (!token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+}
+
 absl::Status FromGrpc(const grpc::Status& s, const std::string& rpc) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
@@ -31,7 +36,8 @@ class Node {
   Node(const ReplayTrace& replay, const LoadgenOptions& o, uint32_t index)
       : replay_(replay),
         pool_(&replay.catalog, o.pool_bytes),
-        id_(o.node_prefix + std::to_string(index)) {}
+        id_(o.node_prefix + std::to_string(index)),
+        token_(o.token) {}
 
   absl::Status Serve(v1::Retention::Stub& stub, uint32_t ri, RequestOutcome& out,
                      std::vector<double> (&latency_us)[kRpcCount]) {
@@ -90,11 +96,13 @@ class Node {
       v1::AdmitResponse decision;
       {
         grpc::ClientContext ctx;
+        Authorize(ctx, token_);
         const auto start = std::chrono::steady_clock::now();
         const grpc::Status s = stub.Admit(&ctx, admit, &decision);
         latency_us[kAdmit].push_back(Micros(start));
         if (!s.ok()) return FromGrpc(s, "Admit");
       }
+      if (policy_.empty()) policy_ = decision.policy();
       if (decision.decisions_size() != 1 || !decision.decisions(0).keep()) break;
 
       v1::EventBatch changes;
@@ -105,6 +113,7 @@ class Node {
         rank.set_bytes_to_free(static_cast<int64_t>(meta.bytes - pool_.free_bytes()));
         v1::RankResponse victims;
         grpc::ClientContext ctx;
+        Authorize(ctx, token_);
         const auto start = std::chrono::steady_clock::now();
         const grpc::Status s = stub.RankEviction(&ctx, rank, &victims);
         latency_us[kRankEviction].push_back(Micros(start));
@@ -148,6 +157,9 @@ class Node {
     return Report(stub, batch, latency_us);
   }
 
+  // The policy named by the sidecar's first Admit answer ("" before one).
+  const std::string& policy() const { return policy_; }
+
  private:
   static double Micros(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -165,6 +177,7 @@ class Node {
   absl::Status Report(v1::Retention::Stub& stub, const v1::EventBatch& batch,
                       std::vector<double> (&latency_us)[kRpcCount]) {
     grpc::ClientContext ctx;
+    Authorize(ctx, token_);
     v1::ReportSummary summary;
     const auto start = std::chrono::steady_clock::now();
     auto writer = stub.ReportEvents(&ctx, &summary);
@@ -194,6 +207,8 @@ class Node {
   const ReplayTrace& replay_;
   PoolState pool_;
   const std::string id_;
+  const std::string token_;
+  std::string policy_;
   bool configured_ = false;
   std::string running_;  // request id of the request served last, until finished
   int64_t last_ts_us_ = 0;
@@ -221,8 +236,11 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
     constexpr int kConnectSeconds = 3;
     v1::GetStatusResponse status;
     grpc::ClientContext ctx;
+    Authorize(ctx, o.token);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kConnectSeconds));
     ctx.set_wait_for_ready(true);
+    // A reporter's token may not read the status: the policy's name then
+    // comes from the Admit answers.
     const grpc::Status s = stub->GetStatus(&ctx, {}, &status);
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
         s.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -230,7 +248,9 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
           absl::StrCat("cannot reach ", o.target, " (no answer to GetStatus in ", kConnectSeconds,
                        " s): is `kvlearn serve` running there? Start it or fix --target"));
     }
-    if (auto st = FromGrpc(s, "GetStatus"); !st.ok()) return st;
+    if (s.error_code() != grpc::StatusCode::PERMISSION_DENIED) {
+      if (auto st = FromGrpc(s, "GetStatus"); !st.ok()) return st;
+    }
     result.result.policy = status.policy();
   }
 
@@ -275,7 +295,10 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
   ReplayAccounting accounting(cost, prefill_nodes, static_cast<uint32_t>(o.eval_from * n));
   for (uint32_t ri = 0; ri < n; ++ri) accounting.Record(ri, trace.requests[ri], outcomes[ri]);
   ReplayResult& res = result.result;
-  const std::string policy = res.policy;
+  std::string policy = res.policy;
+  for (const auto& node : nodes) {
+    if (policy.empty()) policy = node->policy();
+  }
   res = accounting.Finish();
   res.policy = policy;
   res.replay_seconds = result.wall_seconds;

@@ -44,6 +44,11 @@ struct LoadgenOptions {
   uint64_t pool_bytes = 0;  // per node
   double eval_from = 0;
   std::string node_prefix = "loadgen-";  // node ids are prefix + index
+  // Sent as 'authorization: Bearer TOKEN' on every call; empty: none. A
+  // reporter's token (bound to the node ids, or '*') runs the whole replay;
+  // the policy's name then comes from the Admit answers, as GetStatus is an
+  // operator's.
+  std::string token;
   // When set, advanced by one per request served (a progress line reads it).
   std::atomic<uint64_t>* requests_done = nullptr;
 };

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <random>
 #include <utility>
@@ -61,7 +62,8 @@ const char* CodeName(grpc::StatusCode code) {
 bool SidecarAlive(grpc::StatusCode code) {
   return code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
          code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::FAILED_PRECONDITION ||
-         code == grpc::StatusCode::ALREADY_EXISTS || code == grpc::StatusCode::OUT_OF_RANGE;
+         code == grpc::StatusCode::ALREADY_EXISTS || code == grpc::StatusCode::OUT_OF_RANGE ||
+         code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
 // "<node_id>#<tier>": '#' is not a node id character, so pools do not share
@@ -99,12 +101,21 @@ RetentionClient::RetentionClient(RetentionClientOptions options)
       source_(SourceOf(options_)),
       fallback_(options_.fallback_capacity_blocks),
       next_batch_id_(FirstBatchId()) {
+  std::string token = options_.token;
+  if (token.empty()) {
+    if (const char* env = std::getenv("KVLEARN_TOKEN"); env != nullptr) token = env;
+  }
+  if (!token.empty()) authorization_ = "Bearer " + token;
   auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
   channel_ = grpc::CreateChannel(options_.target, creds);
   stub_ = v1::Retention::NewStub(channel_);
 }
 
 RetentionClient::~RetentionClient() = default;
+
+void RetentionClient::Authorize(grpc::ClientContext& ctx) const {
+  if (!authorization_.empty()) ctx.AddMetadata("authorization", authorization_);
+}
 
 size_t RetentionClient::BufferedEvents() const {
   size_t events = pending_.events_size();
@@ -297,6 +308,7 @@ bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline,
     stats_.batches_resent_total += resent;
   }
   grpc::ClientContext ctx;
+  Authorize(ctx);
   ctx.set_deadline(deadline);
   v1::ReportSummary summary;
   auto writer = stub_->ReportEvents(&ctx, &summary);
@@ -340,6 +352,7 @@ ClientAdmitResult RetentionClient::Admit(const std::vector<ClientBlock>& candida
   for (const ClientBlock& b : candidates) FillCandidate(b, request.add_candidates());
   v1::AdmitResponse response;
   grpc::ClientContext ctx;
+  Authorize(ctx);
   ctx.set_deadline(deadline);
   grpc::Status status = stub_->Admit(&ctx, request, &response);
   if (status.ok() && response.decisions_size() != static_cast<int>(candidates.size())) {
@@ -378,6 +391,7 @@ ClientRankResult RetentionClient::RankEviction(int64_t bytes_to_free,
   for (uint64_t id : candidate_ids) request.add_candidate_ids(id);
   v1::RankResponse response;
   grpc::ClientContext ctx;
+  Authorize(ctx);
   ctx.set_deadline(deadline);
   const grpc::Status status = stub_->RankEviction(&ctx, request, &response);
   RecordOutcome(status);

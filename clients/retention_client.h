@@ -44,7 +44,8 @@
 // skip the sidecar for `breaker_backoff` and answer locally at once; the first
 // call after the backoff probes it again (success closes the breaker, failure
 // reopens it). Answers that prove the sidecar alive (INVALID_ARGUMENT,
-// NOT_FOUND, FAILED_PRECONDITION) fall back for that call only.
+// NOT_FOUND, FAILED_PRECONDITION, and UNAUTHENTICATED / PERMISSION_DENIED for
+// a wrong or missing token) fall back for that call only.
 //
 // Only proto + gRPC + absl: an engine can link it without the rest of kvlearn.
 //
@@ -74,7 +75,10 @@ namespace kvlearn {
 struct RetentionClientOptions {
   std::string target;                                     // host:port of the sidecar
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // nullptr: plaintext
-  std::string node_id;                                    // [A-Za-z0-9._:/-], 1..128 characters
+  // A token of the sidecar's --auth-tokens file, sent on every call as
+  // 'authorization: Bearer TOKEN'; empty: $KVLEARN_TOKEN if set, else none.
+  std::string token;
+  std::string node_id;  // [A-Za-z0-9._:/-], 1..128 characters
   v1::Tier tier = v1::TIER_POOL;
   // The whole of one Admit / RankEviction: pending events plus the decision.
   // 5 ms: `kvlearn loadgen` measures a ReportEvents p99 of ~2.2 ms and Admit
@@ -201,9 +205,12 @@ class RetentionClient {
   void Number(v1::EventBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Events held and buffered: what max_buffered_events bounds.
   size_t BufferedEvents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the authorization metadata, if there is a token.
+  void Authorize(grpc::ClientContext& ctx) const;
 
   const RetentionClientOptions options_;
-  const std::string source_;  // of every batch (see the header comment)
+  const std::string source_;   // of every batch (see the header comment)
+  std::string authorization_;  // "Bearer TOKEN"; empty: no token
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Retention::Stub> stub_;
 

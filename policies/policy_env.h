@@ -29,6 +29,10 @@ struct PolicyEnv {
   std::shared_ptr<const LearnedModel> model;
   // How learned policies compute features (must match the cost model's link).
   FeatureConfig features;
+  // Fixed cost of one pool transfer on top of bytes / link, ms
+  // (CostModel::TransferLatencyMs): the learned policy prices its experts'
+  // loads and admissions as the replay charges them.
+  double transfer_latency_ms = 0;
   // Tests only: receives every feature vector a learned policy computes.
   FeatureSink feature_sink;
   // False for a tier that already holds what it is offered (a prefill node's
@@ -47,6 +51,7 @@ inline PolicyEnv MakePolicyEnv(const CostModel& cost,
   env.model = std::move(model);
   env.next_use = next_use;
   env.features.link_bytes_per_ms = cost.LinkBytesPerMs();
+  env.transfer_latency_ms = cost.TransferLatencyMs();
   return env;
 }
 

@@ -22,30 +22,36 @@ std::unique_ptr<RetentionPolicy> MakeOracleAdmissionPolicy(const PolicyEnv& env)
 std::unique_ptr<RetentionPolicy> MakeNoCachePolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeKvlearnCarsPolicy(const PolicyEnv& env);
 std::unique_ptr<RetentionPolicy> MakeLearnedPolicy(const PolicyEnv& env);
+std::unique_ptr<RetentionPolicy> MakeLearnedModelPolicy(const PolicyEnv& env);
 
 namespace {
 
+// What a policy does with PolicyEnv::model.
+enum class ModelUse { kNone, kOptional, kRequired };
+
 struct PolicyEntry {
   std::string_view name;
-  bool offline;      // reads the future: needs PolicyEnv::next_use
-  bool needs_model;  // scores with PolicyEnv::model
-  bool bound;        // keeps nothing: the recompute-everything bound, not a policy to run
+  bool offline;  // reads the future: needs PolicyEnv::next_use
+  ModelUse model;
+  bool bound;  // keeps nothing: the recompute-everything bound, not a policy to run
   std::unique_ptr<RetentionPolicy> (*make)(const PolicyEnv&);
 };
 
+constexpr ModelUse kNoModel = ModelUse::kNone;
 constexpr std::array kPolicies = {
-    PolicyEntry{"lru", false, false, false, MakeLruPolicy},
-    PolicyEntry{"lfu", false, false, false, MakeLfuPolicy},
-    PolicyEntry{"fifo", false, false, false, MakeFifoPolicy},
-    PolicyEntry{"gdsf", false, false, false, MakeGdsfPolicy},
-    PolicyEntry{"s3fifo", false, false, false, MakeS3FifoPolicy},
-    PolicyEntry{"sieve", false, false, false, MakeSievePolicy},
-    PolicyEntry{"arc", false, false, false, MakeArcPolicy},
-    PolicyEntry{"kvlearn-cars", false, false, false, MakeKvlearnCarsPolicy},
-    PolicyEntry{"learned", false, true, false, MakeLearnedPolicy},
-    PolicyEntry{"belady", true, false, false, MakeBeladyPolicy},
-    PolicyEntry{"oracle-admission", true, false, false, MakeOracleAdmissionPolicy},
-    PolicyEntry{"no-cache", false, false, true, MakeNoCachePolicy},
+    PolicyEntry{"lru", false, kNoModel, false, MakeLruPolicy},
+    PolicyEntry{"lfu", false, kNoModel, false, MakeLfuPolicy},
+    PolicyEntry{"fifo", false, kNoModel, false, MakeFifoPolicy},
+    PolicyEntry{"gdsf", false, kNoModel, false, MakeGdsfPolicy},
+    PolicyEntry{"s3fifo", false, kNoModel, false, MakeS3FifoPolicy},
+    PolicyEntry{"sieve", false, kNoModel, false, MakeSievePolicy},
+    PolicyEntry{"arc", false, kNoModel, false, MakeArcPolicy},
+    PolicyEntry{"kvlearn-cars", false, kNoModel, false, MakeKvlearnCarsPolicy},
+    PolicyEntry{"learned", false, ModelUse::kOptional, false, MakeLearnedPolicy},
+    PolicyEntry{"learned-model", false, ModelUse::kRequired, false, MakeLearnedModelPolicy},
+    PolicyEntry{"belady", true, kNoModel, false, MakeBeladyPolicy},
+    PolicyEntry{"oracle-admission", true, kNoModel, false, MakeOracleAdmissionPolicy},
+    PolicyEntry{"no-cache", false, kNoModel, true, MakeNoCachePolicy},
 };
 
 constexpr auto kNames = [] {
@@ -80,7 +86,12 @@ absl::Status CheckPolicyName(std::string_view name) {
 
 bool PolicyNeedsModel(std::string_view name) {
   const PolicyEntry* e = Find(name);
-  return e != nullptr && e->needs_model;
+  return e != nullptr && e->model == ModelUse::kRequired;
+}
+
+bool PolicyUsesModel(std::string_view name) {
+  const PolicyEntry* e = Find(name);
+  return e != nullptr && e->model != ModelUse::kNone;
 }
 
 absl::Status CheckModelFits(const LearnedModel* model) {
@@ -115,7 +126,7 @@ absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view n
     return absl::FailedPreconditionError(absl::StrCat(
         "policy '", std::string(name), "' is an offline oracle: it needs the trace's future"));
   }
-  if (e->needs_model) {
+  if (e->model == ModelUse::kRequired || (e->model == ModelUse::kOptional && env.model)) {
     if (auto s = CheckModelFits(env.model.get()); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("policy '", std::string(name), "': ", s.message()));

@@ -30,8 +30,11 @@ bool IsOfflinePolicy(std::string_view name);
 // True for the policy that keeps nothing (no-cache): a bound on recompute that
 // reports show beside the others, not a policy anyone would run.
 bool IsRecomputeBound(std::string_view name);
-// True for policies that score with a trained model (they need PolicyEnv::model).
+// True for policies that cannot run without a trained model (PolicyEnv::model).
 bool PolicyNeedsModel(std::string_view name);
+// True for policies that score with a model when given one: those that need
+// one, and `learned`, which runs on lru and gdsf alone without one.
+bool PolicyUsesModel(std::string_view name);
 
 absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view name,
                                                               const PolicyEnv& env);

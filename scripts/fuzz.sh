@@ -21,7 +21,7 @@ shift || true
 fuzzers=("$@")
 if [ ${#fuzzers[@]} -eq 0 ]; then
   fuzzers=(mooncake_reader_fuzzer model_file_fuzzer sidecar_handlers_fuzzer kv_event_decoder_fuzzer
-    mlp_forward_fuzzer pools_snapshot_fuzzer)
+    mlp_forward_fuzzer pools_snapshot_fuzzer auth_metadata_fuzzer)
 fi
 
 # clang and libFuzzer's runtime, with whatever else the build needs, through

@@ -96,6 +96,12 @@ grpc::Status ReportEventsReactor::Ingest() {
                                      " events, over the limit of ", env_.max_events_per_batch,
                                      " (--max-events-per-batch); ", earlier));
   }
+  if (env_.authorize) {
+    if (auto st = env_.authorize(batch_); !st.ok()) {
+      return grpc::Status(static_cast<grpc::StatusCode>(st.code()),
+                          absl::StrCat(where, ": ", st.message(), "; ", earlier));
+    }
+  }
   // A resent batch (server/retried_batches.h) is acknowledged, not applied.
   auto fresh = env_.pools->retried_batches().Claim(batch_);
   if (!fresh.ok()) return ToGrpc(fresh.status());

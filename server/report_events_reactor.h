@@ -5,7 +5,8 @@
 //
 // Per batch: parse (bytes that are not an EventBatch end the stream with
 // INVALID_ARGUMENT naming the batch index), refuse a batch over
-// --max-events-per-batch (RESOURCE_EXHAUSTED), acknowledge a resent batch
+// --max-events-per-batch (RESOURCE_EXHAUSTED) or one the caller may not send
+// (IngestEnv::authorize), acknowledge a resent batch
 // without applying it (server/retried_batches.h), apply each event to the pools
 // (a refused event is listed in the summary and the stream goes on), append
 // the accepted events to the log as one entry, then ask for the next batch.
@@ -40,11 +41,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
@@ -65,6 +68,10 @@ struct IngestEnv {
   uint32_t max_events_per_batch = 4096;
   // A stream that waits this long for a batch is ended; 0 = never.
   double stream_idle_timeout_seconds = 0;
+  // Whether the caller may send this batch (server/access_control.h); a
+  // refusal ends the stream with it before anything of the batch is applied.
+  // Empty: every batch may.
+  std::function<absl::Status(const v1::EventBatch&)> authorize;
 };
 
 class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/access_control.h"
 #include "server/raw_message.h"
 #include "server/report_events_reactor.h"
 
@@ -49,12 +50,18 @@ grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Req parsed;
   grpc::Status status;
-  if (auto st = ParseRawMessage(*request, &parsed, "request"); !st.ok()) {
+  // The caller is checked before its bytes are read, and again with the
+  // nodes its request names.
+  if (access_ != nullptr) status = ToGrpcStatus(access_->CheckCaller(*context, rpc));
+  if (!status.ok()) {
+    // Refused: the request is not read.
+  } else if (auto st = ParseRawMessage(*request, &parsed, "request"); !st.ok()) {
     counters_->CountMalformed(rpc);
     status = ToGrpcStatus(st);
   } else {
+    if (access_ != nullptr) status = ToGrpcStatus(access_->CheckRequest(*context, rpc, parsed));
     Resp out;
-    status = fn(parsed, &out);
+    if (status.ok()) status = fn(parsed, &out);
     if (status.ok()) status = ToGrpcStatus(SerializeRawMessage(out, response));
   }
   metrics_->CountRpc(rpc, static_cast<int>(status.error_code()));
@@ -63,7 +70,13 @@ grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerC
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
-    grpc::CallbackServerContext*, grpc::ByteBuffer* response) {
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  if (access_ != nullptr) {
+    if (auto st = access_->CheckCaller(*context, Rpc::kReportEvents); !st.ok()) {
+      metrics_->CountRpc(Rpc::kReportEvents, static_cast<int>(st.code()));
+      return new RefusedStreamReactor(ToGrpcStatus(st));
+    }
+  }
   if (!counters_->TryOpenStream()) {
     grpc::Status refused(grpc::StatusCode::RESOURCE_EXHAUSTED,
                          absl::StrCat("ReportEvents: ", counters_->max_streams(),
@@ -79,6 +92,11 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
   env.counters = counters_;
   env.max_events_per_batch = limits_.max_events_per_batch;
   env.stream_idle_timeout_seconds = limits_.stream_idle_timeout_seconds;
+  if (access_ != nullptr) {
+    env.authorize = [access = access_, context](const v1::EventBatch& batch) {
+      return access->CheckRequest(*context, Rpc::kReportEvents, batch);
+    };
+  }
   return new ReportEventsReactor(env, response);
 }
 

@@ -23,6 +23,12 @@
 // are appended to the log (one RocksDB entry) before the next batch is read,
 // so every event counted in a returned summary is durable.
 //
+// With an AccessControl (set_access_control), every call is authenticated
+// and authorized first (server/access_control.h): a unary call before its
+// request is parsed and again with it, a stream when it opens and then each
+// batch (a refused batch ends the stream with its status, nothing of it
+// applied).
+//
 // ReloadModel loads a model file inline (an admin call, rare; it blocks one
 // gRPC callback thread for the load).
 //
@@ -43,6 +49,8 @@
 #include "server/sidecar_metrics.h"
 
 namespace kvlearn {
+
+class AccessControl;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
@@ -88,6 +96,8 @@ class RetentionService final : public RetentionServiceBase {
 
   void set_model_version(const std::string& version);
   std::string model_version() const;
+  // REQUIRES: before the server starts; `access` outlives the service.
+  void set_access_control(AccessControl* access) { access_ = access; }
 
  private:
   // Parses the request as Req, runs `fn(request, &response)`, serializes the
@@ -110,6 +120,7 @@ class RetentionService final : public RetentionServiceBase {
   ServingCounters* counters_;
   RetentionServiceLimits limits_;
   ReloadFn reload_;
+  AccessControl* access_ = nullptr;  // nullptr: every call passes
   const double start_seconds_;
   mutable absl::Mutex mu_;
   std::string model_version_ ABSL_GUARDED_BY(mu_);

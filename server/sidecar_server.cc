@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
+#include "server/access_control.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
@@ -35,32 +36,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   return s.str();
 }
 
-// Splits "host:port" / "[v6]:port".
-absl::Status SplitHostPort(const std::string& listen, std::string& host, int& port,
-                           const std::string& flag) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 == listen.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": expected HOST:PORT, got '", listen, "'"));
-  }
-  host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": bad port in '", listen, "'"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-bool IsLoopbackAddress(const std::string& listen) {
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(listen, host, port, "").ok()) return false;
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
 
 const std::string& SidecarServer::policy() const { return pools_->policy_name(); }
 
@@ -80,12 +56,37 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     int port = 0;
     if (auto st = SplitHostPort(o.listen, host, port, "--listen"); !st.ok()) return st;
   }
-  if (!tls && !o.allow_insecure_remote && !IsLoopbackAddress(o.listen)) {
-    return absl::FailedPreconditionError(
+  if (!IsLoopbackAddress(o.listen)) {
+    const std::string where =
         absl::StrCat("--listen ", o.listen,
-                     " is not a loopback address: give --tls-cert/--tls-key, or "
-                     "--allow-insecure-remote to serve plaintext anyway"));
+                     " is not a loopback address (its host must resolve only to 127.0.0.0/8 "
+                     "or ::1)");
+    if (o.auth_tokens_file.empty() && o.tls_client_ca.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(where,
+                       " and no caller would need credentials: give --auth-tokens FILE (and/or "
+                       "--tls-client-ca PEM for mutual TLS), or listen on 127.0.0.1"));
+    }
+    if (!tls && !o.allow_insecure_remote) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where,
+          ": give --tls-cert/--tls-key so tokens do not cross the network in plaintext, "
+          "or --allow-insecure-remote to serve plaintext anyway"));
+    }
   }
+  if (!o.model_dir.empty()) {
+    auto dir = ModelDirectory::Open(o.model_dir);
+    if (!dir.ok()) return dir.status();
+    s->model_dir_ = *std::move(dir);
+  }
+  AccessControlOptions access;
+  access.tokens_file = o.auth_tokens_file;
+  access.client_certificates = !o.tls_client_ca.empty();
+  access.model_dir = s->model_dir_.has_value();
+  access.reload_check_seconds = o.auth_reload_check_seconds;
+  auto access_control = AccessControl::Start(std::move(access));
+  if (!access_control.ok()) return access_control.status();
+  s->access_ = *std::move(access_control);
 
   NodePoolsOptions pools;
   pools.cost = o.cost;
@@ -104,8 +105,17 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.ghost_blocks = o.ghost_blocks;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
-  if (!o.model_path.empty()) {
-    auto loaded = LoadModelForServing(o.model_path);
+  std::string model_path = o.model_path;
+  if (!model_path.empty() && s->model_dir_) {
+    auto inside = s->model_dir_->Resolve(model_path);
+    if (!inside.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--model: ", inside.status().message()));
+    }
+    model_path = *inside;
+    s->options_.model_path = model_path;
+  }
+  if (!model_path.empty()) {
+    auto loaded = LoadModelForServing(model_path);
     if (loaded.ok()) {
       pools.model = *loaded;
       model_version = (*loaded)->version();
@@ -114,7 +124,16 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
                       loaded.status().message(), "\n");
     }
   }
-  if (auto st = NodePools::CheckOptions(pools); !st.ok()) {
+  absl::Status checked = NodePools::CheckOptions(pools);
+  if (!checked.ok() && pools.policy == "learned" && pools.model != nullptr) {
+    // learned runs without a model, on its lru and gdsf experts.
+    absl::StrAppend(&s->notes_, "policy 'learned' cannot use model ", o.model_path, " (",
+                    checked.message(), "); serving learned without a model\n");
+    pools.model = nullptr;
+    model_version.clear();
+    checked = NodePools::CheckOptions(pools);
+  }
+  if (auto st = checked; !st.ok()) {
     if (o.policy.empty() || pools.policy == "learned") {
       absl::StrAppend(&s->notes_, "policy '", pools.policy, "' unavailable (", st.message(),
                       "); serving lru\n");
@@ -189,8 +208,14 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   SidecarServer* self = s.get();
   s->service_ = std::make_unique<RetentionService>(
       s->pools_.get(), s->log_.get(), s->metrics_.get(), s->counters_.get(), limits,
-      [self](const std::string& path) { return self->ReloadModel(path); });
+      [self](const std::string& path) -> absl::StatusOr<std::string> {
+        if (!self->model_dir_) return self->ReloadModel(path);
+        auto inside = self->model_dir_->Resolve(path);
+        if (!inside.ok()) return inside.status();
+        return self->ReloadModel(*inside);
+      });
   s->service_->set_model_version(model_version);
+  s->service_->set_access_control(s->access_.get());
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls) {
@@ -314,8 +339,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(self->metrics_->Render(g) + self->counters_->Render() + engines,
-                      "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(
+          self->metrics_->Render(g) + self->counters_->Render() + self->access_->Render() + engines,
+          "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
                                  : (s->http_->bind_to_port(host, port) ? port : -1);

@@ -10,10 +10,13 @@
 // (server/engine_ingest.h); a damaged record of it is a startup_notes() line,
 // and that engine is followed from 0.
 //
-// Plaintext is accepted only on a loopback address unless
-// allow_insecure_remote; with tls_cert/tls_key the server speaks TLS, and
-// with tls_client_ca it requires and verifies client certificates (mutual
-// TLS).
+// A listen address that is not loopback (server/loopback_address.h) needs
+// callers to authenticate: auth_tokens_file and/or tls_client_ca
+// (server/access_control.h); and TLS (tls_cert/tls_key) unless
+// allow_insecure_remote. With tls_client_ca the server requires and verifies
+// client certificates (mutual TLS). With model_dir, ReloadModel loads files
+// only from inside it (server/model_directory.h); without, only for callers
+// on this machine.
 //
 // Thread-safety: ReloadModel, Shutdown and the accessors may be called from
 // any thread.
@@ -25,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -32,6 +36,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cost_model.h"
+#include "server/loopback_address.h"
+#include "server/model_directory.h"
 
 namespace grpc {
 class Server;
@@ -42,6 +48,7 @@ class Server;
 
 namespace kvlearn {
 
+class AccessControl;
 class EngineIngest;
 class EngineSubscriber;
 class EventLog;
@@ -88,6 +95,9 @@ struct SidecarOptions {
   bool log_sync = false;
   std::string tls_cert, tls_key, tls_client_ca;  // PEM file paths
   bool allow_insecure_remote = false;
+  std::string auth_tokens_file;  // principals and roles; empty: none
+  double auth_reload_check_seconds = 1.0;
+  std::string model_dir;  // empty: ReloadModel only from loopback peers
   // Called every replay_progress_interval_seconds (checked every 4096
   // events) while the event log is replayed at start (events done, events to
   // replay, seconds so far); nullptr: silent.
@@ -101,9 +111,6 @@ struct SidecarOptions {
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
 };
 
-// True when the host of "host:port" is a loopback address.
-bool IsLoopbackAddress(const std::string& listen);
-
 class SidecarServer {
  public:
   // Opens the log, builds the policy (falling back to lru, with a warning in
@@ -114,8 +121,13 @@ class SidecarServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   const std::string& policy() const;
+  // --model as loaded (inside --model-dir, canonical, when that is given).
+  const std::string& model_path() const { return options_.model_path; }
   // What start-up decided that an operator should read (model fallback...).
   const std::string& startup_notes() const { return notes_; }
+
+  // Refusals and reloads of the --auth-tokens file (nullptr before Start).
+  const AccessControl* access_control() const { return access_.get(); }
 
   // Loads `path`, validates it and swaps it into every pool's policy; on
   // failure the current model keeps serving. Returns the new version. The
@@ -159,6 +171,8 @@ class SidecarServer {
   std::unique_ptr<SidecarMetrics> metrics_;
   std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
+  std::unique_ptr<AccessControl> access_;
+  std::optional<ModelDirectory> model_dir_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;

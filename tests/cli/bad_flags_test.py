@@ -37,6 +37,8 @@ CASES = [
     (COMPARE, "--pool-bytes", "0"),
     (COMPARE, "--eval-from", "nan"),
     (COMPARE, "--transfer-weight", "nan"),
+    # learned-model cannot run without --model (learned can: see below).
+    (["compare", "--trace", "{trace}", "--eval-from", "0.9"], "--policies", "learned-model"),
     (TRAIN, "--pool-fraction", "-1"),
     (TRAIN, "--horizon", "-5"),
     (TRAIN, "--horizons", "15,nan"),
@@ -73,6 +75,12 @@ def main():
                               "--transfer-weight", "1", "--format", "json"], fill)
         if good.returncode != 0 or '"results"' not in good.stdout:
             failures.append(f"valid flags failed: exit {good.returncode}, {good.stderr!r}")
+        # learned runs without a model, on its lru and gdsf experts.
+        learned = run(["compare", "--trace", "{trace}", "--policies", "lru,learned",
+                       "--eval-from", "0.5", "--format", "json"], fill)
+        if learned.returncode != 0 or '"learned"' not in learned.stdout:
+            failures.append(f"learned without --model failed: exit {learned.returncode}, "
+                            f"{learned.stderr!r}")
     for f in failures:
         print("FAIL", f)
     print(f"{len(CASES) - len(failures)} of {len(CASES)} bad flags refused, control run ok"

@@ -47,11 +47,11 @@ BYTES_PER_TOKEN = 131072
 class ServeProcess:
     """`kvlearn serve` on a free loopback port and a temporary data directory."""
 
-    def __init__(self):
+    def __init__(self, extra_args=()):
         self.data_dir = tempfile.mkdtemp(prefix="kvlearn_pyclient_")
         self.proc = subprocess.Popen(
             [os.environ["KVLEARN_BINARY"], "serve", "--listen", "127.0.0.1:0",
-             "--metrics-listen", "", "--data-dir", self.data_dir],
+             "--metrics-listen", "", "--data-dir", self.data_dir, *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         # First stdout line: "port P metrics_port M" (docs/sidecar.md).
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
@@ -449,6 +449,45 @@ class ReplayThroughAKilledSidecarTest(unittest.TestCase):
         self.assertEqual(s.breaker_opens_total, 1)
         self.assertTrue(s.breaker_open)
         client.close()
+
+
+class TokenTest(unittest.TestCase):
+    """Against `kvlearn serve --auth-tokens`: the token (argument or
+    $KVLEARN_TOKEN) is sent as 'authorization: Bearer TOKEN'; without it the
+    sidecar answers UNAUTHENTICATED, and the call falls back locally without
+    counting toward the breaker (the sidecar answered)."""
+
+    TOKEN = "python-reporter-token-01"
+
+    def test_the_token_is_sent_and_a_refusal_falls_back(self):
+        tokens_dir = tempfile.mkdtemp(prefix="kvlearn_pytokens_")
+        tokens = os.path.join(tokens_dir, "tokens.txt")
+        with open(tokens, "w") as f:
+            f.write(f"{self.TOKEN} reporter python-0\n")
+        server = ServeProcess(["--auth-tokens", tokens])
+        target = f"127.0.0.1:{server.port}"
+        block = Block(1, None, 10, 1000)
+        try:
+            with RetentionClient(target, "python-0", call_deadline_s=DEADLINE_S,
+                                 token=self.TOKEN) as client:
+                self.assertFalse(client.admit([block]).from_fallback)
+            os.environ["KVLEARN_TOKEN"] = self.TOKEN
+            try:
+                with RetentionClient(target, "python-0", call_deadline_s=DEADLINE_S) as client:
+                    self.assertFalse(client.admit([block]).from_fallback)
+            finally:
+                del os.environ["KVLEARN_TOKEN"]
+            with RetentionClient(target, "python-0", call_deadline_s=DEADLINE_S,
+                                 breaker_failures=1) as client:
+                for _ in range(3):
+                    self.assertTrue(client.admit([block]).from_fallback)
+                s = client.stats()
+                self.assertEqual(s.sidecar_errors_total, {"UNAUTHENTICATED": 3})
+                self.assertEqual(s.rpc_attempts_total, {"Admit": 3})
+                self.assertFalse(s.breaker_open)
+        finally:
+            server.kill()
+            shutil.rmtree(tokens_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ TEST(FeatureParityTest, RecorderAndLearnedPolicySeeIdenticalVectors) {
   std::vector<float> policy_vectors;
   std::vector<uint32_t> policy_blocks;
   RecordOptions o;
-  o.policy = "learned";
+  o.policy = "learned-model";
   o.model = MakeTestModel();
   o.pool_bytes = replay->distinct_block_bytes / 20;  // evictions happen
   o.policy_feature_sink = [&](BlockIndex b, uint32_t, std::span<const float> x) {

@@ -481,12 +481,17 @@ TEST(ModelFileTest, RefusesAForwardOrNormalisationOtherThanKvlearnsMlp) {
   fs::remove(path);
 }
 
-TEST(ModelFileTest, LearnedPolicyNeedsAFittingModel) {
+// learned-model cannot run without a model; learned runs on lru and gdsf
+// without one.
+TEST(ModelFileTest, LearnedModelPolicyNeedsAModelAndLearnedDoesNot) {
   PoolState pool(&Data().replay->catalog, 1 << 30);
   PolicyEnv env{&Data().replay->catalog, &pool, nullptr, nullptr};
-  auto none = CreatePolicy("learned", env);
+  auto none = CreatePolicy("learned-model", env);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(none.status().message().find("--model"), std::string::npos);
+  auto learned = CreatePolicy("learned", env);
+  ASSERT_TRUE(learned.ok()) << learned.status();
+  EXPECT_EQ((*learned)->name(), "learned");
 }
 
 }  // namespace

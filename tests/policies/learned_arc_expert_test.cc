@@ -194,8 +194,8 @@ TEST(LearnedArcExpertTest, EvictsByArcOnceArcsShadowLeads) {
       "never", [](std::span<const float>, std::span<float> out) { out[0] = out[1] = 0; });
   std::vector<std::string> learned, lru, learned_in_tier;
   for (auto [policy, residents, tier] :
-       {std::tuple{"learned", &learned, false}, std::tuple{"lru", &lru, false},
-        std::tuple{"learned", &learned_in_tier, true}}) {
+       {std::tuple{"learned-model", &learned, false}, std::tuple{"lru", &lru, false},
+        std::tuple{"learned-model", &learned_in_tier, true}}) {
     PolicyDriver driver(&h->replay.catalog, 3 * HandBlockBytes());
     PolicyEnv env = MakePolicyEnv(DefaultCost(), never);
     env.admission_moves_bytes = !tier;
@@ -205,7 +205,7 @@ TEST(LearnedArcExpertTest, EvictsByArcOnceArcsShadowLeads) {
       ASSERT_TRUE(ServeRequest(h->replay, r, driver, outcome).ok());
       residents->push_back(h->Resident(driver.pool()));
     }
-    if (std::string_view(policy) != "learned" || tier) continue;
+    if (std::string_view(policy) != "learned-model" || tier) continue;
     driver.UnpinAll();
     const std::vector<BlockIndex> all = {h->Block('c'), h->Block('f'), h->Block('g')};
     EXPECT_EQ(driver.RankVictims(all),

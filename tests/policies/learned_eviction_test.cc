@@ -128,7 +128,7 @@ struct Residents {
 };
 Residents ReplayBoth(const HandTrace& h, uint64_t pool_blocks) {
   Residents r;
-  for (auto [policy, out] : {std::pair{"learned", &r.learned}, std::pair{"lru", &r.lru}}) {
+  for (auto [policy, out] : {std::pair{"learned-model", &r.learned}, std::pair{"lru", &r.lru}}) {
     auto record = [&h, out](uint32_t, const PoolState& pool) { out->push_back(h.Resident(pool)); };
     EXPECT_TRUE(
         ReplayPool(h.replay, DefaultCost(), policy, StandInOptions(pool_blocks, record)).ok());
@@ -205,7 +205,8 @@ std::vector<Step> DriveLearned(const HandTrace& h, uint64_t pool_blocks,
                                std::shared_ptr<const LearnedModel> model) {
   std::vector<Step> steps;
   PolicyDriver driver(&h.replay.catalog, pool_blocks * HandBlockBytes());
-  EXPECT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
+  EXPECT_TRUE(
+      driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), std::move(model))).ok());
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
     RequestOutcome outcome;
     EXPECT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());
@@ -279,7 +280,7 @@ TEST(LearnedEvictionTest, RankVictimsAgreesWithPriorityAndEvictionOrder) {
   const auto h = MakeHandTrace({"a", "a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
   PolicyEnv env = MakePolicyEnv(DefaultCost(), AccessCountModel());
-  ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
+  ASSERT_TRUE(driver.StartPolicy("learned-model", env).ok());
   for (uint32_t r = 0; r < h->trace.requests.size(); ++r) {
     RequestOutcome outcome;
     ASSERT_TRUE(ServeRequest(h->replay, r, driver, outcome).ok());
@@ -323,7 +324,7 @@ TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
   const auto h = MakeHandTrace({"a", "b"});
   PolicyDriver driver(&h->replay.catalog, 10 * HandBlockBytes());
   PolicyEnv env = MakePolicyEnv(DefaultCost(), AccessCountModel());
-  ASSERT_TRUE(driver.StartPolicy("learned", env).ok());
+  ASSERT_TRUE(driver.StartPolicy("learned-model", env).ok());
   driver.Insert(h->Block('a'), AccessInfo{1000, 0, 0});
   driver.Insert(h->Block('b'), AccessInfo{2000, 1, 1});
   std::vector<BlockIndex> drained;
@@ -346,7 +347,8 @@ TEST(LearnedEvictionTest, EvictsBlocksNoRequestNamed) {
 TEST(LearnedEvictionTest, AVictimFoundForAnAdmissionIsAskedAgainOnceThePoolChanges) {
   const auto h = MakeHandTrace({"a", "b", "c", "d"});
   PolicyDriver driver(&h->replay.catalog, 3 * HandBlockBytes());
-  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), AccessCountModel())).ok());
+  ASSERT_TRUE(
+      driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), AccessCountModel())).ok());
   for (uint32_t r = 0; r < 3; ++r) {
     const std::span<const BlockIndex> chain(&h->replay.blocks[r], 1);
     const AccessInfo access{static_cast<int64_t>(r) * 1000, r, r};

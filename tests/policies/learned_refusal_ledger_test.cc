@@ -157,7 +157,7 @@ std::vector<std::vector<bool>> ReplayNeverAgain(const std::vector<uint64_t>& ids
   h.replay = *std::move(replay);
   PolicyDriver driver(&h.replay.catalog, (ids.size() + 1) * HandBlockBytes());
   PolicyEnv env = MakePolicyEnv(DefaultCost(), NeverAgainModel());
-  EXPECT_TRUE(driver.StartPolicy("learned", env).ok());
+  EXPECT_TRUE(driver.StartPolicy("learned-model", env).ok());
   std::vector<std::vector<bool>> resident;
   for (uint32_t r = 0; r < h.trace.requests.size(); ++r) {
     if (r == served_above) {
@@ -296,7 +296,7 @@ TEST(LearnedRefusalLedgerTest, ALateAdmissionStakesItsOwnRequestsRun) {
 
     PolicyDriver driver(&h.replay.catalog, (kOneBlock + run + 2) * HandBlockBytes());
     ASSERT_TRUE(
-        driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), NeverAgainModel())).ok());
+        driver.StartPolicy("learned-model", MakePolicyEnv(DefaultCost(), NeverAgainModel())).ok());
     for (uint32_t r = 0; r < kOneBlock; ++r) {
       RequestOutcome outcome;
       ASSERT_TRUE(ServeRequest(h.replay, r, driver, outcome).ok());

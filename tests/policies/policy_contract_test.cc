@@ -173,7 +173,7 @@ std::string Describe(const GeneratedTrace& g, uint64_t pool_bytes) {
 PoolReplayOptions OptionsFor(std::string_view policy, uint64_t pool_bytes) {
   PoolReplayOptions options;
   options.pool_bytes = pool_bytes;
-  if (PolicyNeedsModel(policy)) options.model = MakeTestModel();
+  if (PolicyUsesModel(policy)) options.model = MakeTestModel();
   return options;
 }
 
@@ -286,10 +286,8 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
   const auto& g = *GeneratedTraces().front();
   PoolState pool(&g.replay.catalog, g.replay.distinct_block_bytes);
   PolicyEnv env{&g.replay.catalog, &pool, &g.replay.next_use};
-  if (PolicyNeedsModel(GetParam())) {
-    EXPECT_FALSE(CreatePolicy(GetParam(), env).ok());
-    env.model = MakeTestModel();
-  }
+  if (PolicyNeedsModel(GetParam())) EXPECT_FALSE(CreatePolicy(GetParam(), env).ok());
+  if (PolicyUsesModel(GetParam())) env.model = MakeTestModel();
   auto policy = CreatePolicy(GetParam(), env);
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ((*policy)->name(), GetParam());
@@ -301,7 +299,7 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
 // requests the way the pool replay does, through the one driver.
 absl::Status StartHalfway(const GeneratedTrace& g, std::string_view policy, PolicyDriver& driver) {
   PolicyEnv env = MakePolicyEnv(DefaultCost(), nullptr, &g.replay.next_use);
-  if (PolicyNeedsModel(policy)) env.model = MakeTestModel();
+  if (PolicyUsesModel(policy)) env.model = MakeTestModel();
   if (auto s = driver.StartPolicy(policy, env); !s.ok()) return s;
   const auto half = static_cast<uint32_t>(g.trace->requests.size() / 2);
   for (uint32_t ri = 0; ri < half; ++ri) {
@@ -414,7 +412,7 @@ TEST_P(PolicyContractTest, WithManyLeavesHeldAFreeOneIsStillTheVictim) {
   }
   PolicyDriver driver(&catalog, 40 << 20);
   PolicyEnv env = MakePolicyEnv(DefaultCost());
-  if (PolicyNeedsModel(GetParam())) env.model = MakeTestModel();
+  if (PolicyUsesModel(GetParam())) env.model = MakeTestModel();
   ASSERT_TRUE(driver.StartPolicy(GetParam(), env).ok());
   std::vector<BlockIndex> held;
   for (BlockIndex b = 0; b < 40; ++b) {

@@ -43,9 +43,8 @@ std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
 // as on a tier whose admission moves no bytes, admitting every block (its
 // gains are still computed, and logged as admission scores).
 PolicyEnv Env(const std::string& policy) {
-  PolicyEnv env =
-      MakePolicyEnv(DefaultCost(), PolicyNeedsModel(policy) ? MakeTestModel() : nullptr);
-  env.admission_moves_bytes = !PolicyNeedsModel(policy);
+  PolicyEnv env = MakePolicyEnv(DefaultCost(), PolicyUsesModel(policy) ? MakeTestModel() : nullptr);
+  env.admission_moves_bytes = !PolicyUsesModel(policy);
   return env;
 }
 

@@ -225,7 +225,7 @@ class EveryPolicyTest : public ProtocolTest, public ::testing::WithParamInterfac
     SidecarOptions o = TestOptions(dir_.path(), GetParam());
     o.metrics_listen = "";
     o.cost = std::make_shared<CostModel>(DefaultCost());
-    if (PolicyNeedsModel(GetParam())) {
+    if (PolicyUsesModel(GetParam())) {
       o.model_path = dir_.File("model.pt");
       ASSERT_TRUE(CopyTestModel(o.model_path));
     }
@@ -306,7 +306,7 @@ TEST_P(EveryPolicyTest, VictimsComeInTheOrderOfTheirScores) {
 
   PolicyDriver twin(&replay->catalog, lo.pool_bytes);
   std::shared_ptr<const LearnedModel> model;
-  if (PolicyNeedsModel(GetParam())) {
+  if (PolicyUsesModel(GetParam())) {
     auto loaded = LearnedModel::Load(dir_.File("model.pt"));
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     model = *loaded;

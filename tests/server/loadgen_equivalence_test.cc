@@ -40,10 +40,10 @@ std::vector<std::string> OnlinePolicies() {
   return names;
 }
 
-class LoadgenEquivalenceTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
-  const std::string policy = GetParam();
+// One node replaying a small chat trace through the sidecar must count
+// exactly what the simulator counts for `policy`, given the test model when
+// `with_model` (both sides load the same file, as an operator's would).
+void ExpectSidecarEqualsSimulator(const std::string& policy, bool with_model) {
   const Trace trace = SmallChatTrace();
   const CostModel cost = DefaultCost();
   auto replay = BuildReplayTrace(trace, cost);
@@ -54,8 +54,7 @@ TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
   PoolReplayOptions sim_options;
   sim_options.pool_bytes = pool_bytes;
   SidecarOptions o = TestOptions(dir.path(), policy);
-  if (PolicyNeedsModel(policy)) {
-    // Both sides load the same file, as an operator's would.
+  if (with_model) {
     o.model_path = dir.File("model.pt");
     ASSERT_TRUE(CopyTestModel(o.model_path));
     auto model = LearnedModel::Load(o.model_path);
@@ -91,6 +90,18 @@ TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
   }
   ASSERT_EQ(got->rpcs.size(), 3u);
   EXPECT_GT(got->rpcs[0].calls, 0u);
+}
+
+class LoadgenEquivalenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoadgenEquivalenceTest, OneNodeThroughTheSidecarEqualsTheSimulator) {
+  ExpectSidecarEqualsSimulator(GetParam(), PolicyUsesModel(GetParam()));
+}
+
+// `learned` runs without a model too (on its lru and gdsf experts), in the
+// simulator and in the sidecar alike.
+TEST(LoadgenEquivalenceWithoutModelTest, LearnedWithoutAModelThroughTheSidecarEqualsTheSimulator) {
+  ExpectSidecarEqualsSimulator("learned", false);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOnlinePolicy, LoadgenEquivalenceTest,

@@ -31,7 +31,7 @@ v1::Event Arrival(const std::string& node, int64_t time_us, const std::vector<ui
 class ServedAboveTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SidecarOptions o = TestOptions(dir_.path(), "learned");
+    SidecarOptions o = TestOptions(dir_.path(), "learned-model");
     o.metrics_listen = "";
     o.model_path = dir_.File("model.pt");
     ASSERT_TRUE(CopyTestModel(o.model_path, 2));  // seed 1's curve is near 0 here

@@ -229,7 +229,7 @@ TEST_P(CompactionReplayTest, ARestartCompactsAtTheSamePoints) {
   auto options = [&](const std::string& dir) {
     SidecarOptions o = RestartTestOptions(dir, GetParam());
     o.ghost_blocks = kGhosts;
-    if (PolicyNeedsModel(GetParam())) {
+    if (PolicyUsesModel(GetParam())) {
       o.model_path = dir + "/model.pt";
       EXPECT_TRUE(CopyTestModel(o.model_path));
     }

@@ -542,22 +542,38 @@ TEST(SidecarStartTest, PlaintextOnANonLoopbackAddressIsRefused) {
   auto server = SidecarServer::Start(o);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(server.status().message().find("--allow-insecure-remote"), std::string::npos);
+  // Nothing would authenticate callers there (sidecar_auth_test.cc has the rest).
+  EXPECT_NE(server.status().message().find("--auth-tokens"), std::string::npos);
   EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:1"));
   EXPECT_TRUE(IsLoopbackAddress("[::1]:1"));
   EXPECT_TRUE(IsLoopbackAddress("localhost:1"));
   EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:1"));
 }
 
-TEST(SidecarStartTest, UnavailableLearnedPolicyFallsBackToLru) {
+// A model that cannot be loaded leaves `learned` without one: it serves
+// on its lru and gdsf experts, and the notes name the file.
+TEST(SidecarStartTest, UnavailableModelLeavesLearnedWithoutOne) {
   TempDir dir;
   SidecarOptions o = TestOptions(dir.path(), "");
   o.model_path = dir.File("missing.pt");
   auto server = SidecarServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
-  EXPECT_EQ((*server)->policy(), "lru");
+  EXPECT_EQ((*server)->policy(), "learned");
   EXPECT_NE((*server)->startup_notes().find("missing.pt"), std::string::npos)
       << (*server)->startup_notes();
+}
+
+// --policy learned without --model serves learned, with nothing to note;
+// learned-model without one is refused, naming the flag.
+TEST(SidecarStartTest, LearnedNeedsNoModelAndLearnedModelDoes) {
+  TempDir dir;
+  auto learned = SidecarServer::Start(TestOptions(dir.File("a"), "learned"));
+  ASSERT_TRUE(learned.ok()) << learned.status();
+  EXPECT_EQ((*learned)->policy(), "learned");
+  EXPECT_EQ((*learned)->startup_notes(), "");
+  auto alone = SidecarServer::Start(TestOptions(dir.File("b"), "learned-model"));
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("--model"), std::string::npos) << alone.status();
 }
 
 }  // namespace

@@ -132,6 +132,48 @@ TEST_F(SidecarTlsTest, MutualTlsRequiresAClientCertificateFromTheClientCa) {
   EXPECT_EQ(got->result.requests, 30u);
 }
 
+// With --auth-tokens, a verified client certificate acts as the line that
+// names its CN ("cert:client"); one the file does not name is refused.
+TEST_F(SidecarTlsTest, MutualTlsMapsTheClientCertificateToItsTokensFileLine) {
+  const std::string tokens = certs_dir_.File("tokens.txt");
+  std::ofstream(tokens) << "cert:client reporter node-a\n";
+  SidecarOptions o = TestOptions(data_dir_.path());
+  o.metrics_listen = "";
+  o.tls_cert = certs_->Pem("server");
+  o.tls_key = certs_->Key("server");
+  o.tls_client_ca = certs_->Pem("ca");
+  o.auth_tokens_file = tokens;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Retention::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), Credentials("client")));
+  const auto admit = [&](const std::string& node) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::AdmitRequest r;
+    r.set_node_id(node);
+    auto* c = r.add_candidates();
+    c->set_block_id(1);
+    c->set_tokens(16);
+    c->set_bytes(100);
+    v1::AdmitResponse out;
+    return stub->Admit(&ctx, r, &out).error_code();
+  };
+  EXPECT_EQ(admit("node-a"), grpc::StatusCode::OK);
+  EXPECT_EQ(admit("node-b"), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Ping(server->port(), Credentials("client")).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);  // GetStatus is an operator's
+
+  // The same CA, a CN the file does not name.
+  std::ofstream(tokens) << "cert:someone-else reporter node-a\n";
+  server.reset();
+  server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  stub = v1::Retention::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), Credentials("client")));
+  EXPECT_EQ(admit("node-a"), grpc::StatusCode::UNAUTHENTICATED);
+}
+
 TEST_F(SidecarTlsTest, HalfConfiguredTlsIsRefusedAtStart) {
   SidecarOptions o = TestOptions(data_dir_.path());
   o.tls_cert = certs_->Pem("server");

@@ -21,7 +21,7 @@ namespace {
 SidecarOptions Options(const std::string& dir, const std::string& policy) {
   SidecarOptions o = RestartTestOptions(dir, policy);
   o.snapshot_every_events = 0;  // the tests call SnapshotNow
-  if (PolicyNeedsModel(policy)) {
+  if (PolicyUsesModel(policy)) {
     // The same weights in each server's directory.
     o.model_path = dir + "/model.pt";
     EXPECT_TRUE(CopyTestModel(o.model_path));

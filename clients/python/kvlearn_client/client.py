@@ -37,7 +37,10 @@ The behaviour is the C++ client's (clients/retention_client.h, docs/clients.md):
 * Circuit breaker: after `breaker_failures` consecutive failures saying the
   sidecar is unreachable or slow, calls skip it for `breaker_backoff_s`; the
   first call after that probes it again. Refusals that prove it alive
-  (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION) do not count.
+  (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAUTHENTICATED,
+  PERMISSION_DENIED) do not count.
+* `token` (or $KVLEARN_TOKEN): sent on every call as gRPC metadata
+  'authorization: Bearer TOKEN', for a sidecar started with --auth-tokens.
 
 Thread-safety: every method may be called from any thread (one lock guards the
 buffer, the fallback and the counters; RPCs run outside it). The protocol is
@@ -45,6 +48,7 @@ sequential per pool, so drive one client from one thread at a time.
 """
 
 import copy
+import os
 import secrets
 import threading
 import time
@@ -67,7 +71,8 @@ RANK_EVICTION = "RankEviction"
 _SIDECAR_ALIVE = {
     grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
     grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS,
-    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
 }
 
 
@@ -143,7 +148,10 @@ class RetentionClient:
                  max_buffered_events: int = 4096,
                  breaker_failures: int = 3, breaker_backoff_s: float = 1.0,
                  now_us: Optional[Callable[[], int]] = None,
-                 credentials: Optional[grpc.ChannelCredentials] = None):
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 token: Optional[str] = None):
+        """`token`: a token of the sidecar's --auth-tokens file, sent on every
+        call as 'authorization: Bearer TOKEN'; None: $KVLEARN_TOKEN if set."""
         self._node_id = node_id
         self._tier = tier
         self._deadline_s = call_deadline_s
@@ -155,6 +163,9 @@ class RetentionClient:
         self._channel = (grpc.secure_channel(target, credentials) if credentials
                          else grpc.insecure_channel(target))
         self._stub = pb_grpc.RetentionStub(self._channel)
+        if token is None:
+            token = os.environ.get("KVLEARN_TOKEN") or None
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self._lock = threading.Lock()
         self._pending = pb.EventBatch()
         # Sent, not acknowledged, maybe applied: resent first (same ids).
@@ -342,7 +353,8 @@ class RetentionClient:
         events = sum(len(b.events) for b in batches)
         try:
             summary = self._call(REPORT_EVENTS, deadline,
-                                 lambda t: self._stub.ReportEvents(iter(batches), timeout=t))
+                                 lambda t: self._stub.ReportEvents(iter(batches), timeout=t,
+                                                                   metadata=self._metadata))
         except _Failed as failure:
             with self._lock:
                 _bump(self._stats.fallbacks_total, REPORT_EVENTS)
@@ -390,7 +402,8 @@ class RetentionClient:
                 if b.parent_id is not None:
                     c.parent_id = b.parent_id
             response = self._call(ADMIT, deadline,
-                                  lambda t: self._stub.Admit(request, timeout=t))
+                                  lambda t: self._stub.Admit(request, timeout=t,
+                                                             metadata=self._metadata))
             if len(response.decisions) != len(candidates):
                 raise _Failed(grpc.StatusCode.INTERNAL)
             return AdmitResult(keep=[d.keep for d in response.decisions])
@@ -411,7 +424,8 @@ class RetentionClient:
             request = pb.RankRequest(node_id=self._node_id, tier=self._tier,
                                      bytes_to_free=bytes_to_free, candidate_ids=candidate_ids)
             response = self._call(RANK_EVICTION, deadline,
-                                  lambda t: self._stub.RankEviction(request, timeout=t))
+                                  lambda t: self._stub.RankEviction(request, timeout=t,
+                                                                    metadata=self._metadata))
             return RankResult(victims=[FallbackVictim(v.block_id, v.bytes)
                                        for v in response.victims],
                               bytes_freed=response.bytes_freed)

@@ -1,0 +1,126 @@
+// "learned": a follower of full-pool experts, safe by construction.
+//
+// The experts are complete simulated pools of the real pool's capacity
+// (learned_expert.h): `lru`, `gdsf` and, when a model is given, the
+// model-driven `learned-model`. Each is fed every request as it arrives
+// (OnRequest) and plays it through, so it sees exactly what it would have
+// seen serving alone, and each request is priced for it as the replay
+// prices cost_seconds.
+//
+// The real pool follows one expert, the leader:
+//  - ShouldAdmit(b): does the leader's pool hold b once it has served this
+//    request? (A block no announced request named is admitted, as lru
+//    would.) So the model's refusals reach the real pool only while the
+//    model expert leads.
+//  - SelectVictim: first an evictable leaf the leader does not hold, least
+//    recently used first; then, when every such leaf is pinned, the least
+//    recently used evictable leaf. EvictionPriority, RankVictims and
+//    FirstVictims follow that same order (one heap of keys: whether the
+//    leader holds the block, then its last use).
+// Once the real pool holds every block the leader holds, the real pool
+// evicts what the leader evicted, admits what it admitted, and pays at most
+// its cost (it may keep a few blocks more, which only adds hits). After a
+// switch the extra cost is at most one refill (a recompute) of each block
+// the new leader holds and the real pool does not: its deficit.
+//
+// Switching. Each expert's cost is summed with exponential decay whose clock
+// is the pool's turnover: the bytes the lru expert admits, in units of the
+// capacity; the window is kWindowTurnovers turnovers. The leader changes
+// when another (warm) expert's sum is lower than the leader's by more than
+// the refill a switch is expected to pay: the recompute of the blocks that
+// expert holds and the real pool does not (its deficit), times the share of
+// evicted recompute the real pool had used while resident (the rest of a
+// deficit would leave unused), plus one mean request's cost (the noise
+// floor of the sums). docs/learned_policy.md ("Safe by construction")
+// states the bound this gives and what was measured.
+//
+// Not thread-safe: one policy per pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "policies/leaf_ordered_policy.h"
+#include "policies/learned_expert.h"
+#include "policies/policy_env.h"
+
+namespace kvlearn {
+
+class LearnedPolicy final : public LeafOrderedPolicy {
+ public:
+  // The decay window of the experts' cost sums, in pool turnovers.
+  static constexpr double kWindowTurnovers = 16.0;
+
+  // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
+  explicit LearnedPolicy(const PolicyEnv& env);
+
+  std::string_view name() const override { return "learned"; }
+
+  void OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) override;
+  void OnHit(BlockIndex b, const AccessInfo& access) override;
+  bool ShouldAdmit(BlockIndex b, const AccessInfo& access) override;
+  double AdmissionScore(BlockIndex b, bool admitted) const override;
+  void OnInsert(BlockIndex b, const AccessInfo& access) override;
+  void OnEvict(BlockIndex b) override;
+  double EvictionPriority(BlockIndex b) const override;
+  absl::Status SwapModel(std::shared_ptr<const LearnedModel> model) override;
+  absl::Status SaveState(std::span<const BlockIndex> renumber,
+                         PolicyStateWriter& out) const override;
+  absl::Status LoadState(PolicyStateReader& in) override;
+
+  // ---- what the follower did, for reports and tests ----
+  size_t num_experts() const { return experts_.size(); }
+  const LearnedExpert& expert(size_t e) const { return *experts_[e]; }
+  size_t leader() const { return leader_; }
+  uint64_t switches() const { return switches_; }
+  // Every request's priced cost for expert e, summed without decay, ms.
+  double total_cost_ms(size_t e) const { return experts_state_[e].total_ms; }
+  // Makes expert `name` the leader now (tests force switches with it).
+  absl::Status SwitchTo(std::string_view name);
+
+ private:
+  struct ExpertState {
+    double decayed_ms = 0;  // cost summed with decay (the switching rule's)
+    double total_ms = 0;    // cost summed without decay
+    double deficit_ms = 0;  // recompute of the blocks it holds and the real pool does not
+    double joined = 0;      // turnovers_ when it joined: warm one window later
+  };
+
+  void Grow();
+  void AddExpert(std::string name, PolicyEnv env);
+  bool Warm(size_t e) const;
+  // The share of the recompute the real pool evicted that was used while
+  // resident (1 before any eviction): what a refill is expected to pay of a
+  // deficit, the rest leaving unused.
+  double ReuseShare() const;
+  // The leader becomes e: every resident block is rekeyed (held by e or
+  // not) and the deficits are recounted exactly.
+  void Lead(size_t e);
+  void RecountDeficits();
+  OrderKey KeyFor(BlockIndex b, double stamp) const;
+  // What missing b costs a pool that would have held it: its recompute.
+  double Refill(BlockIndex b) const { return catalog_[b].recompute_gpu_ms; }
+
+  PolicyEnv env_;  // for a model expert added by SwapModel
+  const bool admission_moves_bytes_;
+  std::vector<std::unique_ptr<LearnedExpert>> experts_;
+  std::vector<ExpertState> experts_state_;
+  size_t leader_ = 0;
+  uint64_t switches_ = 0;
+  double turnovers_ = 0;         // the lru expert's admitted bytes / capacity
+  double decayed_requests_ = 0;  // requests, with the sums' decay
+  uint64_t stamp_ = 0;           // last-use clock of the real pool's blocks
+  // Of the recompute the real pool evicted, decayed as the sums: all of it,
+  // and that of blocks used while resident (the share a refill pays again).
+  double evicted_ms_ = 0;
+  double evicted_used_ms_ = 0;
+  std::vector<uint8_t> seen_;  // per block: bit 0 named by an announced request, bit 1 used since
+                               // the real pool admitted it
+};
+
+}  // namespace kvlearn

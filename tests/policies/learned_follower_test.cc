@@ -1,0 +1,222 @@
+// The learned policy as a follower of full-pool experts (policies/learned_policy.h):
+// its experts are priced as the replay prices cost_seconds, the real pool
+// pays its leader's cost once it holds what the leader holds, the pool stays
+// sound under forced switches, and a model that says "never reused" cannot
+// make it cost much more than the cheaper of lru and gdsf (it did before:
+// learned-model alone is the old policy, and the test shows it failing).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/splitmix64.h"
+#include "datasets/workload_generator.h"
+#include "features/feature_schema.h"
+#include "gtest/gtest.h"
+#include "policies/learned_policy.h"
+#include "policies/policy_driver.h"
+#include "sim/pool_simulator.h"
+#include "sim/replay_trace.h"
+#include "tests/support/default_cost.h"
+#include "tests/support/hand_trace.h"
+#include "tests/support/stand_in_model.h"
+#include "tests/support/test_model.h"
+
+namespace kvlearn {
+namespace {
+
+// A model whose every curve is 0: no block is ever used again.
+std::shared_ptr<const LearnedModel> NeverAgainModel() {
+  return std::make_shared<StandInModel>("never", [](std::span<const float>, std::span<float> out) {
+    std::fill(out.begin(), out.end(), 0.0f);
+  });
+}
+
+Trace ChatTrace(uint64_t seed, uint32_t requests) {
+  ChatWorkloadOptions g;
+  g.seed = seed;
+  g.requests = requests;
+  return GenerateChatTrace(g);
+}
+
+// What one request cost in the replay's own terms (sim/replay_accounting.h),
+// computed from its outcome with the cost model, not by the policy.
+double ChargedMs(const ReplayTrace& replay, uint32_t ri, const RequestOutcome& o) {
+  const CostModel& cost = DefaultCost();
+  const TraceRequest& r = replay.trace->requests[ri];
+  return cost.RecomputeGpuMs(o.hit_tokens, r.input_length) + cost.TransferMs(o.loaded_bytes) +
+         cost.TransferMs(o.admitted_bytes);
+}
+
+LearnedPolicy& Follower(PolicyDriver& driver) {
+  return dynamic_cast<LearnedPolicy&>(driver.policy());
+}
+
+// Every block `leader` holds, `real` holds too.
+bool HoldsAllOf(const PoolState& real, const PoolState& leader, size_t blocks) {
+  for (BlockIndex b = 0; b < blocks; ++b) {
+    if (leader.IsResident(b) && !real.IsResident(b)) return false;
+  }
+  return true;
+}
+
+// Two implementations of one price: each expert's own sum of its requests'
+// prices, and the replay's cost_seconds for that policy run alone.
+TEST(LearnedFollowerTest, EachExpertIsPricedAsTheReplayChargesItsPolicy) {
+  const Trace trace = ChatTrace(3, 1500);
+  auto replay = BuildReplayTrace(trace, DefaultCost());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  const uint64_t pool_bytes = replay->distinct_block_bytes / 10;
+  PolicyDriver driver(&replay->catalog, pool_bytes);
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), MakeTestModel())).ok());
+  for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+  }
+  const LearnedPolicy& learned = Follower(driver);
+  ASSERT_EQ(learned.num_experts(), 3u);
+  for (size_t e = 0; e < learned.num_experts(); ++e) {
+    const std::string& name = learned.expert(e).name();
+    SCOPED_TRACE(name);
+    PoolReplayOptions alone;
+    alone.pool_bytes = pool_bytes;
+    if (PolicyUsesModel(name)) alone.model = MakeTestModel();
+    auto r = ReplayPool(*replay, DefaultCost(), name, alone);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const double replay_ms = r->cost_seconds(1) * 1000;
+    EXPECT_GT(replay_ms, 0);
+    EXPECT_NEAR(learned.total_cost_ms(e), replay_ms, 1e-9 * replay_ms);
+  }
+}
+
+// Hand-worked, pool of two blocks: a block used again and again among
+// one-off blocks. gdsf keeps it (its frequency lifts its value above the
+// inflation); lru loses it to every two new blocks. Led by gdsf from the
+// first request, the real pool holds exactly gdsf's blocks after every
+// request and pays gdsf's price for each, and gdsf stays the leader
+// (lru is never cheaper).
+//   gdsf, cost per byte k: a a a -> a (H 3k); b (k); c evicts b (L = k);
+//   a hits (H = k + 4k); d evicts c; e evicts d; a hits; f, g likewise.
+TEST(LearnedFollowerTest, FollowingGdsfTheRealPoolIsGdsfsPoolAndPaysItsCost) {
+  const auto h = MakeHandTrace({"a", "a", "a", "b", "c", "a", "d", "e", "a", "f", "g", "a"});
+  PolicyDriver driver(&h->replay.catalog, 2 * HandBlockBytes());
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost())).ok());
+  LearnedPolicy& learned = Follower(driver);
+  ASSERT_TRUE(learned.SwitchTo("gdsf").ok());
+  const size_t gdsf = learned.leader();
+  std::vector<std::string> real, expert;
+  for (uint32_t ri = 0; ri < h->trace.requests.size(); ++ri) {
+    const double before = learned.total_cost_ms(gdsf);
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(h->replay, ri, driver, o).ok());
+    EXPECT_NEAR(ChargedMs(h->replay, ri, o), learned.total_cost_ms(gdsf) - before, 1e-9)
+        << "request " << ri;
+    real.push_back(h->Resident(driver.pool()));
+    expert.push_back(h->Resident(learned.expert(gdsf).pool()));
+  }
+  EXPECT_EQ(real, expert);
+  EXPECT_EQ(real.back(), "ag");
+  EXPECT_EQ(learned.leader(), gdsf);
+  EXPECT_EQ(learned.switches(), 1u);                                 // the forced one
+  EXPECT_GT(learned.total_cost_ms(0), learned.total_cost_ms(gdsf));  // lru lost a
+}
+
+// Random traces with a switch forced at random requests, three experts (the
+// model's too): the real pool never exceeds its capacity, never holds an
+// orphan; whenever it held every block its leader held as a request began
+// (and the leader did not change in that request) it still does afterwards
+// and paid at most the leader's price for that request (more hits, fewer
+// admissions, never the reverse).
+TEST(LearnedFollowerTest, ForcedSwitchesKeepThePoolSoundAndTheLeadersCostABound) {
+  for (const uint64_t seed : {5, 6}) {
+    SCOPED_TRACE(seed);
+    const Trace trace = ChatTrace(seed, 1200);
+    auto replay = BuildReplayTrace(trace, DefaultCost());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
+    ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), MakeTestModel())).ok());
+    LearnedPolicy& learned = Follower(driver);
+    const PoolState& pool = driver.pool();
+    const size_t n = replay->catalog.size();
+    uint64_t state = seed;
+    uint32_t covered = 0;
+    for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+      if (SplitMix64(state) % 10 == 0) {
+        const size_t e = SplitMix64(state) % learned.num_experts();
+        ASSERT_TRUE(learned.SwitchTo(learned.expert(e).name()).ok());
+      }
+      const size_t leader = learned.leader();
+      const bool superset = HoldsAllOf(pool, learned.expert(leader).pool(), n);
+      const double before = learned.total_cost_ms(leader);
+      RequestOutcome o;
+      ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+      ASSERT_LE(pool.used_bytes(), pool.capacity_bytes()) << "request " << ri;
+      for (BlockIndex b = 0; b < n; ++b) {
+        const BlockIndex parent = replay->catalog[b].parent;
+        ASSERT_FALSE(pool.IsResident(b) && parent != kNoBlock && !pool.IsResident(parent))
+            << "orphan after request " << ri;
+      }
+      if (!superset || learned.leader() != leader) continue;
+      ++covered;
+      EXPECT_TRUE(HoldsAllOf(pool, learned.expert(leader).pool(), n)) << "request " << ri;
+      const double leader_ms = learned.total_cost_ms(leader) - before;
+      EXPECT_LE(ChargedMs(*replay, ri, o), leader_ms + 1e-9 * leader_ms) << "request " << ri;
+    }
+    EXPECT_GT(learned.switches(), 50u);
+    // A forced switch (one request in ten) leaves the real pool short of the
+    // new leader's blocks until they are refilled; a good share of requests
+    // still begin as a superset, so the checks above ran.
+    EXPECT_GT(covered, trace.requests.size() / 4);
+  }
+}
+
+// Models without signal: one that says no block is ever used again, and one
+// that says only blocks never accessed before come back (frequency turned
+// upside down). On generated mixed traces (chat, fan-out and batch) at three
+// pool sizes, judged on the last 20% as the grid is, learned-model alone
+// (the model-driven policy, which was `learned`) costs more than 0.5% over
+// lru in at least one cell; learned, following experts, stays within 1% of
+// the cheaper of lru and gdsf and 0.5% of lru in every cell.
+TEST(LearnedFollowerTest, AModelWithoutSignalCannotMakeLearnedCostMoreThanTheHeuristics) {
+  const std::shared_ptr<const LearnedModel> models[] = {
+      NeverAgainModel(), std::make_shared<StandInModel>("upside-down", [](std::span<const float> x,
+                                                                          std::span<float> out) {
+        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
+      })};
+  int model_alone_over = 0;
+  for (const uint64_t seed : {21, 22}) {
+    MixedWorkloadOptions g;
+    g.seed = seed;
+    g.requests = 10000;
+    const Trace trace = GenerateMixedTrace(g);
+    auto replay = BuildReplayTrace(trace, DefaultCost());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    for (const double fraction : {0.05, 0.1, 0.2}) {
+      PoolReplayOptions o;
+      o.pool_bytes = static_cast<uint64_t>(fraction * replay->distinct_block_bytes);
+      o.eval_from = 0.8;
+      const auto cost = [&](std::string_view policy, std::shared_ptr<const LearnedModel> model) {
+        PoolReplayOptions p = o;
+        p.model = std::move(model);
+        auto r = ReplayPool(*replay, DefaultCost(), policy, p);
+        EXPECT_TRUE(r.ok()) << r.status();
+        return r.ok() ? r->cost_seconds(1) : 0.0;
+      };
+      const double lru = cost("lru", nullptr), gdsf = cost("gdsf", nullptr);
+      for (const auto& model : models) {
+        SCOPED_TRACE(testing::Message()
+                     << "seed " << seed << ", pool " << fraction << ", model " << model->version());
+        const double learned = cost("learned", model);
+        EXPECT_LE(learned, 1.01 * std::min(lru, gdsf));
+        EXPECT_LE(learned, 1.005 * lru);
+        if (cost("learned-model", model) > 1.005 * lru) ++model_alone_over;
+      }
+    }
+  }
+  // The bound is the follower's doing: the model alone breaks it.
+  EXPECT_GT(model_alone_over, 0);
+}
+
+}  // namespace
+}  // namespace kvlearn
