@@ -27,5 +27,6 @@ Command AddTrainForwarder(CLI::App& root);  // cli/train_forwarder.cc, in kvlear
 Command AddServeCommand(CLI::App& root);
 Command AddLoadgenCommand(CLI::App& root);
 Command AddExportLogCommand(CLI::App& root);
+Command AddCtlCommand(CLI::App& root);
 
 }  // namespace kvlearn

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
       kvlearn::AddCompareCommand(app), kvlearn::AddGenCommand(app),
       kvlearn::AddTrainForwarder(app), kvlearn::AddServeCommand(app),
       kvlearn::AddLoadgenCommand(app), kvlearn::AddExportLogCommand(app),
+      kvlearn::AddCtlCommand(app),
   };
   if (const std::string m = kvlearn::UnknownSubcommandMessage(app, argc, argv); !m.empty()) {
     std::fprintf(stderr, "%s\n", m.c_str());
