@@ -21,6 +21,7 @@ def start_serve(test, kvlearn, data_dir):
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     test.addCleanup(server.wait)
     test.addCleanup(server.terminate)
+    test.addCleanup(server.stdout.close)
     # First stdout line: "port P metrics_port M" (docs/sidecar.md).
     ready, _, _ = select.select([server.stdout], [], [], 60)
     line = server.stdout.readline().decode() if ready else ""
