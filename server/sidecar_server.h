@@ -43,6 +43,7 @@ class Server;
 namespace kvlearn {
 
 class EngineIngest;
+class LearnedModel;
 class EngineSubscriber;
 class EventLog;
 class NodePools;
@@ -114,8 +115,12 @@ class SidecarServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   const std::string& policy() const;
-  // What start-up decided that an operator should read (model fallback...).
+  // What start-up decided that an operator should read (model fallback, an
+  // unfit model...).
   const std::string& startup_notes() const { return notes_; }
+  // One line when the model serving is marked unfit (UnfitModelLine), else
+  // empty; set at start and by every successful ReloadModel.
+  std::string unfit_model_note() const;
 
   // Loads `path`, validates it and swaps it into every pool's policy; on
   // failure the current model keeps serving. Returns the new version. The
@@ -152,9 +157,12 @@ class SidecarServer {
 
  private:
   SidecarServer() = default;
+  void SetUnfitNote(const LearnedModel& model, const std::string& path);
 
   SidecarOptions options_;
   std::string notes_;
+  mutable absl::Mutex unfit_mu_;
+  std::string unfit_note_ ABSL_GUARDED_BY(unfit_mu_);
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<SidecarMetrics> metrics_;
   std::unique_ptr<ServingCounters> counters_;
