@@ -111,6 +111,9 @@ int RunServe(ServeFlags& f) {
       auto version = s.ReloadModel(s.model_path());
       if (version.ok()) {
         std::cerr << "kvlearn serve: SIGHUP: loaded model " << *version << "\n";
+        if (const std::string unfit = s.unfit_model_note(); !unfit.empty()) {
+          std::cerr << "kvlearn serve: SIGHUP: " << unfit << "\n";
+        }
       } else {
         std::cerr << "kvlearn serve: SIGHUP: kept the current model: " << version.status().message()
                   << "\n";

@@ -264,6 +264,10 @@ void EngineIngest::Apply(const Queued& q, Group& group) {
     if (s.ok()) {
       group.Accept(*e);
       metrics_->CountIngested(static_cast<int>(e->kind_case()) - v1::Event::kRequestArrival);
+      if (e->has_request_arrival()) {
+        const auto& ids = e->request_arrival().block_ids();
+        metrics_->ObserveArrival(e->timestamp_us(), {ids.data(), ids.size()});
+      }
       continue;
     }
     rejected_.fetch_add(1, std::memory_order_relaxed);

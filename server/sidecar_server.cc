@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
 #include "server/access_control.h"
+#include "models/learned_model.h"
+#include "models/model_judgement.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
@@ -144,6 +146,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       return absl::InvalidArgumentError(absl::StrCat("--policy: ", st.message()));
     }
   }
+  const std::shared_ptr<const LearnedModel> start_model = pools.model;
   s->pools_ = std::make_unique<NodePools>(std::move(pools));
 
   EventLogOptions log_options;
@@ -152,8 +155,13 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   auto log = EventLog::Open(o.data_dir, log_options);
   if (!log.ok()) return log.status();
   s->log_ = std::move(*log);
-  s->metrics_ = std::make_unique<SidecarMetrics>();
+  s->metrics_ = std::make_unique<SidecarMetrics>(o.block_size);
   s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+  if (start_model != nullptr) {
+    s->metrics_->SetModelMetadata(&start_model->metadata());
+    s->SetUnfitNote(*start_model, o.model_path);
+    if (!s->unfit_model_note().empty()) absl::StrAppend(&s->notes_, s->unfit_model_note(), "\n");
+  }
   s->counters_ = std::make_unique<ServingCounters>(o.max_streams);
 
   // Rebuild every pool from the log before the port opens, so no call sees
@@ -374,8 +382,20 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
   const std::string version = (*model)->version();
   service_->set_model_version(version);
   metrics_->SetModelInfo(pools_->policy_name(), version);
+  metrics_->SetModelMetadata(&(*model)->metadata());
+  SetUnfitNote(**model, path);
   metrics_->CountReload(true);
   return version;
+}
+
+void SidecarServer::SetUnfitNote(const LearnedModel& model, const std::string& path) {
+  absl::MutexLock lock(&unfit_mu_);
+  unfit_note_ = UnfitModelLine(model.metadata(), path);
+}
+
+std::string SidecarServer::unfit_model_note() const {
+  absl::MutexLock lock(&unfit_mu_);
+  return unfit_note_;
 }
 
 absl::Status SidecarServer::SnapshotNow() {

@@ -50,6 +50,7 @@ namespace kvlearn {
 
 class AccessControl;
 class EngineIngest;
+class LearnedModel;
 class EngineSubscriber;
 class EventLog;
 class NodePools;
@@ -123,8 +124,12 @@ class SidecarServer {
   const std::string& policy() const;
   // --model as loaded (inside --model-dir, canonical, when that is given).
   const std::string& model_path() const { return options_.model_path; }
-  // What start-up decided that an operator should read (model fallback...).
+  // What start-up decided that an operator should read (model fallback, an
+  // unfit model...).
   const std::string& startup_notes() const { return notes_; }
+  // One line when the model serving is marked unfit (UnfitModelLine), else
+  // empty; set at start and by every successful ReloadModel.
+  std::string unfit_model_note() const;
 
   // Refusals and reloads of the --auth-tokens file (nullptr before Start).
   const AccessControl* access_control() const { return access_.get(); }
@@ -164,9 +169,12 @@ class SidecarServer {
 
  private:
   SidecarServer() = default;
+  void SetUnfitNote(const LearnedModel& model, const std::string& path);
 
   SidecarOptions options_;
   std::string notes_;
+  mutable absl::Mutex unfit_mu_;
+  std::string unfit_note_ ABSL_GUARDED_BY(unfit_mu_);
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<SidecarMetrics> metrics_;
   std::unique_ptr<ServingCounters> counters_;

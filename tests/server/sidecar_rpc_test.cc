@@ -294,6 +294,57 @@ TEST_F(SidecarRpcTest, MetricsEndpointServesPrometheusText) {
   }
 }
 
+// An unfit model (tests/support/test_model.h: trained traffic 2 requests/s,
+// 4 blocks per prompt, reuse 0.5, 512-token blocks) is announced at start and
+// in /metrics, with the live traffic's ratios to its training traffic.
+TEST_F(SidecarRpcTest, MetricsSayTheModelIsUnfitAndHowFarTrafficDrifted) {
+  SidecarOptions o = TestOptions(dir_.path(), "learned");
+  // tests/support/test_model.h's files (not included: its Eigen does not
+  // compile after httplib.h).
+  const std::string models = KVLEARN_TEST_MODEL_DIR;
+  o.model_path = models + "/test_model_unfit.pt";
+  Start(o);
+  EXPECT_NE(server_->startup_notes().find("is marked unfit"), std::string::npos)
+      << server_->startup_notes();
+  EXPECT_EQ(server_->unfit_model_note().find('\n'), std::string::npos);
+  // Arrivals at 0, 1, 2, 3 s: 1 request/s; prompts of 1, 2, 3, 2 blocks (2 on
+  // average); of 8 block accesses, 1 (2nd), 1, 2 (3rd), 1, 2 (4th) repeat: 5/8.
+  std::vector<v1::Event> events;
+  const std::vector<std::vector<uint64_t>> prompts = {{1}, {1, 2}, {1, 2, 3}, {1, 2}};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    v1::Event e = Arrival("n1", prompts[i]);
+    e.set_timestamp_us(static_cast<int64_t>(i) * 1000000);
+    events.push_back(std::move(e));
+  }
+  EXPECT_EQ(ReportOk(std::move(events)).accepted(), 4u);
+  httplib::Client http("127.0.0.1", server_->metrics_port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  for (const char* line : {
+           "kvlearn_model_judged 1\n",
+           "kvlearn_model_fit 0\n",
+           "kvlearn_live_traffic{quantity=\"requests\"} 4\n",
+           "kvlearn_live_traffic{quantity=\"request_rate\"} 1\n",
+           "kvlearn_live_traffic{quantity=\"prompt_blocks\"} 2\n",
+           "kvlearn_live_traffic{quantity=\"block_reuse\"} 0.625\n",
+           "kvlearn_live_traffic{quantity=\"block_size\"} 512\n",
+           "kvlearn_traffic_drift_ratio{quantity=\"request_rate\"} 0.5\n",
+           "kvlearn_traffic_drift_ratio{quantity=\"prompt_blocks\"} 0.5\n",
+           "kvlearn_traffic_drift_ratio{quantity=\"block_reuse\"} 1.25\n",
+           "kvlearn_traffic_drift_ratio{quantity=\"block_size\"} 1\n",
+       }) {
+    EXPECT_NE(res->body.find(line), std::string::npos) << line << "\n--- got:\n" << res->body;
+  }
+  // A fit or unjudged model in its place: the note goes, the gauge follows.
+  ASSERT_TRUE(server_->ReloadModel(models + "/test_model_1.pt").ok());
+  EXPECT_EQ(server_->unfit_model_note(), "");
+  res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("kvlearn_model_judged 0\n"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("kvlearn_model_fit 0\n"), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find("kvlearn_traffic_drift_ratio"), std::string::npos) << res->body;
+}
+
 TEST_F(SidecarRpcTest, StrictNodesRefuseUnknownNodesWithNotFound) {
   SidecarOptions o = TestOptions(dir_.path());
   o.strict_nodes = true;
