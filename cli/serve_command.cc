@@ -215,6 +215,9 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--tls-key", o.tls_key, "server private key (PEM)");
   cmd->add_option("--tls-client-ca", o.tls_client_ca,
                   "CA (PEM) that client certificates must chain to: mutual TLS");
+  cmd->add_flag("--reflection", o.reflection,
+                "serve gRPC server reflection (grpcurl's 'list' and 'describe'): the API's "
+                "schema, to anyone who reaches --listen, without credentials; off by default");
   cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
                 "allow plaintext on a non-loopback --listen address (callers must still "
                 "authenticate, and their tokens then cross the network in the clear)");

@@ -3,11 +3,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 #include <httplib.h>
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -35,6 +38,24 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   s << in.rdbuf();
   return s.str();
 }
+
+// Server reflection for one builder, on or off. Linking gRPC's reflection
+// library registers its plugin for every server the process builds (a
+// static initializer calls InitProtoReflectionServerBuilderPlugin), so off
+// means removing that plugin from the builder, not merely not adding it.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&](const auto& plugin) { return plugin->name() == name; });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  const bool on_;
+};
 
 }  // namespace
 
@@ -228,8 +249,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<ReflectionOption>(o.reflection));
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would
   // start and silently take half the connections. Without it the bind fails.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

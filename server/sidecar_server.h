@@ -1,5 +1,5 @@
 // `kvlearn serve` as a library: the gRPC server (kvlearn.v1.Retention, the
-// standard grpc.health.v1.Health service, server reflection), the RocksDB
+// standard grpc.health.v1.Health service, server reflection when asked), the RocksDB
 // event log, the Prometheus /metrics endpoint and model hot reload, wired
 // together from SidecarOptions. Tests start it in-process on port 0.
 //
@@ -109,6 +109,9 @@ struct SidecarOptions {
   std::string engine_events;
   std::string engine_replay;
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
+  // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
+  // anyone who reaches the port, without credentials). Off unless asked.
+  bool reflection = false;
 };
 
 class SidecarServer {
