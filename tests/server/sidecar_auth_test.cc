@@ -103,6 +103,16 @@ class SidecarAuthTest : public ::testing::Test {
     stub_ = Connect(server_->port());
   }
 
+  // A RetentionClient for node-a of the started server, without a token.
+  RetentionClientOptions NodeAClient() const {
+    RetentionClientOptions co;
+    co.target = "127.0.0.1:" + std::to_string(server_->port());
+    co.node_id = "node-a";
+    co.call_deadline = std::chrono::seconds(10);
+    co.flush_deadline = std::chrono::seconds(10);
+    return co;
+  }
+
   grpc::Status GetStatus(const std::string& token, v1::GetStatusResponse* out) {
     grpc::ClientContext ctx;
     WithToken(ctx, token);
@@ -397,13 +407,28 @@ TEST_F(SidecarAuthTest, WithoutAModelDirReloadModelIsOnlyForCallersOnThisMachine
   EXPECT_NE(local.error_code(), grpc::StatusCode::PERMISSION_DENIED) << local.error_message();
 }
 
+// $KVLEARN_TOKEN, set or unset, before the server starts any thread:
+// setenv and unsetenv are not safe while other threads may read the
+// environment (gRPC's do), and ctest runs each test in its own process.
+TEST_F(SidecarAuthTest, AClientWithoutATokenSendsKvlearnToken) {
+  ASSERT_EQ(setenv("KVLEARN_TOKEN", kReporter, 1), 0);
+  Start(Options());
+  RetentionClient client(NodeAClient());
+  EXPECT_FALSE(client.Admit({ClientBlock{11, std::nullopt, 16, 100}}).from_fallback);
+  EXPECT_TRUE(client.Stats().sidecar_errors_total.empty());
+}
+
+TEST_F(SidecarAuthTest, AClientWithoutATokenOrKvlearnTokenIsUnauthenticated) {
+  ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
+  Start(Options());
+  RetentionClient client(NodeAClient());
+  EXPECT_TRUE(client.Admit({ClientBlock{11, std::nullopt, 16, 100}}).from_fallback);
+  EXPECT_EQ(client.Stats().sidecar_errors_total["UNAUTHENTICATED"], 1u);
+}
+
 TEST_F(SidecarAuthTest, TheClientsSendTheirToken) {
   Start(Options());
-  RetentionClientOptions co;
-  co.target = "127.0.0.1:" + std::to_string(server_->port());
-  co.node_id = "node-a";
-  co.call_deadline = std::chrono::seconds(10);
-  co.flush_deadline = std::chrono::seconds(10);
+  RetentionClientOptions co = NodeAClient();
   const ClientBlock block{11, std::nullopt, 16, 100};
   {
     co.token = kReporter;
@@ -411,18 +436,11 @@ TEST_F(SidecarAuthTest, TheClientsSendTheirToken) {
     EXPECT_FALSE(client.Admit({block}).from_fallback);
   }
   {
-    co.token.clear();
-    ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
+    co.token = "not-in-the-file";
     RetentionClient client(co);
     EXPECT_TRUE(client.Admit({block}).from_fallback);
     EXPECT_EQ(client.Stats().sidecar_errors_total["UNAUTHENTICATED"], 1u);
     EXPECT_FALSE(client.Stats().breaker_open);
-  }
-  {
-    ASSERT_EQ(setenv("KVLEARN_TOKEN", kReporter, 1), 0);
-    RetentionClient client(co);
-    EXPECT_FALSE(client.Admit({block}).from_fallback);
-    ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
   }
 
   // kvlearn loadgen with a reporter bound to every node: the whole replay
