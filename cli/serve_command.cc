@@ -176,6 +176,13 @@ Command AddServeCommand(CLI::App& root) {
                   "ReportEvents streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--max-streams-per-peer", o.max_streams_per_peer,
+                  "of those, open at once by one peer: the principal (token or client "
+                  "certificate) with authentication, else the client's IP address (every "
+                  "client on one machine is one peer); one more is refused "
+                  "(RESOURCE_EXHAUSTED), so one client cannot hold every slot (0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   cmd->add_option("--stream-idle-timeout-seconds", o.stream_idle_timeout_seconds,
                   "a ReportEvents stream that sends no batch for this long is ended "
                   "(UNAVAILABLE), freeing its slot for other reporters (0: never)")

@@ -22,6 +22,7 @@
 #include "server/log_replay.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
+#include "server/peer_stream_slots.h"
 #include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/retention_service.h"
@@ -228,6 +229,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       });
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
+  s->peer_streams_ = std::make_unique<PeerStreamSlots>(o.max_streams_per_peer);
+  s->service_->set_peer_stream_slots(s->peer_streams_.get(),
+                                     !o.auth_tokens_file.empty() || !o.tls_client_ca.empty());
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls) {
@@ -351,9 +355,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(
-          self->metrics_->Render(g) + self->counters_->Render() + self->access_->Render() + engines,
-          "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(self->metrics_->Render(g) + self->counters_->Render() +
+                          self->peer_streams_->Render() + self->access_->Render() + engines,
+                      "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
                                  : (s->http_->bind_to_port(host, port) ? port : -1);

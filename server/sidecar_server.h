@@ -53,6 +53,7 @@ class EngineIngest;
 class EngineSubscriber;
 class EventLog;
 class NodePools;
+class PeerStreamSlots;
 class RetentionService;
 class ServingCounters;
 class SidecarMetrics;
@@ -73,6 +74,9 @@ struct SidecarOptions {
   uint32_t max_candidates = 1024;
   // ReportEvents streams open at once; one more gets RESOURCE_EXHAUSTED.
   uint32_t max_streams = 1024;
+  // Of those, open at once by one peer (server/peer_stream_slots.h: the
+  // principal with authentication, else the IP address); 0 = no bound.
+  uint32_t max_streams_per_peer = 256;
   // A ReportEvents stream that sends no batch for this long is ended with
   // UNAVAILABLE, freeing its slot; 0 = never.
   double stream_idle_timeout_seconds = 300;
@@ -175,6 +179,7 @@ class SidecarServer {
   std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
   std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<PeerStreamSlots> peer_streams_;
   std::optional<ModelDirectory> model_dir_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;

@@ -165,6 +165,54 @@ class SidecarAuthTest : public ::testing::Test {
   std::unique_ptr<v1::Retention::Stub> stub_;
 };
 
+// With authentication a peer is a principal: one reporter holding its
+// --max-streams-per-peer streams open is refused one more, naming the flag
+// (and not its token), while another principal on the same address still
+// reports; a closed stream gives its slot back.
+TEST_F(SidecarAuthTest, OpenStreamsArePerPrincipalBounded) {
+  SidecarOptions o = Options();
+  o.max_streams_per_peer = 2;
+  Start(o);
+  struct Stream {
+    grpc::ClientContext ctx;
+    v1::ReportSummary summary;
+    std::unique_ptr<grpc::ClientWriter<v1::EventBatch>> writer;
+  };
+  const auto open = [&](const std::string& token, uint64_t block) {
+    auto s = std::make_unique<Stream>();
+    WithToken(s->ctx, token);
+    s->writer = stub_->ReportEvents(&s->ctx, &s->summary);
+    s->writer->Write(BatchOf({EventFor("node-a", block)}));
+    return s;
+  };
+  std::vector<std::unique_ptr<Stream>> held;
+  held.push_back(open(kReporter, 1));
+  held.push_back(open(kReporter, 2));
+  ASSERT_TRUE(WaitUntil([&] { return server_->open_streams() == 2; }));
+
+  auto third = open(kReporter, 3);
+  third->writer->WritesDone();
+  const grpc::Status refused = third->writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max-streams-per-peer"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("principal"), std::string::npos);
+  EXPECT_EQ(refused.error_message().find(kReporter), std::string::npos);
+  EXPECT_EQ(server_->open_streams(), 2u);
+
+  // Another principal, same loopback address: a slot of its own.
+  v1::ReportSummary summary;
+  EXPECT_TRUE(ReportAs(kAnyReporter, {BatchOf({EventFor("node-b", 4)})}, &summary).ok());
+
+  held[0]->writer->WritesDone();
+  ASSERT_TRUE(held[0]->writer->Finish().ok());
+  EXPECT_EQ(held[0]->summary.accepted(), 1u);
+  EXPECT_TRUE(ReportAs(kReporter, {BatchOf({EventFor("node-a", 5)})}, &summary).ok());
+  EXPECT_NE(Metrics().find("kvlearn_report_streams_peer_refused_total 1\n"), std::string::npos);
+  held[1]->writer->WritesDone();
+  EXPECT_TRUE(held[1]->writer->Finish().ok());
+}
+
 TEST_F(SidecarAuthTest, CallsWithoutAValidTokenAreUnauthenticatedAndCounted) {
   Start(Options());
   for (const std::string token : {"", "not-a-known-token-0001"}) {
