@@ -181,6 +181,13 @@ Command AddServeCommand(CLI::App& root) {
                   "ReportEvents streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--max-streams-per-peer", o.max_streams_per_peer,
+                  "of those, open at once by one peer: the principal (token or client "
+                  "certificate) with authentication, else the client's IP address (every "
+                  "client on one machine is one peer); one more is refused "
+                  "(RESOURCE_EXHAUSTED), so one client cannot hold every slot (0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   cmd->add_option("--stream-idle-timeout-seconds", o.stream_idle_timeout_seconds,
                   "a ReportEvents stream that sends no batch for this long is ended "
                   "(UNAVAILABLE), freeing its slot for other reporters (0: never)")
@@ -220,6 +227,9 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--tls-key", o.tls_key, "server private key (PEM)");
   cmd->add_option("--tls-client-ca", o.tls_client_ca,
                   "CA (PEM) that client certificates must chain to: mutual TLS");
+  cmd->add_flag("--reflection", o.reflection,
+                "serve gRPC server reflection (grpcurl's 'list' and 'describe'): the API's "
+                "schema, to anyone who reaches --listen, without credentials; off by default");
   cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
                 "allow plaintext on a non-loopback --listen address (callers must still "
                 "authenticate, and their tokens then cross the network in the clear)");

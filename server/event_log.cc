@@ -6,8 +6,11 @@
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -32,6 +35,30 @@ constexpr const char* kSnapshots = "snapshots";
 constexpr const char* kEngineSequences = "engine_sequences";
 // First byte of a model-swap record (server/model_swap_record.h).
 constexpr char kModelSwapRecordByte = 'M';
+
+// Creates `dir` and any missing parent (RocksDB creates the last directory
+// only; `serve --data-dir runs/a/log` should not fail because `runs/a` is
+// new), each 0700, and makes `dir` itself 0700 if it already existed: the
+// log holds every node's traffic, and the journaled decisions.
+absl::Status CreateOwnerOnlyDirectory(const std::string& dir) {
+  std::filesystem::path path;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    path /= part;
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the event log directory ",
+                                                        path.string(), ": ", std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data-dir ", dir, ": cannot make it owner-only (chmod 0700): ", ec.message(),
+                     "; run as its owner, or give a directory you own"));
+  }
+  return absl::OkStatus();
+}
 
 uint64_t DecodeKey(std::string_view key) {
   uint64_t v = 0;
@@ -140,14 +167,12 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
                                                              const EventLogOptions& options,
                                                              bool read_only) {
   if (!read_only) {
-    // RocksDB creates the last directory only; `serve --data-dir runs/a/log`
-    // should not fail because `runs/a` is new.
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create the event log directory ", dir, ": ", ec.message()));
-    }
+    if (auto s = CreateOwnerOnlyDirectory(dir); !s.ok()) return s;
+    // RocksDB creates its files 0666 less the umask and has no option for
+    // it (Env::SetAllowNonOwnerAccess is not honoured by its file system in
+    // 7.8): the process umask is tightened to deny group and others, which
+    // the server's other files want as well.
+    ::umask(::umask(077) | 077);
   }
   rocksdb::Options o;
   o.create_if_missing = !read_only;

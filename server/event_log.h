@@ -97,7 +97,9 @@ struct EventLogOptions {
 
 class EventLog {
  public:
-  // Opens (creating if needed) the log in `dir` for appending.
+  // Opens (creating if needed) the log in `dir` for appending. `dir` and any
+  // parent it creates are 0700, and the process umask is tightened to 077 so
+  // RocksDB's files are 0600 (it has no option for their mode).
   static absl::StatusOr<std::unique_ptr<EventLog>> Open(const std::string& dir,
                                                         const EventLogOptions& options);
   // Opens an existing log read-only (works while a server has it open).

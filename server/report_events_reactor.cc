@@ -166,6 +166,7 @@ void ReportEventsReactor::End(grpc::Status status) {
   state_.store(State::kFinished, std::memory_order_release);
   env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
+  if (env_.peer_slots != nullptr) env_.peer_slots->Close(env_.peer);
   TsanHandOff(this);
   Finish(std::move(status));
   TsanHandOff(this);  // as after StartRead

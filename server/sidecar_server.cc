@@ -3,11 +3,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 #include <httplib.h>
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -21,6 +24,7 @@
 #include "server/log_replay.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
+#include "server/peer_stream_slots.h"
 #include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/retention_service.h"
@@ -37,6 +41,24 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   s << in.rdbuf();
   return s.str();
 }
+
+// Server reflection for one builder, on or off. Linking gRPC's reflection
+// library registers its plugin for every server the process builds (a
+// static initializer calls InitProtoReflectionServerBuilderPlugin), so off
+// means removing that plugin from the builder, not merely not adding it.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&](const auto& plugin) { return plugin->name() == name; });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  const bool on_;
+};
 
 }  // namespace
 
@@ -224,6 +246,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       });
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
+  s->peer_streams_ = std::make_unique<PeerStreamSlots>(o.max_streams_per_peer);
+  s->service_->set_peer_stream_slots(s->peer_streams_.get(),
+                                     !o.auth_tokens_file.empty() || !o.tls_client_ca.empty());
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls) {
@@ -245,8 +270,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<ReflectionOption>(o.reflection));
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would
   // start and silently take half the connections. Without it the bind fails.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -347,9 +372,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(
-          self->metrics_->Render(g) + self->counters_->Render() + self->access_->Render() + engines,
-          "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(self->metrics_->Render(g) + self->counters_->Render() +
+                          self->peer_streams_->Render() + self->access_->Render() + engines,
+                      "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
                                  : (s->http_->bind_to_port(host, port) ? port : -1);

@@ -1,5 +1,5 @@
 // `kvlearn serve` as a library: the gRPC server (kvlearn.v1.Retention, the
-// standard grpc.health.v1.Health service, server reflection), the RocksDB
+// standard grpc.health.v1.Health service, server reflection when asked), the RocksDB
 // event log, the Prometheus /metrics endpoint and model hot reload, wired
 // together from SidecarOptions. Tests start it in-process on port 0.
 //
@@ -54,6 +54,7 @@ class LearnedModel;
 class EngineSubscriber;
 class EventLog;
 class NodePools;
+class PeerStreamSlots;
 class RetentionService;
 class ServingCounters;
 class SidecarMetrics;
@@ -74,6 +75,9 @@ struct SidecarOptions {
   uint32_t max_candidates = 1024;
   // ReportEvents streams open at once; one more gets RESOURCE_EXHAUSTED.
   uint32_t max_streams = 1024;
+  // Of those, open at once by one peer (server/peer_stream_slots.h: the
+  // principal with authentication, else the IP address); 0 = no bound.
+  uint32_t max_streams_per_peer = 256;
   // A ReportEvents stream that sends no batch for this long is ended with
   // UNAVAILABLE, freeing its slot; 0 = never.
   double stream_idle_timeout_seconds = 300;
@@ -110,6 +114,9 @@ struct SidecarOptions {
   std::string engine_events;
   std::string engine_replay;
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
+  // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
+  // anyone who reaches the port, without credentials). Off unless asked.
+  bool reflection = false;
 };
 
 class SidecarServer {
@@ -180,6 +187,7 @@ class SidecarServer {
   std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
   std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<PeerStreamSlots> peer_streams_;
   std::optional<ModelDirectory> model_dir_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;

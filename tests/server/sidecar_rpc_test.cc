@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -218,21 +219,11 @@ TEST_F(SidecarRpcTest, AdmitDiscardsEverythingAfterTheFirstRefusal) {
   EXPECT_EQ(resp.policy(), "no-cache");
 }
 
-TEST_F(SidecarRpcTest, HealthAndReflectionServicesAnswer) {
-  Start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                     grpc::InsecureChannelCredentials());
-  auto health = grpc::health::v1::Health::NewStub(channel);
-  for (const std::string service : {"", "kvlearn.v1.Retention"}) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(service);
-    grpc::health::v1::HealthCheckResponse resp;
-    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << service;
-    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
-  }
-
-  // Server reflection, called by its method path (see the .proto's comment).
+// Asks the server at `port` to list its services by reflection, called by
+// its method path (see the .proto's comment); the call's status and names.
+std::pair<grpc::Status, std::vector<std::string>> ListServicesByReflection(int port) {
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   namespace refl = kvlearn::testing::reflection;
   const grpc::internal::RpcMethod method(
       "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
@@ -245,17 +236,54 @@ TEST_F(SidecarRpcTest, HealthAndReflectionServicesAnswer) {
                                                                                     method, &ctx));
   refl::ServerReflectionRequest req;
   req.set_list_services("");
-  ASSERT_TRUE(stream->Write(req));
+  stream->Write(req);
   stream->WritesDone();
   refl::ServerReflectionResponse resp;
-  ASSERT_TRUE(stream->Read(&resp));
   std::vector<std::string> names;
-  for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
+  while (stream->Read(&resp)) {
+    for (const auto& s : resp.list_services_response().service()) names.push_back(s.name());
+  }
+  return {stream->Finish(), names};
+}
+
+TEST_F(SidecarRpcTest, HealthAndReflectionServicesAnswer) {
+  SidecarOptions o = TestOptions(dir_.path());
+  o.reflection = true;
+  Start(o);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (const std::string service : {"", "kvlearn.v1.Retention"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << service;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+
+  const auto [status, names] = ListServicesByReflection(server_->port());
+  EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_NE(std::find(names.begin(), names.end(), "kvlearn.v1.Retention"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
-  while (stream->Read(&resp)) {
-  }
-  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Reflection hands the API's schema to anyone who reaches the port: a server
+// started without `reflection` does not serve it, even in a process where
+// another server does (linking gRPC's reflection library registers it for
+// every server; the server removes it unless asked).
+TEST_F(SidecarRpcTest, ReflectionIsOffByDefault) {
+  TempDir other_dir;
+  SidecarOptions with = TestOptions(other_dir.path());
+  with.reflection = true;
+  auto with_reflection = StartServer(with);
+  ASSERT_NE(with_reflection, nullptr);
+  Start();
+  const auto [status, names] = ListServicesByReflection(server_->port());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  EXPECT_TRUE(names.empty());
+  EXPECT_TRUE(ListServicesByReflection(with_reflection->port()).first.ok());
+  with_reflection->Shutdown();
 }
 
 TEST_F(SidecarRpcTest, MetricsEndpointServesPrometheusText) {
