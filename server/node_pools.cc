@@ -196,6 +196,39 @@ void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
   counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
 }
 
+// Brings the shard's children lists up to the catalog's size.
+void LinkChildren(NodePools::Shard& s) {
+  const size_t n = s.catalog.size();
+  s.first_child.resize(n, kNoBlock);
+  s.next_sibling.resize(n, kNoBlock);
+  for (; s.linked < n; ++s.linked) {
+    const auto b = static_cast<BlockIndex>(s.linked);
+    if (const BlockIndex parent = s.catalog[b].parent; parent != kNoBlock) {
+      s.next_sibling[b] = s.first_child[parent];
+      s.first_child[parent] = b;
+    }
+  }
+}
+
+// Every descendant of b that the view holds, each after its ancestors (the
+// view is prefix-closed: a block outside it has none inside).
+std::vector<BlockIndex> ViewDescendants(NodePools::Shard& s, BlockIndex b) {
+  LinkChildren(s);
+  std::vector<BlockIndex> out;
+  std::vector<BlockIndex> stack = {b};
+  while (!stack.empty()) {
+    const BlockIndex x = stack.back();
+    stack.pop_back();
+    for (BlockIndex c = s.first_child[x]; c != kNoBlock; c = s.next_sibling[c]) {
+      if (InView(s, c)) {
+        out.push_back(c);
+        stack.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
 // Forgets proposal b (confirmed or withdrawn); the caller updates the pool.
 void DropProposal(NodePools::Shard& s, BlockIndex b) {
   const auto it = s.proposal_score.find(b);
@@ -479,17 +512,21 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 " was never seen on ", ShardName(s.node, s.tier)));
       }
       if (!InView(s, b)) return absl::OkStatus();  // already gone
-      if (const uint32_t children = ViewChildren(s, b); children > 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("block_removed.block_id: block ", id, " still has ", children,
-                         " stored children (remove leaves first)"));
+      // The node's word is the truth: with its prefix gone, every
+      // descendant it still holds is unreachable to prefix hits (as in the
+      // engine), so they leave too, leaves first.
+      std::vector<BlockIndex> gone;
+      if (ViewChildren(s, b) > 0) gone = ViewDescendants(s, b);
+      counters_.removed_descendants.fetch_add(gone.size(), std::memory_order_relaxed);
+      gone.insert(gone.begin(), b);
+      for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
+        if (s.proposal_score.contains(*it)) {
+          DropProposal(s, *it);  // confirmed: the policy let it go when proposing it
+        } else {
+          s.driver.EvictLeaf(*it);
+        }
+        LeaveView(s, *it, counters_);
       }
-      if (s.proposal_score.contains(b)) {
-        DropProposal(s, b);  // confirmed: the policy let it go when proposing it
-      } else {
-        s.driver.EvictLeaf(b);
-      }
-      LeaveView(s, b, counters_);
       return absl::OkStatus();
     }
     case Event::kPoolConfigured: {

@@ -20,7 +20,11 @@
 //                       policy as a fresh insert. Unconfirmed victims are
 //                       proposed again first by the next RankEviction.
 //   block stored     -> Insert; its tokens and bytes replace the ones assumed
-//   block removed    -> EvictLeaf, or confirms a proposal
+//   block removed    -> EvictLeaf, or confirms a proposal; a block that
+//                       still has children in the view takes them along
+//                       (every descendant, leaves first): the node's word
+//                       is the truth, and a block without its prefix is
+//                       unreachable to prefix hits
 //
 // so that one node replaying a trace through the sidecar makes the same
 // decisions as `kvlearn compare` on that trace. The node decides when it
@@ -105,6 +109,9 @@ struct PoolCounters {
   // Pools whose policy refused its own saved state at a restore or a
   // compaction, and restarted from their residents (server/shard_image.h).
   std::atomic<uint64_t> policy_states_refused{0};
+  // Blocks that left a pool because the node removed one of their ancestors
+  // (the engine's word: a block without its prefix is unreachable).
+  std::atomic<uint64_t> removed_descendants{0};
 };
 
 class NodePools {

@@ -122,6 +122,9 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, const Co
   s.catalog = std::move(catalog);  // the driver's pool points at s.catalog
   if (auto st = s.driver.Restart(image.capacity_bytes, env); !st.ok()) return st;
   s.last_seen = image.last_seen;
+  s.first_child.clear();  // of the old numbering
+  s.next_sibling.clear();
+  s.linked = 0;
   s.touch_clock = image.touch_clock;
   s.next_request = image.next_request;
   s.current_request = image.current_request;

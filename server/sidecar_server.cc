@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
+#include "server/bound_metrics.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
@@ -314,7 +315,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(self->metrics_->Render(g) + self->counters_->Render() + engines,
+      res.set_content(self->metrics_->Render(g) + self->counters_->Render() +
+                          RenderBoundMetrics(self->pools_->counters()) + engines,
                       "text/plain; version=0.0.4; charset=utf-8");
     });
     s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
