@@ -154,8 +154,19 @@ Command AddServeCommand(CLI::App& root) {
                                "); default learned with --model, else lru"));
   cmd->add_option("--model", o.model_path, "model file for the learned policy");
   cmd->add_option("--metrics-listen", o.metrics_listen,
-                  "Prometheus /metrics address HOST:PORT (empty: off)")
+                  "Prometheus /metrics address HOST:PORT (empty: off); a port another "
+                  "process listens on is refused at start")
       ->capture_default_str();
+  cmd->add_option("--metrics-max-connections", o.metrics_max_connections,
+                  "/metrics connections open at once; one more closes the oldest one still "
+                  "sending its request (kvlearn_metrics_connections_cut_total)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--metrics-request-timeout-seconds", o.metrics_request_timeout_seconds,
+                  "a /metrics connection is closed this long after it was accepted, answered "
+                  "or not, so slow clients cannot hold the endpoint")
+      ->capture_default_str()
+      ->check(FiniteRange(0.01, 3600));
   f->cost.Register(cmd);  // as in compare: bytes of blocks events give none for, recompute
   cmd->add_option("--block-size", o.block_size, "tokens per block")
       ->capture_default_str()

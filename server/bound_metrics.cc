@@ -1,6 +1,7 @@
 #include "server/bound_metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/metrics_http_server.h"
 
 namespace kvlearn {
 namespace {
@@ -15,12 +16,19 @@ uint64_t Load(const std::atomic<uint64_t>& v) { return v.load(std::memory_order_
 
 }  // namespace
 
-std::string RenderBoundMetrics(const PoolCounters& pools) {
+std::string RenderBoundMetrics(const PoolCounters& pools, const MetricsHttpServer& http) {
   std::string out;
   Series(out, "kvlearn_removed_descendants_total", "counter",
          "Blocks that left a pool because the node removed one of their ancestors (a block "
          "without its prefix is unreachable), start-up replay included.",
          Load(pools.removed_descendants));
+  Series(out, "kvlearn_metrics_connections_cut_total", "counter",
+         "/metrics connections closed unanswered: past --metrics-request-timeout-seconds, or "
+         "the oldest still sending its request when --metrics-max-connections were open.",
+         http.connections_cut());
+  Series(out, "kvlearn_metrics_max_connections", "gauge",
+         "/metrics connections allowed open at once (--metrics-max-connections).",
+         static_cast<uint64_t>(http.max_connections()));
   return out;
 }
 

@@ -14,6 +14,8 @@
 
 namespace kvlearn {
 
-std::string RenderBoundMetrics(const PoolCounters& pools);
+class MetricsHttpServer;
+
+std::string RenderBoundMetrics(const PoolCounters& pools, const MetricsHttpServer& http);
 
 }  // namespace kvlearn

@@ -3,7 +3,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
+#include "server/metrics_http_server.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
 #include "server/pools_snapshot.h"
@@ -298,8 +298,12 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       s->Shutdown();
       return st;
     }
-    s->http_ = NewMetricsHttpServer();
-    s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    MetricsHttpOptions http;
+    http.host = host;
+    http.port = port;
+    http.max_connections = o.metrics_max_connections;
+    http.request_timeout_seconds = o.metrics_request_timeout_seconds;
+    auto started = MetricsHttpServer::Start(http, [self](const MetricsHttpServer& server) {
       MetricsGauges g;
       const PoolCounters& c = self->pools_->counters();
       g.pools = c.shards.load(std::memory_order_relaxed);
@@ -315,23 +319,15 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(self->metrics_->Render(g) + self->counters_->Render() +
-                          RenderBoundMetrics(self->pools_->counters()) + engines,
-                      "text/plain; version=0.0.4; charset=utf-8");
+      return self->metrics_->Render(g) + self->counters_->Render() +
+             RenderBoundMetrics(self->pools_->counters(), server) + engines;
     });
-    s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
-                                 : (s->http_->bind_to_port(host, port) ? port : -1);
-    if (s->metrics_port_ <= 0) {
+    if (!started.ok()) {
       s->Shutdown();
-      return absl::UnavailableError(
-          absl::StrCat("--metrics-listen: cannot listen on ", o.metrics_listen));
+      return started.status();
     }
-    s->http_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
-    // httplib's stop() does nothing until the listening loop runs: wait for
-    // it (bounded), so an immediate Shutdown cannot hang.
-    for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    s->metrics_http_ = *std::move(started);
+    s->metrics_port_ = s->metrics_http_->port();
   }
   return s;
 }
@@ -405,10 +401,7 @@ void SidecarServer::Shutdown() {
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
   if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
-  if (http_) {
-    http_->stop();
-    if (http_thread_.joinable()) http_thread_.join();
-  }
+  if (metrics_http_) metrics_http_->Stop();
   if (server_) {
     // Without a deadline gRPC waits for every call to end on its own, and an
     // idle ReportEvents stream never does: the shutdown hung with the

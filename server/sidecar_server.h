@@ -36,15 +36,13 @@
 namespace grpc {
 class Server;
 }
-namespace httplib {
-class Server;
-}
 
 namespace kvlearn {
 
 class EngineIngest;
 class EngineSubscriber;
 class EventLog;
+class MetricsHttpServer;
 class NodePools;
 class RetentionService;
 class ServingCounters;
@@ -56,6 +54,11 @@ struct SidecarOptions {
   std::string policy;                      // empty: "learned" with a model, else "lru"
   std::string model_path;
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
+  // /metrics connections open at once (one more closes the oldest still
+  // sending its request), and how long one may take from accept to the end
+  // of its answer (server/metrics_http_server.h).
+  int metrics_max_connections = 64;
+  double metrics_request_timeout_seconds = 5;
   // Bytes of blocks whose events give none, and every block's recompute
   // cost (GDSF reads it): use compare's cost flags. nullptr: llama3-8b on a100.
   std::shared_ptr<const CostModel> cost;
@@ -163,8 +166,7 @@ class SidecarServer {
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   int metrics_port_ = 0;
   uint64_t replayed_events_ = 0;
