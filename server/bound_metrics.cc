@@ -1,6 +1,7 @@
 #include "server/bound_metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/event_log.h"
 #include "server/metrics_http_server.h"
 
 namespace kvlearn {
@@ -16,12 +17,25 @@ uint64_t Load(const std::atomic<uint64_t>& v) { return v.load(std::memory_order_
 
 }  // namespace
 
-std::string RenderBoundMetrics(const PoolCounters& pools, const MetricsHttpServer& http) {
+std::string RenderBoundMetrics(const PoolCounters& pools, const EventLog& log,
+                               const MetricsHttpServer& http) {
   std::string out;
   Series(out, "kvlearn_removed_descendants_total", "counter",
          "Blocks that left a pool because the node removed one of their ancestors (a block "
          "without its prefix is unreachable), start-up replay included.",
          Load(pools.removed_descendants));
+  Series(out, "kvlearn_event_log_failed_writes_total", "counter",
+         "RocksDB writes of the event log that failed (a full disk, an I/O error); each later "
+         "write first asks RocksDB to resume.",
+         log.failed_writes());
+  Series(out, "kvlearn_event_log_refused_events_total", "counter",
+         "Events not logged because their append failed (the reporter got UNAVAILABLE; an "
+         "engine's are counted in kvlearn_engine_log_failures_total too).",
+         log.refused_events());
+  Series(out, "kvlearn_event_log_recoveries_total", "counter",
+         "Writes that succeeded right after a failed one: the log taking writes again without "
+         "a restart.",
+         log.recoveries());
   Series(out, "kvlearn_metrics_connections_cut_total", "counter",
          "/metrics connections closed unanswered: past --metrics-request-timeout-seconds, or "
          "the oldest still sending its request when --metrics-max-connections were open.",

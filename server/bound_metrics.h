@@ -14,8 +14,10 @@
 
 namespace kvlearn {
 
+class EventLog;
 class MetricsHttpServer;
 
-std::string RenderBoundMetrics(const PoolCounters& pools, const MetricsHttpServer& http);
+std::string RenderBoundMetrics(const PoolCounters& pools, const EventLog& log,
+                               const MetricsHttpServer& http);
 
 }  // namespace kvlearn

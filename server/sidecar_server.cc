@@ -320,7 +320,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
       return self->metrics_->Render(g) + self->counters_->Render() +
-             RenderBoundMetrics(self->pools_->counters(), server) + engines;
+             RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines;
     });
     if (!started.ok()) {
       s->Shutdown();
@@ -356,11 +356,15 @@ absl::Status SidecarServer::SnapshotNow() {
   // Consistent when every event the pools accepted is in the log: events
   // are applied before their batch is appended, so a batch in flight shows
   // as more accepted than logged. The pools are held meanwhile, so nothing
-  // is applied or decided; appends in flight finish.
+  // is applied or decided; appends in flight finish. Events whose append
+  // failed (a full disk) were applied but never logged: counted on the
+  // log's side, so snapshots resume once the log takes writes again (the
+  // snapshot then keeps their effect, as the running pools do).
   const auto ready = [&] {
     sequence = log_->next_sequence();
     decision = log_->next_decision();
-    return pools_->events_accepted() - accepted_base_ == sequence - sequence_base_;
+    return pools_->events_accepted() - accepted_base_ ==
+           sequence + log_->refused_events() - sequence_base_;
   };
   bool captured = false;
   for (int attempt = 0; attempt < 200 && !captured; ++attempt) {
