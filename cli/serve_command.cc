@@ -205,6 +205,27 @@ Command AddServeCommand(CLI::App& root) {
                   "this many blocks, ~90 B each under lru; docs/sidecar.md, Bounded memory)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
+  cmd->add_option("--max-requests-in-flight", o.max_requests_in_flight,
+                  "per pool, requests with an id between request_arrival and request_finished; "
+                  "one more arrival is refused (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-pinned-blocks", o.max_pinned_blocks,
+                  "per pool, blocks the requests in flight pin (a block two requests share "
+                  "counts twice); an arrival that would pin more is refused (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  cmd->add_option("--request-timeout-seconds", o.request_timeout_seconds,
+                  "a request still in flight this long after its arrival, by the timestamps of "
+                  "its pool's events (not the wall clock, so a restart releases it at the same "
+                  "event), is released as if finished (0: never)")
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1e9));
+  cmd->add_option("--max-nodes", o.max_nodes,
+                  "distinct node ids the sidecar keeps pools for; a call or event for one more "
+                  "is refused (RESOURCE_EXHAUSTED), at a restart too")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
   cmd->add_option("--snapshot-every-events", o.snapshot_every_events,
                   "write a snapshot of every pool to the log after this many accepted events, "
                   "with each policy's state, so a restart replays only what follows it and "

@@ -24,6 +24,24 @@ std::string RenderBoundMetrics(const PoolCounters& pools, const EventLog& log,
          "Blocks that left a pool because the node removed one of their ancestors (a block "
          "without its prefix is unreachable), start-up replay included.",
          Load(pools.removed_descendants));
+  Series(out, "kvlearn_nodes", "gauge", "Distinct node ids with pools (bound: --max-nodes).",
+         Load(pools.nodes));
+  Series(out, "kvlearn_nodes_refused_total", "counter",
+         "Events and calls refused (RESOURCE_EXHAUSTED) because they would add a node past "
+         "--max-nodes.",
+         Load(pools.nodes_refused));
+  Series(out, "kvlearn_requests_refused_in_flight_total", "counter",
+         "Request arrivals refused (RESOURCE_EXHAUSTED): their pool had --max-requests-in-flight "
+         "requests in flight.",
+         Load(pools.requests_refused_in_flight));
+  Series(out, "kvlearn_requests_refused_pinned_blocks_total", "counter",
+         "Request arrivals refused (RESOURCE_EXHAUSTED): their chain would take their pool's "
+         "pinned blocks past --max-pinned-blocks.",
+         Load(pools.requests_refused_pinned_blocks));
+  Series(out, "kvlearn_requests_expired_total", "counter",
+         "Requests released without their request_finished, --request-timeout-seconds after "
+         "their arrival by their pool's event timestamps (start-up replay included).",
+         Load(pools.requests_expired));
   Series(out, "kvlearn_event_log_failed_writes_total", "counter",
          "RocksDB writes of the event log that failed (a full disk, an I/O error); each later "
          "write first asks RocksDB to resume.",

@@ -119,6 +119,15 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
   // cannot both journal.
   absl::MutexLock creating(&create_mu_);
   if (Shard* s = Find(node, tier)) return run(*s);
+  {
+    absl::ReaderMutexLock table(&table_mu_);
+    if (!pools_of_node_.contains(node) && pools_of_node_.size() >= options_.max_nodes) {
+      counters_.nodes_refused.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ": node '", node, "' would be one more than the ", options_.max_nodes,
+                       " nodes the sidecar keeps pools for (--max-nodes)"));
+    }
+  }
   auto shard = std::make_unique<Shard>(
       node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
   {
@@ -137,9 +146,17 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
     CompactIfOverLocked(*shard);
   }
   absl::WriterMutexLock lock(&table_mu_);
-  shards_[std::make_pair(node, static_cast<int>(tier))] = std::move(shard);
-  counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  InsertShardLocked(std::move(shard));
   return absl::OkStatus();
+}
+
+void NodePools::InsertShardLocked(std::unique_ptr<Shard> shard) {
+  if (++pools_of_node_[shard->node] == 1) {
+    counters_.nodes.store(pools_of_node_.size(), std::memory_order_relaxed);
+  }
+  auto key = std::make_pair(shard->node, static_cast<int>(NormalTier(shard->tier)));
+  shards_[std::move(key)] = std::move(shard);
+  counters_.shards.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {
@@ -302,10 +319,42 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
     if (st.ok()) {
       ++s.events_applied;
       accepted_.fetch_add(1, std::memory_order_acq_rel);
+      // By accepted events only, at their own timestamps: the replay sees
+      // exactly these, so it releases the same requests at the same events.
+      ExpireRequestsLocked(s, e.timestamp_us());
     }
     if (shard_events != nullptr) *shard_events = s.events_applied;
     return st;
   });
+}
+
+namespace {
+
+// Ends request `it` of s.requests_in_flight: its chain's pins go.
+void EndRequest(NodePools::Shard& s,
+                absl::flat_hash_map<std::string, std::vector<BlockIndex>>::iterator it) {
+  s.driver.Release(it->second);
+  s.held_blocks -= it->second.size();
+  const auto arrival = s.request_arrival_us.find(it->first);
+  s.requests_by_arrival.erase({arrival->second, it->first});
+  s.request_arrival_us.erase(arrival);
+  s.requests_in_flight.erase(it);
+}
+
+// Whether a request that arrived at `arrival_us` is past `timeout_us` at
+// `now_us` (0: no timeout).
+bool Expired(int64_t arrival_us, int64_t now_us, int64_t timeout_us) {
+  return timeout_us > 0 && now_us - arrival_us > timeout_us;
+}
+
+}  // namespace
+
+void NodePools::ExpireRequestsLocked(Shard& s, int64_t now_us) {
+  while (!s.requests_by_arrival.empty() &&
+         Expired(s.requests_by_arrival.begin()->first, now_us, options_.request_timeout_us)) {
+    EndRequest(s, s.requests_in_flight.find(s.requests_by_arrival.begin()->second));
+    counters_.requests_expired.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 absl::Status NodePools::JournalLocked(char kind, const Shard& s,
@@ -394,12 +443,35 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
               "request_arrival.request_id: request '", id, "' is already in flight on ",
               ShardName(s.node, s.tier), " (send request_finished first)"));
         }
-        if (s.requests_in_flight.size() >= options_.max_requests_in_flight) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
-              s.requests_in_flight.size(),
-              " requests in flight, the limit (send request_finished when a request ends)"));
-        }
+      }
+      // The bounds count what stays after this arrival: the unnamed
+      // request's pins end with it, and requests past the timeout at its
+      // timestamp are released once it is accepted.
+      uint64_t ending_requests = 0;
+      uint64_t ending_pins = s.unnamed_request.size();
+      for (auto it = s.requests_by_arrival.begin();
+           it != s.requests_by_arrival.end() &&
+           Expired(it->first, e.timestamp_us(), options_.request_timeout_us);
+           ++it) {
+        ++ending_requests;
+        ending_pins += s.requests_in_flight.at(it->second).size();
+      }
+      if (!id.empty() &&
+          s.requests_in_flight.size() - ending_requests >= options_.max_requests_in_flight) {
+        counters_.requests_refused_in_flight.fetch_add(1, std::memory_order_relaxed);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
+            s.requests_in_flight.size() - ending_requests,
+            " requests in flight, the limit (--max-requests-in-flight; send request_finished "
+            "when a request ends)"));
+      }
+      if (s.held_blocks - ending_pins + static_cast<uint64_t>(n) > options_.max_pinned_blocks) {
+        counters_.requests_refused_pinned_blocks.fetch_add(1, std::memory_order_relaxed);
+        return absl::ResourceExhaustedError(
+            absl::StrCat("request_arrival.block_ids: ", ShardName(s.node, s.tier), " has ",
+                         s.held_blocks - ending_pins, " blocks pinned by requests in flight; ", n,
+                         " more would pass the limit of ", options_.max_pinned_blocks,
+                         " (--max-pinned-blocks; send request_finished when a request ends)"));
       }
       BlockIndex parent = kNoBlock;
       for (int i = 0; i < n; ++i) {
@@ -431,6 +503,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         s.unnamed_request.assign(blocks.begin(), blocks.end());
       } else {
         s.requests_in_flight.emplace(id, std::vector<BlockIndex>(blocks.begin(), blocks.end()));
+        s.request_arrival_us.emplace(id, e.timestamp_us());
+        s.requests_by_arrival.emplace(e.timestamp_us(), id);
       }
       s.driver.Hold(blocks);
       s.held_blocks += blocks.size();
@@ -453,9 +527,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 "' is not in flight on ",
                                                 ShardName(s.node, s.tier)));
       }
-      s.driver.Release(it->second);
-      s.held_blocks -= it->second.size();
-      s.requests_in_flight.erase(it);
+      EndRequest(s, it);
       return absl::OkStatus();
     }
     case Event::kBlockHit: {
@@ -869,6 +941,19 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
     model = options_.model;
   }
   for (const auto& pool : snapshot.pools) {
+    {
+      // A restart with a lower --max-nodes rebuilds no more nodes than it
+      // allows: the first ones, in key order; the others' later events and
+      // calls are refused as new nodes would be.
+      absl::ReaderMutexLock lock(&table_mu_);
+      if (!pools_of_node_.contains(pool.node) && pools_of_node_.size() >= options_.max_nodes) {
+        if (note != nullptr) {
+          absl::StrAppend(note, note->empty() ? "" : "; ", ShardName(pool.node, pool.tier),
+                          ": not restored, over --max-nodes ", options_.max_nodes);
+        }
+        continue;
+      }
+    }
     auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
     {
       absl::MutexLock lock(&shard->mu);
@@ -900,13 +985,11 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
                                          std::memory_order_relaxed);
     }
     absl::WriterMutexLock lock(&table_mu_);
-    auto& slot = shards_[std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier)))];
-    if (slot != nullptr) {
+    if (shards_.contains(std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier))))) {
       return absl::DataLossError(
           absl::StrCat("pool snapshot: ", ShardName(pool.node, pool.tier), " appears twice"));
     }
-    slot = std::move(shard);
-    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    InsertShardLocked(std::move(shard));
   }
   absl::MutexLock lock(&create_mu_);
   last_model_swap_ = snapshot.model_swap;

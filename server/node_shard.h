@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,10 @@ struct NodePools::Shard {
   // the last request without one (held until the next arrival).
   absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
   std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
+  // When each request of requests_in_flight arrived (its event's
+  // timestamp), and the same requests oldest first, for the timeout.
+  absl::flat_hash_map<std::string, int64_t> request_arrival_us ABSL_GUARDED_BY(mu);
+  std::set<std::pair<int64_t, std::string>> requests_by_arrival ABSL_GUARDED_BY(mu);
   uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
   // The catalog's children lists (first child, next sibling), built on the
   // first removal of a block that still has children in the view and

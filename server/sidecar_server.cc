@@ -103,6 +103,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.max_candidates = o.max_candidates;
   pools.default_pool_bytes = o.default_pool_bytes;
   pools.ghost_blocks = o.ghost_blocks;
+  pools.max_requests_in_flight = o.max_requests_in_flight;
+  pools.max_pinned_blocks = o.max_pinned_blocks;
+  pools.request_timeout_us = static_cast<int64_t>(o.request_timeout_seconds * 1e6);
+  pools.max_nodes = o.max_nodes;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   if (!o.model_path.empty()) {

@@ -81,6 +81,13 @@ struct SidecarOptions {
   uint64_t default_pool_bytes = 0;
   // Per pool, remembered blocks that are not resident (NodePoolsOptions).
   uint64_t ghost_blocks = uint64_t{1} << 18;
+  // Bounds of NodePoolsOptions: requests in flight and the blocks they pin
+  // per pool, the event-clock timeout of a request that never finishes
+  // (0 = none), and distinct nodes.
+  uint32_t max_requests_in_flight = 65536;
+  uint64_t max_pinned_blocks = uint64_t{1} << 20;
+  double request_timeout_seconds = 600;
+  uint32_t max_nodes = 4096;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint64_t log_max_bytes = 0;  // 0 = unbounded
