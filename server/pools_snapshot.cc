@@ -1,5 +1,6 @@
 #include "server/pools_snapshot.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -220,7 +221,13 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
     }
     if (snapshot.format == kFormat) {
       for (size_t r = 0; r < m.requests_in_flight.size() && in.ok(); ++r) {
-        m.request_arrival_us.push_back(static_cast<int64_t>(in.Varint()));
+        // Event timestamps are never negative: a larger value is damage, and
+        // would overflow the timeout's arithmetic.
+        const uint64_t arrival = in.Varint();
+        if (arrival > uint64_t{INT64_MAX}) {
+          return bad(absl::StrCat("pool ", p, ": request arrival time out of range"));
+        }
+        m.request_arrival_us.push_back(static_cast<int64_t>(arrival));
       }
     }
     if (!in.ok()) return bad(absl::StrCat("pool ", p, ": truncated or a block out of range"));

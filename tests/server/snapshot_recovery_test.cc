@@ -301,6 +301,11 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   EXPECT_EQ(state_back->format, 2);
   EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
   EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
+  // An arrival time no event could carry (negative as a timestamp).
+  PoolsSnapshot late = s;
+  late.pools[0].image.request_arrival_us = {-1};
+  EXPECT_EQ(DecodePoolsSnapshot(EncodePoolsSnapshot(late)).status().code(),
+            absl::StatusCode::kDataLoss);
   // An in-flight request whose blocks are not a chain from a root.
   PoolsSnapshot broken = s;
   broken.pools[0].image.requests_in_flight = {{"r", {1}}};
