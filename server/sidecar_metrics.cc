@@ -1,7 +1,5 @@
 #include "server/sidecar_metrics.h"
 
-#include <httplib.h>
-
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -38,16 +36,6 @@ void Header(std::string& out, const char* name, const char* type, const char* he
 }
 
 }  // namespace
-
-std::unique_ptr<httplib::Server> NewMetricsHttpServer() {
-  auto http = std::make_unique<httplib::Server>();
-  http->new_task_queue = [] { return new httplib::ThreadPool(kMetricsHttpThreads); };
-  http->set_keep_alive_timeout(kMetricsIdleSeconds);
-  http->set_read_timeout(kMetricsIoTimeoutSeconds, 0);
-  http->set_write_timeout(kMetricsIoTimeoutSeconds, 0);
-  http->set_payload_max_length(64 << 10);
-  return http;
-}
 
 const char* RpcName(Rpc rpc) {
   switch (rpc) {

@@ -25,25 +25,7 @@
 #include "models/learned_model.h"
 #include "models/traffic_summary.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace kvlearn {
-
-// Workers of the /metrics HTTP server, and how long one connection may hold
-// a worker while it sends nothing: httplib serves a connection on one worker
-// from accept to close, so an idle client keeps a worker for the keep-alive
-// timeout. With httplib's defaults (8 workers, 5 s) 16 idle connections
-// delayed a scrape by ~10 s and 64 timed it out; with these, N idle
-// connections delay it by at most ceil(N / 32) seconds.
-inline constexpr int kMetricsHttpThreads = 32;
-inline constexpr int kMetricsIdleSeconds = 1;       // keep-alive: wait for a request
-inline constexpr int kMetricsIoTimeoutSeconds = 2;  // per read / write of a request
-
-// An httplib server with that pool and those timeouts, and request bodies
-// capped (a scrape is a GET); the caller adds the /metrics handler.
-std::unique_ptr<httplib::Server> NewMetricsHttpServer();
 
 // The RPCs with their own latency and outcome series.
 enum class Rpc { kReportEvents, kAdmit, kRankEviction, kGetStatus, kReloadModel, kDecide, kCount };

@@ -4,7 +4,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <fstream>
@@ -16,12 +15,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
-#include "server/access_control.h"
 #include "models/learned_model.h"
 #include "models/model_judgement.h"
+#include "server/access_control.h"
+#include "server/bound_metrics.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
+#include "server/metrics_http_server.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
 #include "server/peer_stream_slots.h"
@@ -127,6 +128,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.max_candidates = o.max_candidates;
   pools.default_pool_bytes = o.default_pool_bytes;
   pools.ghost_blocks = o.ghost_blocks;
+  pools.max_requests_in_flight = o.max_requests_in_flight;
+  pools.max_pinned_blocks = o.max_pinned_blocks;
+  pools.request_timeout_us = static_cast<int64_t>(o.request_timeout_seconds * 1e6);
+  pools.max_nodes = o.max_nodes;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   std::string model_path = o.model_path;
@@ -355,8 +360,12 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       s->Shutdown();
       return st;
     }
-    s->http_ = NewMetricsHttpServer();
-    s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    MetricsHttpOptions http;
+    http.host = host;
+    http.port = port;
+    http.max_connections = o.metrics_max_connections;
+    http.request_timeout_seconds = o.metrics_request_timeout_seconds;
+    auto started = MetricsHttpServer::Start(http, [self](const MetricsHttpServer& server) {
       MetricsGauges g;
       const PoolCounters& c = self->pools_->counters();
       g.pools = c.shards.load(std::memory_order_relaxed);
@@ -372,23 +381,16 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(self->metrics_->Render(g) + self->counters_->Render() +
-                          self->peer_streams_->Render() + self->access_->Render() + engines,
-                      "text/plain; version=0.0.4; charset=utf-8");
+      return self->metrics_->Render(g) + self->counters_->Render() +
+             self->peer_streams_->Render() + self->access_->Render() +
+             RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines;
     });
-    s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
-                                 : (s->http_->bind_to_port(host, port) ? port : -1);
-    if (s->metrics_port_ <= 0) {
+    if (!started.ok()) {
       s->Shutdown();
-      return absl::UnavailableError(
-          absl::StrCat("--metrics-listen: cannot listen on ", o.metrics_listen));
+      return started.status();
     }
-    s->http_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
-    // httplib's stop() does nothing until the listening loop runs: wait for
-    // it (bounded), so an immediate Shutdown cannot hang.
-    for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    s->metrics_http_ = *std::move(started);
+    s->metrics_port_ = s->metrics_http_->port();
   }
   return s;
 }
@@ -429,11 +431,15 @@ absl::Status SidecarServer::SnapshotNow() {
   // Consistent when every event the pools accepted is in the log: events
   // are applied before their batch is appended, so a batch in flight shows
   // as more accepted than logged. The pools are held meanwhile, so nothing
-  // is applied or decided; appends in flight finish.
+  // is applied or decided; appends in flight finish. Events whose append
+  // failed (a full disk) were applied but never logged: counted on the
+  // log's side, so snapshots resume once the log takes writes again (the
+  // snapshot then keeps their effect, as the running pools do).
   const auto ready = [&] {
     sequence = log_->next_sequence();
     decision = log_->next_decision();
-    return pools_->events_accepted() - accepted_base_ == sequence - sequence_base_;
+    return pools_->events_accepted() - accepted_base_ ==
+           sequence + log_->refused_events() - sequence_base_;
   };
   bool captured = false;
   for (int attempt = 0; attempt < 200 && !captured; ++attempt) {
@@ -474,10 +480,7 @@ void SidecarServer::Shutdown() {
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
   if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
-  if (http_) {
-    http_->stop();
-    if (http_thread_.joinable()) http_thread_.join();
-  }
+  if (metrics_http_) metrics_http_->Stop();
   if (server_) {
     // Without a deadline gRPC waits for every call to end on its own, and an
     // idle ReportEvents stream never does: the shutdown hung with the

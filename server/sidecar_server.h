@@ -42,9 +42,6 @@
 namespace grpc {
 class Server;
 }
-namespace httplib {
-class Server;
-}
 
 namespace kvlearn {
 
@@ -53,6 +50,7 @@ class EngineIngest;
 class LearnedModel;
 class EngineSubscriber;
 class EventLog;
+class MetricsHttpServer;
 class NodePools;
 class PeerStreamSlots;
 class RetentionService;
@@ -65,6 +63,11 @@ struct SidecarOptions {
   std::string policy;                      // empty: "learned" with a model, else "lru"
   std::string model_path;
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
+  // /metrics connections open at once (one more closes the oldest still
+  // sending its request), and how long one may take from accept to the end
+  // of its answer (server/metrics_http_server.h).
+  int metrics_max_connections = 64;
+  double metrics_request_timeout_seconds = 5;
   // Bytes of blocks whose events give none, and every block's recompute
   // cost (GDSF reads it): use compare's cost flags. nullptr: llama3-8b on a100.
   std::shared_ptr<const CostModel> cost;
@@ -90,6 +93,13 @@ struct SidecarOptions {
   uint64_t default_pool_bytes = 0;
   // Per pool, remembered blocks that are not resident (NodePoolsOptions).
   uint64_t ghost_blocks = uint64_t{1} << 18;
+  // Bounds of NodePoolsOptions: requests in flight and the blocks they pin
+  // per pool, the event-clock timeout of a request that never finishes
+  // (0 = none), and distinct nodes.
+  uint32_t max_requests_in_flight = 65536;
+  uint64_t max_pinned_blocks = uint64_t{1} << 20;
+  double request_timeout_seconds = 600;
+  uint32_t max_nodes = 4096;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint64_t log_max_bytes = 0;  // 0 = unbounded
@@ -193,8 +203,7 @@ class SidecarServer {
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   int metrics_port_ = 0;
   uint64_t replayed_events_ = 0;

@@ -424,7 +424,6 @@ TEST_F(SidecarRpcTest, MalformedIdsAreInvalidArgumentNamingTheField) {
   ExpectRejected(Removed("n1", 99), "NOT_FOUND", "block_removed.block_id");
   ExpectRejected(Stored("n1", 2, 1), "FAILED_PRECONDITION", "block_stored.parent_id");
   ReportOk({Stored("n1", 1, std::nullopt), Stored("n1", 2, 1)});
-  ExpectRejected(Removed("n1", 1), "FAILED_PRECONDITION", "block_removed.block_id");
   ExpectRejected(v1::Event(Base("n1")), "INVALID_ARGUMENT", "kind");
 }
 
