@@ -21,7 +21,10 @@ Command AddGenCommand(CLI::App& root);
 // same arguments, so no other command loads LibTorch's ~280 libraries.
 inline constexpr char kTrainDescription[] =
     "Train the learned retention model from a trace: replay it (under --record-policy), label "
-    "every block access from the future, fit an MLP with LibTorch, write a TorchScript model.";
+    "every block access from the future, fit an MLP with LibTorch, judge it on the validation "
+    "split against lru and the other heuristics (table on stdout: cost s = prefill GPU-s + "
+    "transfer s of the validation requests, vs lru % = (cost - lru's) / lru's x 100; "
+    "docs/learned_policy.md, 'The verdict'), write the TorchScript model if it is fit.";
 Command AddTrainCommand(CLI::App& root);    // cli/train_command.cc, in kvlearn-train
 Command AddTrainForwarder(CLI::App& root);  // cli/train_forwarder.cc, in kvlearn
 Command AddServeCommand(CLI::App& root);

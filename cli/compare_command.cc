@@ -17,10 +17,13 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/prefill_sizing.h"
+#include "cli/trace_traffic.h"
 #include "core/cost_model.h"
 #include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
+#include "models/model_judgement.h"
+#include "models/traffic_drift.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
@@ -152,6 +155,35 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// To stderr: one line if the model is marked unfit, and the drift of the
+// evaluated requests' traffic from the model's training traffic (with a
+// warning when a quantity is off by more than kDriftFactor).
+void ReportModelFit(const LearnedModel& model, const std::string& path, const Trace& trace,
+                    double eval_from) {
+  const ModelMetadata& meta = model.metadata();
+  if (const std::string unfit = UnfitModelLine(meta, path); !unfit.empty()) {
+    std::cerr << "kvlearn compare: " << unfit << "\n";
+  }
+  if (!meta.training_traffic.has_value()) {
+    std::cerr << "kvlearn compare: " << path
+              << " records no training traffic (written before kvlearn train recorded it): "
+                 "no drift line\n";
+    return;
+  }
+  const auto n = static_cast<uint32_t>(trace.requests.size());
+  const TrafficDrift drift =
+      CompareTraffic(SummarizeTraceTraffic(trace, static_cast<uint32_t>(eval_from * n), n),
+                     *meta.training_traffic);
+  std::cerr << "kvlearn compare: traffic drift, evaluated / model's training (ratio): "
+            << DriftText(drift) << "\n";
+  if (drift.any_off()) {
+    std::cerr << "kvlearn compare: warning: the evaluated traffic is off the model's training "
+                 "traffic by more than a factor "
+              << kDriftFactor << " (" << OffText(drift)
+              << "); the model learned other traffic: retrain it on this one (kvlearn train)\n";
+  }
+}
+
 int RunCompare(const CompareFlags& f) {
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
@@ -194,6 +226,7 @@ int RunCompare(const CompareFlags& f) {
     auto model = LearnedModel::Load(f.model);
     if (!model.ok()) return Fail(model.status());
     options.model = *model;
+    ReportModelFit(**model, f.model, *trace, f.eval_from);
   }
   for (const auto& p : policies) {
     if (PolicyNeedsModel(p) && options.model == nullptr) {

@@ -111,6 +111,9 @@ int RunServe(ServeFlags& f) {
       auto version = s.ReloadModel(s.model_path());
       if (version.ok()) {
         std::cerr << "kvlearn serve: SIGHUP: loaded model " << *version << "\n";
+        if (const std::string unfit = s.unfit_model_note(); !unfit.empty()) {
+          std::cerr << "kvlearn serve: SIGHUP: " << unfit << "\n";
+        }
       } else {
         std::cerr << "kvlearn serve: SIGHUP: kept the current model: " << version.status().message()
                   << "\n";
@@ -157,8 +160,19 @@ Command AddServeCommand(CLI::App& root) {
                   "model file for the learned policies ('learned' runs without one, on lru and "
                   "gdsf; 'learned-model' needs one)");
   cmd->add_option("--metrics-listen", o.metrics_listen,
-                  "Prometheus /metrics address HOST:PORT (empty: off)")
+                  "Prometheus /metrics address HOST:PORT (empty: off); a port another "
+                  "process listens on is refused at start")
       ->capture_default_str();
+  cmd->add_option("--metrics-max-connections", o.metrics_max_connections,
+                  "/metrics connections open at once; one more closes the oldest one still "
+                  "sending its request (kvlearn_metrics_connections_cut_total)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--metrics-request-timeout-seconds", o.metrics_request_timeout_seconds,
+                  "a /metrics connection is closed this long after it was accepted, answered "
+                  "or not, so slow clients cannot hold the endpoint")
+      ->capture_default_str()
+      ->check(FiniteRange(0.01, 3600));
   f->cost.Register(cmd);  // as in compare: bytes of blocks events give none for, recompute
   cmd->add_option("--block-size", o.block_size, "tokens per block")
       ->capture_default_str()
@@ -178,6 +192,13 @@ Command AddServeCommand(CLI::App& root) {
                   "ReportEvents streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--max-streams-per-peer", o.max_streams_per_peer,
+                  "of those, open at once by one peer: the principal (token or client "
+                  "certificate) with authentication, else the client's IP address (every "
+                  "client on one machine is one peer); one more is refused "
+                  "(RESOURCE_EXHAUSTED), so one client cannot hold every slot (0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   cmd->add_option("--stream-idle-timeout-seconds", o.stream_idle_timeout_seconds,
                   "a ReportEvents stream that sends no batch for this long is ended "
                   "(UNAVAILABLE), freeing its slot for other reporters (0: never)")
@@ -197,6 +218,27 @@ Command AddServeCommand(CLI::App& root) {
                   "this many blocks, ~90 B each under lru; docs/sidecar.md, Bounded memory)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 32));
+  cmd->add_option("--max-requests-in-flight", o.max_requests_in_flight,
+                  "per pool, requests with an id between request_arrival and request_finished; "
+                  "one more arrival is refused (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-pinned-blocks", o.max_pinned_blocks,
+                  "per pool, blocks the requests in flight pin (a block two requests share "
+                  "counts twice); an arrival that would pin more is refused (RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  cmd->add_option("--request-timeout-seconds", o.request_timeout_seconds,
+                  "a request still in flight this long after its arrival, by the timestamps of "
+                  "its pool's events (not the wall clock, so a restart releases it at the same "
+                  "event), is released as if finished (0: never)")
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1e9));
+  cmd->add_option("--max-nodes", o.max_nodes,
+                  "distinct node ids the sidecar keeps pools for; a call or event for one more "
+                  "is refused (RESOURCE_EXHAUSTED), at a restart too")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 24));
   cmd->add_option("--snapshot-every-events", o.snapshot_every_events,
                   "write a snapshot of every pool to the log after this many accepted events, "
                   "with each policy's state, so a restart replays only what follows it and "
@@ -217,6 +259,9 @@ Command AddServeCommand(CLI::App& root) {
   cmd->add_option("--tls-key", o.tls_key, "server private key (PEM)");
   cmd->add_option("--tls-client-ca", o.tls_client_ca,
                   "CA (PEM) that client certificates must chain to: mutual TLS");
+  cmd->add_flag("--reflection", o.reflection,
+                "serve gRPC server reflection (grpcurl's 'list' and 'describe'): the API's "
+                "schema, to anyone who reaches --listen, without credentials; off by default");
   cmd->add_flag("--allow-insecure-remote", o.allow_insecure_remote,
                 "allow plaintext on a non-loopback --listen address (callers must still "
                 "authenticate, and their tokens then cross the network in the clear)");

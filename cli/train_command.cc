@@ -16,11 +16,16 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/output_path.h"
+#include "cli/trace_traffic.h"
 #include "datasets/mooncake_reader.h"
+#include "features/feature_schema.h"
+#include "learner/model_judge.h"
 #include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
+#include "models/mlp_model.h"
 #include "models/model_file.h"
+#include "models/model_judgement.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
@@ -42,12 +47,30 @@ struct TrainFlags {
   CostFlags cost;
   uint32_t block_size = 512;
   bool lenient = false;
+  std::vector<double> judge_pool_fractions = {0.1};
+  bool force = false;
+  bool shuffle_labels = false;
   std::string command_line;
 };
 
 int Fail(const absl::Status& s) {
   std::cerr << "kvlearn train: " << s.message() << "\n";
   return 1;
+}
+
+// The judgement table of one pool: policy, cost s, vs lru %.
+std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
+  std::string out = absl::StrFormat(
+      "validation requests [%d, %d), pool %g of distinct-block bytes (%.1f GB)\n"
+      "  %-14s %12s %9s\n",
+      first, end, v.judgement.pool_fraction, v.judgement.pool_bytes / 1e9, "policy", "cost s",
+      "vs lru %");
+  for (const JudgedPolicy& row : v.rows) {
+    const double lru = v.judgement.lru_cost_s;
+    absl::StrAppend(&out, absl::StrFormat("  %-14s %12.1f %+9.2f\n", row.policy, row.cost_s,
+                                          lru > 0 ? 100 * (row.cost_s / lru - 1) : 0.0));
+  }
+  return out;
 }
 
 int RunTrain(const TrainFlags& f) {
@@ -133,7 +156,12 @@ int RunTrain(const TrainFlags& f) {
     std::cerr << absl::StrFormat("wrote %d samples to %s, %.1f s\n", samples->size(), f.samples_out,
                                  elapsed());
   }
-  const SampleSet train = samples->Slice(0, train_end);
+  SampleSet train = samples->Slice(0, train_end);
+  if (f.shuffle_labels) {
+    ShuffleLabels(train, f.seed);
+    std::cerr << "--shuffle-labels: the training labels are shuffled across samples; the model "
+                 "has no signal to learn\n";
+  }
   const SampleSet valid = samples->Slice(train_end, valid_end);
   std::cerr << absl::StrFormat(
       "%d training samples (requests < %d), %d validation (< %d), %.1f s\n", train.size(),
@@ -162,9 +190,48 @@ int RunTrain(const TrainFlags& f) {
   meta.feature_std = mlp->feature_std;
   meta.trace_fingerprint = absl::StrFormat("%016x", trace->Fingerprint());
   meta.created_by = f.command_line;
+  for (const auto name : kFeatureNames) meta.feature_names.emplace_back(name);
+  meta.training_traffic = SummarizeTraceTraffic(*trace, 0, train_end);
+
+  // Judge the model as `compare` would run it, on the validation split.
+  auto judged_model = MlpModel::Create(mlp->layers, meta, "judged");
+  if (!judged_model.ok()) return Fail(judged_model.status());
+  JudgeOptions judge;
+  judge.first_request = train_end;
+  judge.end_request = valid_end;
+  judge.pool_fractions = f.judge_pool_fractions;
+  judge.distinct_block_bytes = replay->distinct_block_bytes;
+  auto verdicts = JudgeModel(*trace, *cost, *judged_model, judge);
+  if (!verdicts.ok()) return Fail(verdicts.status());
+  ModelJudgement judgement;
+  judgement.first_request = train_end;
+  judgement.end_request = valid_end;
+  judgement.weights_fingerprint = WeightsFingerprint(mlp->layers, meta);
+  for (const PoolVerdict& v : *verdicts) {
+    std::cout << JudgementTable(v, train_end, valid_end);
+    judgement.pools.push_back(v.judgement);
+  }
+  const bool fit = judgement.fit();
+  std::cout << absl::StrFormat("verdict: %s (%s), %.1f s\n", fit ? "fit" : "unfit",
+                               JudgementText(judgement), elapsed());
+  if (!fit && !f.force) {
+    std::cerr << absl::StrFormat(
+        "kvlearn train: not writing %s: the model is not fit, learned must cost less than lru and "
+        "the best heuristic on the validation split (%s); train on more or other traffic, or pass "
+        "--force to write it marked unfit\n",
+        f.out, JudgementText(judgement));
+    return 1;
+  }
+  meta.judgement = judgement;
   if (auto s = SaveModelFile(f.out, mlp->layers, meta); !s.ok()) return Fail(s);
-  // Read it back the way every consumer will: a file we cannot load is a failure here.
-  if (auto loaded = LearnedModel::Load(f.out); !loaded.ok()) return Fail(loaded.status());
+  // Read it back the way every consumer will: a file we cannot load, or whose
+  // verdict does not read back, is a failure here.
+  auto loaded = LearnedModel::Load(f.out);
+  if (!loaded.ok()) return Fail(loaded.status());
+  if (!(*loaded)->metadata().judgement.has_value()) {
+    return Fail(absl::InternalError(
+        absl::StrCat(f.out, " was written but its verdict does not read back")));
+  }
   std::cout << absl::StrFormat("wrote %s: best epoch %d of %d, valid loss %.4f, %.1f s\n", f.out,
                                mlp->best_epoch, mlp->history.size(),
                                mlp->history[mlp->best_epoch - 1].valid_loss, elapsed());
@@ -223,6 +290,21 @@ Command AddTrainCommand(CLI::App& root) {
   cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
       ->capture_default_str();
   cmd->add_flag("--lenient", f->lenient, "skip and count bad trace lines instead of failing");
+  cmd->add_option("--judge-pool-fractions", f->judge_pool_fractions,
+                  "pools the trained model is judged at on the validation split, as shares of "
+                  "the trace's distinct-block bytes (compare's --pool-fraction); it is fit when "
+                  "learned costs less than lru and the cheapest other online policy at each")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(FiniteRange(1e-9, 1e6));
+  cmd->add_flag("--force", f->force,
+                "write the model even when it is not fit (its metadata then marks it unfit, "
+                "and compare and serve say so when they load it)");
+  // Hidden: for tests, and for a user checking that the verdict refuses a
+  // model without signal (docs/learned_policy.md, "kvlearn train").
+  cmd->add_flag("--shuffle-labels", f->shuffle_labels,
+                "shuffle the training labels across samples, so the model has no signal")
+      ->group("");
   f->cost.Register(cmd);
   return {cmd, [f, cmd] {
             f->command_line = absl::StrCat("kvlearn train --trace ", f->trace, " --out ", f->out);

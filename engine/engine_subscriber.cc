@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -14,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "zmq.h"
 #include "zmq.hpp"
 #include "zmq_addon.hpp"
 
@@ -25,6 +28,15 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 constexpr uint64_t kEndOfReplay = ~uint64_t{0};  // -1 as 8 big-endian bytes
 constexpr size_t kMaxMessagesPerWake = 4096;     // per socket, for fairness between engines
+
+// Counters that cannot be driven past 2^64 - 1 by a hostile stream (a
+// sequence jump of 2^64 - 2) stay at the top instead of wrapping to a small
+// number. Only the subscriber thread adds, so load and store suffice.
+void AddSaturating(std::atomic<uint64_t>& counter, uint64_t n) {
+  const uint64_t before = counter.load(std::memory_order_relaxed);
+  const uint64_t room = ~uint64_t{0} - before;
+  counter.store(n > room ? ~uint64_t{0} : before + n, std::memory_order_relaxed);
+}
 
 uint64_t SequenceFromBytes(const zmq::message_t& m) {
   const auto* p = static_cast<const uint8_t*>(m.data());
@@ -94,7 +106,7 @@ struct Counters {
       stored_blocks{0}, removed_blocks{0}, malformed{0}, unknown_tags{0}, duplicates{0}, gaps{0},
       replay_requests{0}, replay_timeouts{0}, batches_replayed{0}, events_replayed{0},
       sequences_lost{0};
-  std::atomic<uint64_t> restarts{0};
+  std::atomic<uint64_t> restarts{0}, connection_drops{0}, replay_connection_drops{0};
   std::atomic<int64_t> next_sequence{-1};
   mutable std::mutex error_mu;
   std::string last_error;  // guarded by error_mu
@@ -159,6 +171,10 @@ struct Link {
   EngineEndpoint config;
   zmq::socket_t sub;
   zmq::socket_t replay;  // DEALER; null without replay
+  // PAIR sockets receiving ZMQ_EVENT_DISCONNECTED of sub and of replay.
+  zmq::socket_t sub_monitor;
+  zmq::socket_t replay_monitor;  // null without replay
+  bool drop_logged = false;      // a dropped connection was logged once
   Counters counters;
 
   std::optional<uint64_t> start;         // where the stream is expected to begin
@@ -182,10 +198,18 @@ struct EngineSubscriber::State {
   std::vector<std::unique_ptr<Link>> links;
   std::atomic<bool> stop{false};
   std::thread thread;
-  EngineEventBatch scratch;  // every payload is decoded into it (thread only)
+  EngineEventBatch scratch;    // every payload is decoded into it (thread only)
+  uint64_t monitors_made = 0;  // names each monitor's inproc address
 
-  zmq::socket_t MakeDealer(const std::string& address);
+  int64_t MaxMessageBytes() const {
+    return static_cast<int64_t>(options.decode.max_payload_bytes + 64);
+  }
+  zmq::socket_t MonitorDisconnects(zmq::socket_t& socket);
+  void ConnectSub(Link& l);
+  void ConnectReplay(Link& l);
   void Run();
+  void DrainMonitor(Link& l, bool replay_socket);
+  void OnConnectionDropped(Link& l, bool replay_socket);
   void DrainLive(Link& l);
   void DrainReplay(Link& l);
   void OnLive(Link& l, uint64_t seq, std::string_view payload);
@@ -201,13 +225,93 @@ struct EngineSubscriber::State {
   }
 };
 
-zmq::socket_t EngineSubscriber::State::MakeDealer(const std::string& address) {
+// libzmq ends a connection that brings a message over ZMQ_MAXMSGSIZE as a
+// protocol error and, unlike after a network error, never reconnects it: the
+// engine's feed would stop for good. Its only trace is the monitor's
+// ZMQ_EVENT_DISCONNECTED, so every socket is watched for it.
+zmq::socket_t EngineSubscriber::State::MonitorDisconnects(zmq::socket_t& socket) {
+  const std::string address = absl::StrCat("inproc://kvlearn-engine-monitor-", monitors_made++);
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    throw zmq::error_t();
+  }
+  zmq::socket_t pair(context, zmq::socket_type::pair);
+  pair.set(zmq::sockopt::linger, 0);
+  pair.connect(address);
+  return pair;
+}
+
+// A fresh SUB socket (closing the one it replaces): the subscription is
+// renewed, and what was published meanwhile is a gap at the next live batch.
+void EngineSubscriber::State::ConnectSub(Link& l) {
+  zmq::socket_t s(context, zmq::socket_type::sub);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvhwm, options.rcv_hwm);
+  s.set(zmq::sockopt::maxmsgsize, MaxMessageBytes());
+  s.set(zmq::sockopt::subscribe, options.topic);
+  zmq::socket_t monitor = MonitorDisconnects(s);
+  s.connect(l.config.endpoint);
+  l.sub = std::move(s);
+  l.sub_monitor = std::move(monitor);
+}
+
+// A fresh DEALER socket (closing the one it replaces, and with it the tail
+// of an answer that is no longer awaited).
+void EngineSubscriber::State::ConnectReplay(Link& l) {
   zmq::socket_t s(context, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::rcvhwm, 0);  // an answer is as long as the engine's buffer
-  s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options.decode.max_payload_bytes + 64));
-  s.connect(address);
-  return s;
+  s.set(zmq::sockopt::maxmsgsize, MaxMessageBytes());
+  zmq::socket_t monitor = MonitorDisconnects(s);
+  s.connect(l.config.replay_endpoint);
+  l.replay = std::move(s);
+  l.replay_monitor = std::move(monitor);
+}
+
+void EngineSubscriber::State::OnConnectionDropped(Link& l, bool replay_socket) {
+  (replay_socket ? l.counters.replay_connection_drops : l.counters.connection_drops).fetch_add(1);
+  if (!l.drop_logged) {
+    l.drop_logged = true;
+    std::cerr << "kvlearn: engine '" << l.config.node_id << "': the connection to "
+              << (replay_socket ? l.config.replay_endpoint : l.config.endpoint)
+              << " ended (the engine went away, or sent a message over "
+              << options.decode.max_payload_bytes
+              << " bytes); reconnected at once, the gap replayed where the engine can. Later "
+                 "drops of this engine are only counted (kvlearn_engine_connection_drops_total)"
+              << std::endl;
+  }
+  if (!replay_socket) {
+    ConnectSub(l);
+    return;
+  }
+  ConnectReplay(l);
+  if (!l.replay_pending) return;
+  // An answer comes in sequence order from `next`, so the message libzmq
+  // refused is `next` (unless the engine went away, or answer messages read
+  // off the wire before it were dropped with the connection): give up that
+  // one sequence and ask again for the rest of the hole. Each drop moves
+  // `next` on, so this ends.
+  l.replay_pending = false;
+  SkipTo(l, *l.next + 1);
+  FlushHeld(l);
+  if (!l.held.empty()) RequestReplay(l, *l.next);
+}
+
+void EngineSubscriber::State::DrainMonitor(Link& l, bool replay_socket) {
+  zmq::socket_t& monitor = replay_socket ? l.replay_monitor : l.sub_monitor;
+  std::vector<zmq::message_t> frames;
+  bool dropped = false;
+  while (monitor) {
+    frames.clear();
+    if (!zmq::recv_multipart(monitor, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      break;
+    }
+    // [event id (2 bytes) + value (4 bytes), endpoint]
+    if (frames.empty() || frames[0].size() < 2) continue;
+    uint16_t event = 0;
+    std::memcpy(&event, frames[0].data(), sizeof(event));
+    if (event == ZMQ_EVENT_DISCONNECTED) dropped = true;
+  }
+  if (dropped) OnConnectionDropped(l, replay_socket);
 }
 
 void EngineSubscriber::State::Malformed(Link& l, std::string error) {
@@ -271,11 +375,11 @@ void EngineSubscriber::State::SkipTo(Link& l, uint64_t target) {
   while (*l.next < target) {
     auto it = l.held.begin();
     if (it != l.held.end() && it->first < target) {
-      l.counters.sequences_lost.fetch_add(it->first - *l.next);
+      AddSaturating(l.counters.sequences_lost, it->first - *l.next);
       *l.next = it->first;
       FlushHeld(l);
     } else {
-      l.counters.sequences_lost.fetch_add(target - *l.next);
+      AddSaturating(l.counters.sequences_lost, target - *l.next);
       *l.next = target;
     }
   }
@@ -324,7 +428,7 @@ void EngineSubscriber::State::OnLive(Link& l, uint64_t seq, std::string_view pay
   if (restarted) {
     l.counters.restarts.fetch_add(1);
     if (l.replay_pending) {
-      l.replay = MakeDealer(l.config.replay_endpoint);
+      ConnectReplay(l);
       l.replay_pending = false;
     }
     l.held.clear();
@@ -356,7 +460,7 @@ void EngineSubscriber::State::OnLive(Link& l, uint64_t seq, std::string_view pay
   }
   if (l.held.size() >= options.max_held_batches) {
     // Waited too long for the hole: give it up, and the rest of the answer.
-    l.replay = MakeDealer(l.config.replay_endpoint);
+    ConnectReplay(l);
     l.replay_pending = false;
     SkipTo(l, seq);
     Deliver(l, seq, payload, /*replayed=*/false);
@@ -424,7 +528,8 @@ void EngineSubscriber::State::Run() {
     if (l->replay) RequestReplay(*l, *l->start);
   }
   std::vector<zmq::pollitem_t> items;
-  std::vector<std::pair<Link*, bool>> owners;  // (link, is the replay socket)
+  enum class Socket { kLive, kReplay, kLiveMonitor, kReplayMonitor };
+  std::vector<std::pair<Link*, Socket>> owners;
   while (!stop.load()) {
     items.clear();
     owners.clear();
@@ -432,10 +537,18 @@ void EngineSubscriber::State::Run() {
     const auto now = std::chrono::steady_clock::now();
     for (auto& l : links) {
       items.push_back({l->sub.handle(), 0, ZMQ_POLLIN, 0});
-      owners.emplace_back(l.get(), false);
+      owners.emplace_back(l.get(), Socket::kLive);
       if (l->replay) {
         items.push_back({l->replay.handle(), 0, ZMQ_POLLIN, 0});
-        owners.emplace_back(l.get(), true);
+        owners.emplace_back(l.get(), Socket::kReplay);
+      }
+      // After the sockets they watch: what arrived before a drop is read
+      // before the socket is replaced.
+      items.push_back({l->sub_monitor.handle(), 0, ZMQ_POLLIN, 0});
+      owners.emplace_back(l.get(), Socket::kLiveMonitor);
+      if (l->replay_monitor) {
+        items.push_back({l->replay_monitor.handle(), 0, ZMQ_POLLIN, 0});
+        owners.emplace_back(l.get(), Socket::kReplayMonitor);
       }
       if (l->replay_pending) {
         const auto left =
@@ -448,17 +561,27 @@ void EngineSubscriber::State::Run() {
     for (size_t i = 0; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       Link& l = *owners[i].first;
-      if (owners[i].second) {
-        DrainReplay(l);
-      } else {
-        DrainLive(l);
+      switch (owners[i].second) {
+        case Socket::kLive:
+          DrainLive(l);
+          break;
+        case Socket::kReplay:
+          DrainReplay(l);
+          break;
+        case Socket::kLiveMonitor:
+          DrainMonitor(l, /*replay_socket=*/false);
+          break;
+        case Socket::kReplayMonitor:
+          DrainMonitor(l, /*replay_socket=*/true);
+          break;
       }
+      SyncNext(l);
     }
     const auto after = std::chrono::steady_clock::now();
     for (auto& l : links) {
       if (l->replay_pending && after >= l->replay_deadline) {
         l->counters.replay_timeouts.fetch_add(1);
-        l->replay = MakeDealer(l->config.replay_endpoint);  // drops a late answer
+        ConnectReplay(*l);  // drops a late answer
         EndReplay(*l, /*answered=*/false);
         SyncNext(*l);
       }
@@ -489,19 +612,13 @@ absl::StatusOr<std::unique_ptr<EngineSubscriber>> EngineSubscriber::Start(
   state->options = std::move(options);
   state->callback = std::move(callback);
   State& s = *state;
-  const int64_t max_message = static_cast<int64_t>(s.options.decode.max_payload_bytes + 64);
   for (const EngineEndpoint& e : s.options.endpoints) {
     auto link = std::make_unique<Link>();
     link->config = e;
     link->start = e.start_sequence.has_value() ? e.start_sequence : s.options.start_sequence;
     try {
-      link->sub = zmq::socket_t(s.context, zmq::socket_type::sub);
-      link->sub.set(zmq::sockopt::linger, 0);
-      link->sub.set(zmq::sockopt::rcvhwm, s.options.rcv_hwm);
-      link->sub.set(zmq::sockopt::maxmsgsize, max_message);
-      link->sub.set(zmq::sockopt::subscribe, s.options.topic);
-      link->sub.connect(e.endpoint);
-      if (!e.replay_endpoint.empty()) link->replay = s.MakeDealer(e.replay_endpoint);
+      s.ConnectSub(*link);
+      if (!e.replay_endpoint.empty()) s.ConnectReplay(*link);
     } catch (const zmq::error_t& err) {
       return absl::InvalidArgumentError(absl::StrCat("engine '", e.node_id, "' (", e.endpoint,
                                                      e.replay_endpoint.empty() ? "" : ", ",
@@ -546,6 +663,8 @@ std::vector<EngineEndpointStats> EngineSubscriber::Stats() const {
     s.events_replayed = c.events_replayed.load();
     s.sequences_lost = c.sequences_lost.load();
     s.restarts = c.restarts.load();
+    s.connection_drops = c.connection_drops.load();
+    s.replay_connection_drops = c.replay_connection_drops.load();
     s.next_sequence = c.next_sequence.load();
     {
       std::lock_guard<std::mutex> lock(c.error_mu);

@@ -19,6 +19,14 @@
 // A payload that does not decode is counted malformed and skipped; its
 // sequence still counts as received. Unknown event tags are counted.
 //
+// A connection that ends is replaced by a fresh socket at once, counted and
+// logged (once per engine): libzmq ends a connection that brings a message
+// over the size cap and never reconnects it by itself. On the SUB side, what
+// was published meanwhile is a gap at the next live batch, replayed as any
+// other; when a replay answer's connection ends (it carried such a
+// message), the sequence it had reached is counted lost and the rest of the
+// hole asked for again. `sequences_lost` saturates at 2^64 - 1.
+//
 // With a start sequence (the endpoint's, else options.start_sequence), the
 // stream is expected to begin there (vLLM numbers from 0), and an endpoint
 // with a replay socket asks for it at start, so batches published before the
@@ -117,8 +125,13 @@ struct EngineEndpointStats {
   uint64_t events_replayed = 0;
   uint64_t sequences_lost = 0;  // missing and not recoverable
   uint64_t restarts = 0;        // live numbering fell back: the engine restarted
-  int64_t next_sequence = -1;   // next expected; -1 before the first batch
-  std::string last_error;       // the last malformed payload's decode error
+  // Connections to the engine's PUB (replay) address that ended: the engine
+  // went away, or sent a message over decode.max_payload_bytes, after which
+  // libzmq would never reconnect. Each is replaced by a fresh socket at once.
+  uint64_t connection_drops = 0;
+  uint64_t replay_connection_drops = 0;
+  int64_t next_sequence = -1;  // next expected; -1 before the first batch
+  std::string last_error;      // the last malformed payload's decode error
 };
 
 class EngineSubscriber {

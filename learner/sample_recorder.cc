@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <numeric>
+#include <random>
 
 #include "features/access_history.h"
 #include "features/feature_extractor.h"
@@ -122,6 +124,23 @@ SampleSet SampleSet::Slice(uint32_t begin_request, uint32_t end_request) const {
     s.saved_ms.push_back(saved_ms[i]);
   }
   return s;
+}
+
+void ShuffleLabels(SampleSet& s, uint64_t seed) {
+  const size_t n = s.size(), k = s.num_horizons;
+  std::vector<size_t> from(n);
+  std::iota(from.begin(), from.end(), size_t{0});
+  std::mt19937_64 rng(seed);
+  for (size_t i = n; i > 1; --i) std::swap(from[i - 1], from[rng() % i]);
+  const SampleSet original = s;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = from[i];
+    std::copy_n(original.reused.begin() + j * k, k, s.reused.begin() + i * k);
+    std::copy_n(original.known.begin() + j * k, k, s.known.begin() + i * k);
+    s.next_use_seconds[i] = original.next_use_seconds[j];
+    s.requests_to_next_use[i] = original.requests_to_next_use[j];
+    s.saved_ms[i] = original.saved_ms[j];
+  }
 }
 
 absl::StatusOr<SampleSet> RecordSamples(const ReplayTrace& replay, const CostModel& cost,

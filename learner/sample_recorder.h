@@ -43,6 +43,12 @@ struct SampleSet {
   SampleSet Slice(uint32_t begin_request, uint32_t end_request) const;
 };
 
+// Permutes the samples' labels (reuse per horizon with its known flag, next
+// use, saving) across rows in a seeded shuffle, leaving the features in place:
+// a model trained on the result has no signal to learn. `kvlearn train
+// --shuffle-labels` uses it to check that the verdict refuses such a model.
+void ShuffleLabels(SampleSet& samples, uint64_t seed);
+
 struct RecordOptions {
   std::string policy = "lru";  // drives the pool while recording
   uint64_t pool_bytes = 0;

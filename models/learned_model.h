@@ -14,11 +14,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/model_judgement.h"
+#include "models/traffic_summary.h"
 
 namespace kvlearn {
 
@@ -30,6 +33,11 @@ struct ModelMetadata {
   std::vector<std::string> feature_names;  // one per input, this build's kFeatureNames
   std::string trace_fingerprint;           // of the training trace
   std::string created_by;                  // command line that trained it
+  // Absent in files written before kvlearn train judged its models, or when
+  // the weights judged are not the file's: the model is "not judged".
+  std::optional<ModelJudgement> judgement;
+  // The training split's traffic (absent in older files).
+  std::optional<TrafficSummary> training_traffic;
 };
 
 class LearnedModel {

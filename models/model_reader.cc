@@ -16,6 +16,7 @@
 #include "models/learned_model.h"
 #include "models/mlp_forward_check.h"
 #include "models/mlp_model.h"
+#include "models/model_judgement.h"
 #include "models/model_metadata_json.h"
 #include "models/module_pickle.h"
 #include "models/torch_archive.h"
@@ -243,6 +244,12 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LearnedModel::Load(const std
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
   if (auto s = CheckNormalisation(*archive, state->tensors, *metadata, path); !s.ok()) return s;
+  // A verdict judges the weights it names: metadata copied onto other weights
+  // (a model fine-tuned in Python) is not judged.
+  if (metadata->judgement.has_value() &&
+      metadata->judgement->weights_fingerprint != WeightsFingerprint(*layers, *metadata)) {
+    metadata->judgement.reset();
+  }
   // A hash of the file's bytes: two files with other weights or metadata get
   // other versions even when trained on the same trace.
   Fnv1a hash;

@@ -202,8 +202,9 @@ def model_for(args, name, path, seed=1):
     if args.retrain or not os.path.exists(model):
         pin_blas_kernels()
         seed_arg = [] if seed == 1 else ["--seed", str(seed)]
+        # --force: the grid judges every model, train's verdict included.
         run([args.kvlearn, "train", "--trace", path, "--train-until", "0.6", "--valid-until",
-             "0.8", "--out", model] + seed_arg + args.cost_arg + args.train_arg)
+             "0.8", "--out", model, "--force"] + seed_arg + args.cost_arg + args.train_arg)
     return model
 
 

@@ -68,7 +68,8 @@ absl::Status Unavailable(const std::string& path, const char* what) {
 absl::StatusOr<std::unique_ptr<DecisionStaging>> DecisionStaging::Open(const std::string& path,
                                                                        size_t capacity) {
   capacity = std::max(Align8(capacity), kHeaderBytes + kRecordHeaderBytes + 8);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Owner-only, like the rest of the data directory (journaled decisions).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Unavailable(path, "open");
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -264,6 +264,10 @@ void EngineIngest::Apply(const Queued& q, Group& group) {
     if (s.ok()) {
       group.Accept(*e);
       metrics_->CountIngested(static_cast<int>(e->kind_case()) - v1::Event::kRequestArrival);
+      if (e->has_request_arrival()) {
+        const auto& ids = e->request_arrival().block_ids();
+        metrics_->ObserveArrival(e->timestamp_us(), {ids.data(), ids.size()});
+      }
       continue;
     }
     rejected_.fetch_add(1, std::memory_order_relaxed);
@@ -362,6 +366,14 @@ std::string EngineIngest::Render(const std::vector<EngineEndpointStats>& stats) 
        &EngineEndpointStats::sequences_lost},
       {"kvlearn_engine_restarts_total", "engine restarts seen (sequence back to 0)",
        &EngineEndpointStats::restarts},
+      {"kvlearn_engine_connection_drops_total",
+       "connections to an engine's PUB address that ended (the engine went away, or a message "
+       "over 64 MiB), each replaced at once by a fresh subscription",
+       &EngineEndpointStats::connection_drops},
+      {"kvlearn_engine_replay_connection_drops_total",
+       "connections to an engine's replay address that ended (the same causes); the sequence "
+       "the answer had reached is counted lost and the rest asked for again",
+       &EngineEndpointStats::replay_connection_drops},
   };
   for (const Counter& c : kCounters) {
     family(c.name, c.help);

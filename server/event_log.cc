@@ -6,8 +6,13 @@
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -32,6 +37,30 @@ constexpr const char* kSnapshots = "snapshots";
 constexpr const char* kEngineSequences = "engine_sequences";
 // First byte of a model-swap record (server/model_swap_record.h).
 constexpr char kModelSwapRecordByte = 'M';
+
+// Creates `dir` and any missing parent (RocksDB creates the last directory
+// only; `serve --data-dir runs/a/log` should not fail because `runs/a` is
+// new), each 0700, and makes `dir` itself 0700 if it already existed: the
+// log holds every node's traffic, and the journaled decisions.
+absl::Status CreateOwnerOnlyDirectory(const std::string& dir) {
+  std::filesystem::path path;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    path /= part;
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the event log directory ",
+                                                        path.string(), ": ", std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data-dir ", dir, ": cannot make it owner-only (chmod 0700): ", ec.message(),
+                     "; run as its owner, or give a directory you own"));
+  }
+  return absl::OkStatus();
+}
 
 uint64_t DecodeKey(std::string_view key) {
   uint64_t v = 0;
@@ -59,6 +88,18 @@ absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
   return absl::InternalError(msg);
 }
+
+// Warnings and errors of RocksDB, one stderr line each.
+class StderrRocksLogger : public rocksdb::Logger {
+ public:
+  StderrRocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    std::fprintf(stderr, "event log: rocksdb: %s\n", line);
+  }
+};
 
 // Frames `v` as a protobuf field-1 length-delimited record.
 void AppendRecord(std::string& out, const std::string& v) {
@@ -140,16 +181,18 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
                                                              const EventLogOptions& options,
                                                              bool read_only) {
   if (!read_only) {
-    // RocksDB creates the last directory only; `serve --data-dir runs/a/log`
-    // should not fail because `runs/a` is new.
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create the event log directory ", dir, ": ", ec.message()));
-    }
+    if (auto s = CreateOwnerOnlyDirectory(dir); !s.ok()) return s;
+    // RocksDB creates its files 0666 less the umask and has no option for
+    // it (Env::SetAllowNonOwnerAccess is not honoured by its file system in
+    // 7.8): the process umask is tightened to deny group and others, which
+    // the server's other files want as well.
+    ::umask(::umask(077) | 077);
   }
   rocksdb::Options o;
+  // RocksDB's diagnostics go to stderr, not to a LOG file in `dir`: on a
+  // full disk that file's failed write made the next message abort the
+  // process (Debian's librocksdb keeps its assertions).
+  o.info_log = std::make_shared<StderrRocksLogger>();
   o.create_if_missing = !read_only;
   o.create_missing_column_families = !read_only;
   rocksdb::ColumnFamilyOptions cf;
@@ -159,6 +202,10 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::OpenImpl(const std::string& 
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   rocksdb::ColumnFamilyOptions snapshot_cf;
   snapshot_cf.table_factory = cf.table_factory;
+  // RocksDB recovers from a full disk once the largest memtable fits on it
+  // (its default, 64 MiB, here would ask for 4 times as much room as the
+  // events' 16 MiB); a snapshot larger than this still fits, as one entry.
+  snapshot_cf.write_buffer_size = kWriteBufferBytes;
   rocksdb::ColumnFamilyOptions engine_sequences_cf = snapshot_cf;
   engine_sequences_cf.write_buffer_size = kEngineSequencesWriteBufferBytes;
   if (!read_only) {
@@ -258,7 +305,7 @@ absl::Status EventLog::WriteStaged(const DecisionStaging& staging) const {
   if (batch.Count() == 0) return absl::OkStatus();
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  return FromRocks(db_->Write(w, &batch), "append staged decisions");
+  return FromRocks(Write(w, &batch), "append staged decisions");
 }
 
 void EventLog::DrainLoop() {
@@ -365,11 +412,9 @@ absl::Status EventLog::AppendDecision(std::string_view record) {
     value.append(record);
     rocksdb::WriteOptions w;
     w.sync = options_.sync;
-    if (auto s = FromRocks(db_->Put(w, handles_[1], EventLogKey(next_decision_), value),
-                           "append decision");
-        !s.ok()) {
-      return s;
-    }
+    rocksdb::WriteBatch batch;
+    batch.Put(handles_[1], EventLogKey(next_decision_), value);
+    if (auto s = FromRocks(Write(w, &batch), "append decision"); !s.ok()) return s;
   }
   ++next_decision_;
   retained_bytes_ += bytes;
@@ -447,9 +492,9 @@ absl::Status EventLog::WriteSnapshot(uint64_t sequence, uint64_t decision, std::
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
   const std::string key = EventLogKey(sequence);
-  if (auto s = FromRocks(db_->Put(w, snapshots(), key, value), "write snapshot"); !s.ok()) {
-    return s;
-  }
+  rocksdb::WriteBatch batch;
+  batch.Put(snapshots(), key, value);
+  if (auto s = FromRocks(Write(w, &batch), "write snapshot"); !s.ok()) return s;
   if (auto s =
           FromRocks(db_->DeleteRange(w, snapshots(), EventLogKey(0), key), "drop old snapshots");
       !s.ok()) {
@@ -549,7 +594,10 @@ absl::StatusOr<uint64_t> EventLog::PutLocked(std::unique_lock<std::mutex>& lock,
   if (carries_staged) AddStaged(*staging_, batch);
   rocksdb::WriteOptions w;
   w.sync = options_.sync;
-  if (auto s = FromRocks(db_->Write(w, &batch), "append"); !s.ok()) return s;
+  if (auto s = FromRocks(Write(w, &batch), "append"); !s.ok()) {
+    refused_events_.fetch_add(count, std::memory_order_relaxed);
+    return s;
+  }
   if (carries_full) RetireDrainedLocked();
   if (carries_staged) staging_->Clear();
   next_sequence_ = first + count;
@@ -654,6 +702,23 @@ absl::Status EventLog::ForEachFrom(
     }
   }
   return FromRocks(it->status(), "scan");
+}
+
+rocksdb::Status EventLog::Write(const rocksdb::WriteOptions& options,
+                                rocksdb::WriteBatch* batch) const {
+  // After a failed write RocksDB refuses every write until it recovers: by
+  // itself for a full disk once there is room for a memtable again (its
+  // SstFileManager checks every few seconds), or when asked (Resume) for
+  // other errors. Asking is harmless while it recovers by itself (Busy).
+  if (write_failed_.load(std::memory_order_acquire)) (void)db_->Resume();
+  const rocksdb::Status s = db_->Write(options, batch);
+  if (!s.ok()) {
+    write_failed_.store(true, std::memory_order_release);
+    failed_writes_.fetch_add(1, std::memory_order_relaxed);
+  } else if (write_failed_.exchange(false, std::memory_order_acq_rel)) {
+    recoveries_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return s;
 }
 
 uint64_t EventLog::next_sequence() const {

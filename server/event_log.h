@@ -63,6 +63,7 @@
 // appends are serialized so sequence numbers are written in order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -80,7 +81,9 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Status;
 class WriteBatch;
+struct WriteOptions;
 }  // namespace rocksdb
 
 namespace kvlearn {
@@ -97,7 +100,9 @@ struct EventLogOptions {
 
 class EventLog {
  public:
-  // Opens (creating if needed) the log in `dir` for appending.
+  // Opens (creating if needed) the log in `dir` for appending. `dir` and any
+  // parent it creates are 0700, and the process umask is tightened to 077 so
+  // RocksDB's files are 0600 (it has no option for their mode).
   static absl::StatusOr<std::unique_ptr<EventLog>> Open(const std::string& dir,
                                                         const EventLogOptions& options);
   // Opens an existing log read-only (works while a server has it open).
@@ -177,6 +182,14 @@ class EventLog {
   // not yet in RocksDB and so waited for (or made) a RocksDB write: decisions
   // coming faster than RocksDB takes them, or a failed drain write retried.
   uint64_t decision_waits() const;
+  // RocksDB writes that failed (a full disk, an I/O error), the events of
+  // the appends among them (refused: not logged, the caller was told), and
+  // the first successful writes after a failure. After a failure each write
+  // first asks RocksDB to resume, so the log takes writes again by itself
+  // once the cause is gone (a full disk: once a memtable, 16 MiB, fits).
+  uint64_t failed_writes() const { return failed_writes_.load(std::memory_order_relaxed); }
+  uint64_t refused_events() const { return refused_events_.load(std::memory_order_relaxed); }
+  uint64_t recoveries() const { return recoveries_.load(std::memory_order_relaxed); }
 
  private:
   EventLog(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
@@ -204,6 +217,8 @@ class EventLog {
   // Adds `staging`'s decisions to `batch`.
   void AddStaged(const DecisionStaging& staging, rocksdb::WriteBatch& batch) const;
   absl::Status TrimLocked(std::unique_lock<std::mutex>& lock);
+  // Every RocksDB write of entries goes through here (see failed_writes()).
+  rocksdb::Status Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch) const;
   absl::StatusOr<uint64_t> PutLocked(std::unique_lock<std::mutex>& lock, std::string_view value,
                                      uint64_t count,
                                      std::span<const EngineSequence> sequences = {});
@@ -244,6 +259,10 @@ class EventLog {
   mutable std::condition_variable drain_work_;  // drain thread: draining_ set, or stopping_
   mutable std::condition_variable drain_done_;  // callers: drain_writing_ cleared
   std::thread drain_thread_;
+  mutable std::atomic<bool> write_failed_{false};
+  mutable std::atomic<uint64_t> failed_writes_{0};
+  std::atomic<uint64_t> refused_events_{0};
+  mutable std::atomic<uint64_t> recoveries_{0};
 };
 
 // Big-endian key of a sequence number.

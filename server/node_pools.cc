@@ -119,6 +119,15 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
   // cannot both journal.
   absl::MutexLock creating(&create_mu_);
   if (Shard* s = Find(node, tier)) return run(*s);
+  {
+    absl::ReaderMutexLock table(&table_mu_);
+    if (!pools_of_node_.contains(node) && pools_of_node_.size() >= options_.max_nodes) {
+      counters_.nodes_refused.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ": node '", node, "' would be one more than the ", options_.max_nodes,
+                       " nodes the sidecar keeps pools for (--max-nodes)"));
+    }
+  }
   auto shard = std::make_unique<Shard>(
       node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
   {
@@ -137,9 +146,17 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
     CompactIfOverLocked(*shard);
   }
   absl::WriterMutexLock lock(&table_mu_);
-  shards_[std::make_pair(node, static_cast<int>(tier))] = std::move(shard);
-  counters_.shards.fetch_add(1, std::memory_order_relaxed);
+  InsertShardLocked(std::move(shard));
   return absl::OkStatus();
+}
+
+void NodePools::InsertShardLocked(std::unique_ptr<Shard> shard) {
+  if (++pools_of_node_[shard->node] == 1) {
+    counters_.nodes.store(pools_of_node_.size(), std::memory_order_relaxed);
+  }
+  auto key = std::make_pair(shard->node, static_cast<int>(NormalTier(shard->tier)));
+  shards_[std::move(key)] = std::move(shard);
+  counters_.shards.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {
@@ -194,6 +211,39 @@ void LeaveView(NodePools::Shard& s, BlockIndex b, PoolCounters& counters) {
   Touch(s, b);  // a ghost now: the compaction keeps the recently removed
   counters.resident_blocks.fetch_sub(1, std::memory_order_relaxed);
   counters.resident_bytes.fetch_sub(s.catalog[b].bytes, std::memory_order_relaxed);
+}
+
+// Brings the shard's children lists up to the catalog's size.
+void LinkChildren(NodePools::Shard& s) {
+  const size_t n = s.catalog.size();
+  s.first_child.resize(n, kNoBlock);
+  s.next_sibling.resize(n, kNoBlock);
+  for (; s.linked < n; ++s.linked) {
+    const auto b = static_cast<BlockIndex>(s.linked);
+    if (const BlockIndex parent = s.catalog[b].parent; parent != kNoBlock) {
+      s.next_sibling[b] = s.first_child[parent];
+      s.first_child[parent] = b;
+    }
+  }
+}
+
+// Every descendant of b that the view holds, each after its ancestors (the
+// view is prefix-closed: a block outside it has none inside).
+std::vector<BlockIndex> ViewDescendants(NodePools::Shard& s, BlockIndex b) {
+  LinkChildren(s);
+  std::vector<BlockIndex> out;
+  std::vector<BlockIndex> stack = {b};
+  while (!stack.empty()) {
+    const BlockIndex x = stack.back();
+    stack.pop_back();
+    for (BlockIndex c = s.first_child[x]; c != kNoBlock; c = s.next_sibling[c]) {
+      if (InView(s, c)) {
+        out.push_back(c);
+        stack.push_back(c);
+      }
+    }
+  }
+  return out;
 }
 
 // Forgets proposal b (confirmed or withdrawn); the caller updates the pool.
@@ -269,10 +319,42 @@ absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
     if (st.ok()) {
       ++s.events_applied;
       accepted_.fetch_add(1, std::memory_order_acq_rel);
+      // By accepted events only, at their own timestamps: the replay sees
+      // exactly these, so it releases the same requests at the same events.
+      ExpireRequestsLocked(s, e.timestamp_us());
     }
     if (shard_events != nullptr) *shard_events = s.events_applied;
     return st;
   });
+}
+
+namespace {
+
+// Ends request `it` of s.requests_in_flight: its chain's pins go.
+void EndRequest(NodePools::Shard& s,
+                absl::flat_hash_map<std::string, std::vector<BlockIndex>>::iterator it) {
+  s.driver.Release(it->second);
+  s.held_blocks -= it->second.size();
+  const auto arrival = s.request_arrival_us.find(it->first);
+  s.requests_by_arrival.erase({arrival->second, it->first});
+  s.request_arrival_us.erase(arrival);
+  s.requests_in_flight.erase(it);
+}
+
+// Whether a request that arrived at `arrival_us` is past `timeout_us` at
+// `now_us` (0: no timeout).
+bool Expired(int64_t arrival_us, int64_t now_us, int64_t timeout_us) {
+  return timeout_us > 0 && now_us - arrival_us > timeout_us;
+}
+
+}  // namespace
+
+void NodePools::ExpireRequestsLocked(Shard& s, int64_t now_us) {
+  while (!s.requests_by_arrival.empty() &&
+         Expired(s.requests_by_arrival.begin()->first, now_us, options_.request_timeout_us)) {
+    EndRequest(s, s.requests_in_flight.find(s.requests_by_arrival.begin()->second));
+    counters_.requests_expired.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 absl::Status NodePools::JournalLocked(char kind, const Shard& s,
@@ -361,12 +443,35 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
               "request_arrival.request_id: request '", id, "' is already in flight on ",
               ShardName(s.node, s.tier), " (send request_finished first)"));
         }
-        if (s.requests_in_flight.size() >= options_.max_requests_in_flight) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
-              s.requests_in_flight.size(),
-              " requests in flight, the limit (send request_finished when a request ends)"));
-        }
+      }
+      // The bounds count what stays after this arrival: the unnamed
+      // request's pins end with it, and requests past the timeout at its
+      // timestamp are released once it is accepted.
+      uint64_t ending_requests = 0;
+      uint64_t ending_pins = s.unnamed_request.size();
+      for (auto it = s.requests_by_arrival.begin();
+           it != s.requests_by_arrival.end() &&
+           Expired(it->first, e.timestamp_us(), options_.request_timeout_us);
+           ++it) {
+        ++ending_requests;
+        ending_pins += s.requests_in_flight.at(it->second).size();
+      }
+      if (!id.empty() &&
+          s.requests_in_flight.size() - ending_requests >= options_.max_requests_in_flight) {
+        counters_.requests_refused_in_flight.fetch_add(1, std::memory_order_relaxed);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "request_arrival.request_id: ", ShardName(s.node, s.tier), " has ",
+            s.requests_in_flight.size() - ending_requests,
+            " requests in flight, the limit (--max-requests-in-flight; send request_finished "
+            "when a request ends)"));
+      }
+      if (s.held_blocks - ending_pins + static_cast<uint64_t>(n) > options_.max_pinned_blocks) {
+        counters_.requests_refused_pinned_blocks.fetch_add(1, std::memory_order_relaxed);
+        return absl::ResourceExhaustedError(
+            absl::StrCat("request_arrival.block_ids: ", ShardName(s.node, s.tier), " has ",
+                         s.held_blocks - ending_pins, " blocks pinned by requests in flight; ", n,
+                         " more would pass the limit of ", options_.max_pinned_blocks,
+                         " (--max-pinned-blocks; send request_finished when a request ends)"));
       }
       BlockIndex parent = kNoBlock;
       for (int i = 0; i < n; ++i) {
@@ -398,6 +503,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         s.unnamed_request.assign(blocks.begin(), blocks.end());
       } else {
         s.requests_in_flight.emplace(id, std::vector<BlockIndex>(blocks.begin(), blocks.end()));
+        s.request_arrival_us.emplace(id, e.timestamp_us());
+        s.requests_by_arrival.emplace(e.timestamp_us(), id);
       }
       s.driver.Hold(blocks);
       s.held_blocks += blocks.size();
@@ -420,9 +527,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 "' is not in flight on ",
                                                 ShardName(s.node, s.tier)));
       }
-      s.driver.Release(it->second);
-      s.held_blocks -= it->second.size();
-      s.requests_in_flight.erase(it);
+      EndRequest(s, it);
       return absl::OkStatus();
     }
     case Event::kBlockHit: {
@@ -479,17 +584,21 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 " was never seen on ", ShardName(s.node, s.tier)));
       }
       if (!InView(s, b)) return absl::OkStatus();  // already gone
-      if (const uint32_t children = ViewChildren(s, b); children > 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("block_removed.block_id: block ", id, " still has ", children,
-                         " stored children (remove leaves first)"));
+      // The node's word is the truth: with its prefix gone, every
+      // descendant it still holds is unreachable to prefix hits (as in the
+      // engine), so they leave too, leaves first.
+      std::vector<BlockIndex> gone;
+      if (ViewChildren(s, b) > 0) gone = ViewDescendants(s, b);
+      counters_.removed_descendants.fetch_add(gone.size(), std::memory_order_relaxed);
+      gone.insert(gone.begin(), b);
+      for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
+        if (s.proposal_score.contains(*it)) {
+          DropProposal(s, *it);  // confirmed: the policy let it go when proposing it
+        } else {
+          s.driver.EvictLeaf(*it);
+        }
+        LeaveView(s, *it, counters_);
       }
-      if (s.proposal_score.contains(b)) {
-        DropProposal(s, b);  // confirmed: the policy let it go when proposing it
-      } else {
-        s.driver.EvictLeaf(b);
-      }
-      LeaveView(s, b, counters_);
       return absl::OkStatus();
     }
     case Event::kPoolConfigured: {
@@ -832,6 +941,19 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
     model = options_.model;
   }
   for (const auto& pool : snapshot.pools) {
+    {
+      // A restart with a lower --max-nodes rebuilds no more nodes than it
+      // allows: the first ones, in key order; the others' later events and
+      // calls are refused as new nodes would be.
+      absl::ReaderMutexLock lock(&table_mu_);
+      if (!pools_of_node_.contains(pool.node) && pools_of_node_.size() >= options_.max_nodes) {
+        if (note != nullptr) {
+          absl::StrAppend(note, note->empty() ? "" : "; ", ShardName(pool.node, pool.tier),
+                          ": not restored, over --max-nodes ", options_.max_nodes);
+        }
+        continue;
+      }
+    }
     auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
     {
       absl::MutexLock lock(&shard->mu);
@@ -863,13 +985,11 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
                                          std::memory_order_relaxed);
     }
     absl::WriterMutexLock lock(&table_mu_);
-    auto& slot = shards_[std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier)))];
-    if (slot != nullptr) {
+    if (shards_.contains(std::make_pair(pool.node, static_cast<int>(NormalTier(pool.tier))))) {
       return absl::DataLossError(
           absl::StrCat("pool snapshot: ", ShardName(pool.node, pool.tier), " appears twice"));
     }
-    slot = std::move(shard);
-    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    InsertShardLocked(std::move(shard));
   }
   absl::MutexLock lock(&create_mu_);
   last_model_swap_ = snapshot.model_swap;

@@ -20,7 +20,11 @@
 //                       policy as a fresh insert. Unconfirmed victims are
 //                       proposed again first by the next RankEviction.
 //   block stored     -> Insert; its tokens and bytes replace the ones assumed
-//   block removed    -> EvictLeaf, or confirms a proposal
+//   block removed    -> EvictLeaf, or confirms a proposal; a block that
+//                       still has children in the view takes them along
+//                       (every descendant, leaves first): the node's word
+//                       is the truth, and a block without its prefix is
+//                       unreachable to prefix hits
 //
 // so that one node replaying a trace through the sidecar makes the same
 // decisions as `kvlearn compare` on that trace. The node decides when it
@@ -86,6 +90,18 @@ struct NodePoolsOptions {
   // Requests with an id in flight per pool; one more arrival is
   // RESOURCE_EXHAUSTED (a node that never sends request_finished).
   uint32_t max_requests_in_flight = 65536;
+  // Blocks the in-flight requests of one pool pin (counted per request, so a
+  // block two requests share counts twice); an arrival that would pin more
+  // is RESOURCE_EXHAUSTED.
+  uint64_t max_pinned_blocks = uint64_t{1} << 20;
+  // A request with an id still in flight when an accepted event of its pool
+  // carries a timestamp more than this after its arrival's is released, as
+  // if finished (0 = never). The pool's event clock, not the wall clock, so
+  // that the start-up replay releases it at the same event.
+  int64_t request_timeout_us = int64_t{600} * 1'000'000;
+  // Distinct node ids with pools; a call or event that would add one more is
+  // RESOURCE_EXHAUSTED.
+  uint32_t max_nodes = 4096;
   // Capacity of a pool whose node sent no pool_configured event; 0 = unbounded.
   uint64_t default_pool_bytes = 0;
   // Ghosts a pool remembers at most: blocks not resident (recommended
@@ -105,6 +121,16 @@ struct PoolCounters {
   // Pools whose policy refused its own saved state at a restore or a
   // compaction, and restarted from their residents (server/shard_image.h).
   std::atomic<uint64_t> policy_states_refused{0};
+  // Blocks that left a pool because the node removed one of their ancestors
+  // (the engine's word: a block without its prefix is unreachable).
+  std::atomic<uint64_t> removed_descendants{0};
+  // The bounds of NodePoolsOptions: nodes with pools, and what was refused
+  // or released at each bound (start-up replay included).
+  std::atomic<uint64_t> nodes{0};
+  std::atomic<uint64_t> nodes_refused{0};
+  std::atomic<uint64_t> requests_refused_in_flight{0};
+  std::atomic<uint64_t> requests_refused_pinned_blocks{0};
+  std::atomic<uint64_t> requests_expired{0};
 };
 
 class NodePools {
@@ -213,6 +239,9 @@ class NodePools {
   absl::StatusOr<v1::RankResponse> RankEvictionLocked(Shard& s, const v1::RankRequest& request);
   // REQUIRES: s.mu held.
   absl::Status ApplyLocked(Shard& s, const v1::Event& e);
+  // Releases the requests in flight longer than the timeout at `now_us`
+  // (options_.request_timeout_us). REQUIRES: s.mu held.
+  void ExpireRequestsLocked(Shard& s, int64_t now_us);
   // REQUIRES: s.mu held. Journals `request` when a journal is set.
   absl::Status JournalLocked(char kind, const Shard& s, const google::protobuf::Message& request);
 
@@ -226,6 +255,10 @@ class NodePools {
   mutable absl::Mutex table_mu_;
   absl::flat_hash_map<std::pair<std::string, int>, std::unique_ptr<Shard>> shards_
       ABSL_GUARDED_BY(table_mu_);
+  // Pools per node id: the nodes options_.max_nodes bounds.
+  absl::flat_hash_map<std::string, uint32_t> pools_of_node_ ABSL_GUARDED_BY(table_mu_);
+  // Adds `shard` to the table. REQUIRES: table_mu_ held for writing.
+  void InsertShardLocked(std::unique_ptr<Shard> shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(table_mu_);
 };
 
 }  // namespace kvlearn

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +50,19 @@ struct NodePools::Shard {
   // the last request without one (held until the next arrival).
   absl::flat_hash_map<std::string, std::vector<BlockIndex>> requests_in_flight ABSL_GUARDED_BY(mu);
   std::vector<BlockIndex> unnamed_request ABSL_GUARDED_BY(mu);
+  // When each request of requests_in_flight arrived (its event's
+  // timestamp), and the same requests oldest first, for the timeout.
+  absl::flat_hash_map<std::string, int64_t> request_arrival_us ABSL_GUARDED_BY(mu);
+  std::set<std::pair<int64_t, std::string>> requests_by_arrival ABSL_GUARDED_BY(mu);
   uint64_t removals ABSL_GUARDED_BY(mu) = 0;  // blocks the node reported gone
+  // The catalog's children lists (first child, next sibling), built on the
+  // first removal of a block that still has children in the view and
+  // extended as the catalog grows; `linked` blocks are in them. Empty for a
+  // node that removes leaves first, so most pools pay nothing for them. A
+  // rebuild (RestoreShard) renumbers the catalog and empties them.
+  std::vector<BlockIndex> first_child ABSL_GUARDED_BY(mu);
+  std::vector<BlockIndex> next_sibling ABSL_GUARDED_BY(mu);
+  size_t linked ABSL_GUARDED_BY(mu) = 0;
 
   // Records b as proposed with `score` (the policy has let it go already).
   void AddProposal(BlockIndex b, double score) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

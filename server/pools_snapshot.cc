@@ -1,5 +1,6 @@
 #include "server/pools_snapshot.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -8,7 +9,9 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 10;
+constexpr char kFormat = 11;
+// The current layout without the in-flight requests' arrival times.
+constexpr char kFormatWithoutArrivalTimes = 10;
 constexpr char kFormatWithoutPolicyState = 2;
 // Policy states of an older layout: 3 (access histories without forks), 4
 // (learned without its shadow pool), 5 (learned without its ARC expert), 6
@@ -89,8 +92,15 @@ class Reader {
 }  // namespace
 
 std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
-  const bool with_state = snapshot.format != kFormatWithoutPolicyState;
-  std::string out(1, with_state ? kFormat : kFormatWithoutPolicyState);
+  // The layout of snapshot.format when it is one (tests write old ones),
+  // else the current one.
+  const char format = snapshot.format == kFormatWithoutPolicyState ||
+                              HasOldPolicyStates(snapshot.format) ||
+                              snapshot.format == kFormatWithoutArrivalTimes
+                          ? snapshot.format
+                          : kFormat;
+  const bool with_state = format != kFormatWithoutPolicyState;
+  std::string out(1, format);
   PutString(out, snapshot.model_swap);
   PutVarint(out, snapshot.pools.size());
   for (const auto& pool : snapshot.pools) {
@@ -125,6 +135,11 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
     if (!with_state) continue;
     PutVarint(out, m.policy_state.has_value() ? 1 : 0);
     if (m.policy_state) PutString(out, *m.policy_state);
+    for (size_t r = 0; format == kFormat && r < m.requests_in_flight.size(); ++r) {
+      const int64_t arrival =
+          r < m.request_arrival_us.size() ? m.request_arrival_us[r] : m.last_timestamp_us;
+      PutVarint(out, static_cast<uint64_t>(arrival));
+    }
   }
   return out;
 }
@@ -139,8 +154,8 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || (bytes[0] != kFormat && !HasOldPolicyStates(bytes[0]) &&
-                        bytes[0] != kFormatWithoutPolicyState)) {
+  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutArrivalTimes &&
+                        !HasOldPolicyStates(bytes[0]) && bytes[0] != kFormatWithoutPolicyState)) {
     return bad("unknown format");
   }
   Reader in(bytes.substr(1));
@@ -203,6 +218,17 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       if (has_state == 1) m.policy_state = in.String();
       // Saved by a build whose policies' layout differs: not loadable.
       if (HasOldPolicyStates(snapshot.format)) m.policy_state.reset();
+    }
+    if (snapshot.format == kFormat) {
+      for (size_t r = 0; r < m.requests_in_flight.size() && in.ok(); ++r) {
+        // Event timestamps are never negative: a larger value is damage, and
+        // would overflow the timeout's arithmetic.
+        const uint64_t arrival = in.Varint();
+        if (arrival > uint64_t{INT64_MAX}) {
+          return bad(absl::StrCat("pool ", p, ": request arrival time out of range"));
+        }
+        m.request_arrival_us.push_back(static_cast<int64_t>(arrival));
+      }
     }
     if (!in.ok()) return bad(absl::StrCat("pool ", p, ": truncated or a block out of range"));
     // The resident set must be prefix-closed, without repeats.

@@ -5,14 +5,17 @@
 // model swap, so a restart loads it and replays only the log after it
 // (server/log_replay.h).
 //
-// Encoding (little-endian doubles, varints elsewhere): a format byte (9), the
+// Encoding (little-endian doubles, varints elsewhere): a format byte (11), the
 // model-swap record, the pool count, and per pool its node, tier, capacity,
 // counters, blocks (hash id, parent + 1, depth, tokens, bytes, recompute
 // cost, last seen), the resident blocks and proposals as block numbers, the
 // proposals' scores, the in-flight requests (id, chain), the last request
 // without an id, and the policy state: 1 and its bytes
 // (core/policy_state.h), or 0 for a policy that cannot save one (its
-// residents are then in eviction order). Formats 8 down to 3 are the same,
+// residents are then in eviction order), then each in-flight request's
+// arrival timestamp (for --request-timeout-seconds). Format 10 is the same
+// without the arrival times (its requests count from the pool's latest
+// event when loaded). Formats 9 down to 3 are format 10,
 // their policy states of older layouts (server/pools_snapshot.cc lists them):
 // they decode with them dropped, residents in catalog order. Format 2,
 // written before policies saved their state, is the same without the policy
@@ -34,10 +37,10 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 10; 9 down to 2 as decoded from an older snapshot (no policy state to
-  // load). Encoding a 2 leaves the policy states out (tests); any other value
-  // encodes format 10.
-  char format = 10;
+  // 11; 10 down to 2 as decoded from an older snapshot (10: no arrival
+  // times; 9 to 2: no policy state to load). Encoding 2 to 10 writes that
+  // format's layout (tests); any other value encodes format 11.
+  char format = 11;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

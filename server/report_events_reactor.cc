@@ -118,6 +118,10 @@ grpc::Status ReportEventsReactor::Ingest() {
       if (values_.size() <= accepted) values_.emplace_back();
       e.SerializeToString(&values_[accepted++]);  // reuses the string's buffer
       env_.metrics->CountIngested(static_cast<int>(e.kind_case()) - v1::Event::kRequestArrival);
+      if (e.has_request_arrival()) {
+        const auto& ids = e.request_arrival().block_ids();
+        env_.metrics->ObserveArrival(e.timestamp_us(), {ids.data(), ids.size()});
+      }
       continue;
     }
     summary_.set_rejected(summary_.rejected() + 1);
@@ -162,6 +166,7 @@ void ReportEventsReactor::End(grpc::Status status) {
   state_.store(State::kFinished, std::memory_order_release);
   env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
+  if (env_.peer_slots != nullptr) env_.peer_slots->Close(env_.peer);
   TsanHandOff(this);
   Finish(std::move(status));
   TsanHandOff(this);  // as after StartRead

@@ -52,6 +52,7 @@
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
 #include "server/node_pools.h"
+#include "server/peer_stream_slots.h"
 #include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
 #include "server/tsan_hand_off.h"
@@ -72,6 +73,10 @@ struct IngestEnv {
   // refusal ends the stream with it before anything of the batch is applied.
   // Empty: every batch may.
   std::function<absl::Status(const v1::EventBatch&)> authorize;
+  // The per-peer slot the stream holds (taken before the reactor is made),
+  // given back with the global one; nullptr: none.
+  PeerStreamSlots* peer_slots = nullptr;
+  std::string peer;
 };
 
 class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {

@@ -145,6 +145,15 @@ absl::Status ValidateEvent(const Event& e) {
         return absl::InvalidArgumentError(absl::StrCat(
             "transfer_finished.", t.bytes() < 0 ? "bytes" : "microseconds", ": must be >= 0"));
       }
+      // Logged as sent: without a cap one event could carry megabytes.
+      for (const auto& [name, value] :
+           {std::pair<const char*, const std::string*>{"src", &t.src()}, {"dst", &t.dst()}}) {
+        if (value->size() > kMaxRequestIdBytes) {
+          return absl::InvalidArgumentError(absl::StrCat("transfer_finished.", name,
+                                                         ": must be at most ", kMaxRequestIdBytes,
+                                                         " bytes, got ", value->size()));
+        }
+      }
       return ValidateNodeId(e.node_id(), "node_id");
     }
     case Event::kPoolConfigured:

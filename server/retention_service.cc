@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/access_control.h"
+#include "server/peer_stream_slots.h"
 #include "server/raw_message.h"
 #include "server/report_events_reactor.h"
 
@@ -77,7 +78,24 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
       return new RefusedStreamReactor(ToGrpcStatus(st));
     }
   }
+  // Per peer first: a stream refused for its peer takes no global slot.
+  std::string peer;
+  if (peer_slots_ != nullptr) {
+    peer = StreamPeer(*context, peers_by_principal_);
+    if (!peer_slots_->TryOpen(peer)) {
+      // Names the peer only by kind: the key may be a bearer token.
+      grpc::Status refused(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("ReportEvents: this ", peers_by_principal_ ? "principal" : "address",
+                       " has ", peer_slots_->max_per_peer(),
+                       " streams open, the limit (--max-streams-per-peer); finish one or raise "
+                       "--max-streams-per-peer"));
+      metrics_->CountRpc(Rpc::kReportEvents, static_cast<int>(refused.error_code()));
+      return new RefusedStreamReactor(std::move(refused));
+    }
+  }
   if (!counters_->TryOpenStream()) {
+    if (peer_slots_ != nullptr) peer_slots_->Close(peer);
     grpc::Status refused(grpc::StatusCode::RESOURCE_EXHAUSTED,
                          absl::StrCat("ReportEvents: ", counters_->max_streams(),
                                       " streams are open, the limit (--max-streams); finish one "
@@ -92,6 +110,8 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
   env.counters = counters_;
   env.max_events_per_batch = limits_.max_events_per_batch;
   env.stream_idle_timeout_seconds = limits_.stream_idle_timeout_seconds;
+  env.peer_slots = peer_slots_;
+  env.peer = std::move(peer);
   if (access_ != nullptr) {
     env.authorize = [access = access_, context](const v1::EventBatch& batch) {
       return access->CheckRequest(*context, Rpc::kReportEvents, batch);

@@ -51,6 +51,7 @@
 namespace kvlearn {
 
 class AccessControl;
+class PeerStreamSlots;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
@@ -98,6 +99,13 @@ class RetentionService final : public RetentionServiceBase {
   std::string model_version() const;
   // REQUIRES: before the server starts; `access` outlives the service.
   void set_access_control(AccessControl* access) { access_ = access; }
+  // Bounds ReportEvents streams per peer (server/peer_stream_slots.h), a
+  // peer being a principal when `by_principal` (callers authenticate), else
+  // an IP address; nullptr: no bound.
+  void set_peer_stream_slots(PeerStreamSlots* slots, bool by_principal) {
+    peer_slots_ = slots;
+    peers_by_principal_ = by_principal;
+  }
 
  private:
   // Parses the request as Req, runs `fn(request, &response)`, serializes the
@@ -121,6 +129,8 @@ class RetentionService final : public RetentionServiceBase {
   RetentionServiceLimits limits_;
   ReloadFn reload_;
   AccessControl* access_ = nullptr;  // nullptr: every call passes
+  PeerStreamSlots* peer_slots_ = nullptr;
+  bool peers_by_principal_ = false;
   const double start_seconds_;
   mutable absl::Mutex mu_;
   std::string model_version_ ABSL_GUARDED_BY(mu_);

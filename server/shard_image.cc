@@ -81,6 +81,9 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
     image.requests_in_flight.emplace_back(id, renumbered(chain));
   }
   std::sort(image.requests_in_flight.begin(), image.requests_in_flight.end());
+  for (const auto& [id, chain] : image.requests_in_flight) {
+    image.request_arrival_us.push_back(s.request_arrival_us.at(id));
+  }
   image.unnamed_request = renumbered(s.unnamed_request);
   image.capacity_bytes = pool.capacity_bytes();
   image.next_request = s.next_request;
@@ -122,6 +125,9 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, const Co
   s.catalog = std::move(catalog);  // the driver's pool points at s.catalog
   if (auto st = s.driver.Restart(image.capacity_bytes, env); !st.ok()) return st;
   s.last_seen = image.last_seen;
+  s.first_child.clear();  // of the old numbering
+  s.next_sibling.clear();
+  s.linked = 0;
   s.touch_clock = image.touch_clock;
   s.next_request = image.next_request;
   s.current_request = image.current_request;
@@ -160,10 +166,19 @@ absl::Status RestoreShard(NodePools::Shard& s, const ShardImage& image, const Co
   }
   // In-flight requests hold their chains again.
   s.requests_in_flight.clear();
+  s.request_arrival_us.clear();
+  s.requests_by_arrival.clear();
   s.held_blocks = image.unnamed_request.size();
-  for (const auto& [id, chain] : image.requests_in_flight) {
+  for (size_t r = 0; r < image.requests_in_flight.size(); ++r) {
+    const auto& [id, chain] = image.requests_in_flight[r];
     s.requests_in_flight.emplace(id, chain);
     s.held_blocks += chain.size();
+    // A snapshot of format 10 has no arrival times: its requests count from
+    // the pool's latest event.
+    const int64_t arrival =
+        r < image.request_arrival_us.size() ? image.request_arrival_us[r] : image.last_timestamp_us;
+    s.request_arrival_us.emplace(id, arrival);
+    s.requests_by_arrival.emplace(arrival, id);
   }
   s.unnamed_request = image.unnamed_request;
   s.HoldInFlight();

@@ -53,6 +53,8 @@ struct ShardImage {
   // Requests in flight, by id (sorted), and the last one without an id.
   std::vector<std::pair<std::string, std::vector<BlockIndex>>> requests_in_flight;
   std::vector<BlockIndex> unnamed_request;
+  // When each of requests_in_flight arrived (event clock), in its order.
+  std::vector<int64_t> request_arrival_us;
   uint32_t next_request = 0;
   uint32_t current_request = 0;
   uint64_t requests = 0;

@@ -1,11 +1,10 @@
 #include "server/sidecar_metrics.h"
 
-#include <httplib.h>
-
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/traffic_drift.h"
 
 namespace kvlearn {
 namespace {
@@ -38,16 +37,6 @@ void Header(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::unique_ptr<httplib::Server> NewMetricsHttpServer() {
-  auto http = std::make_unique<httplib::Server>();
-  http->new_task_queue = [] { return new httplib::ThreadPool(kMetricsHttpThreads); };
-  http->set_keep_alive_timeout(kMetricsIdleSeconds);
-  http->set_read_timeout(kMetricsIoTimeoutSeconds, 0);
-  http->set_write_timeout(kMetricsIoTimeoutSeconds, 0);
-  http->set_payload_max_length(64 << 10);
-  return http;
-}
-
 const char* RpcName(Rpc rpc) {
   switch (rpc) {
     case Rpc::kReportEvents:
@@ -75,7 +64,7 @@ const char* EventKindName(int kind) {
   return kind >= 0 && kind < kEventKinds ? kNames[kind] : "unknown";
 }
 
-SidecarMetrics::SidecarMetrics() {
+SidecarMetrics::SidecarMetrics(uint32_t block_size_tokens) : traffic_(block_size_tokens) {
   start_time_seconds_ =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -93,6 +82,22 @@ void SidecarMetrics::SetModelInfo(const std::string& policy, const std::string& 
   absl::MutexLock lock(&mu_);
   policy_ = policy;
   model_version_ = model_version;
+}
+
+void SidecarMetrics::SetModelMetadata(const ModelMetadata* metadata) {
+  absl::MutexLock lock(&mu_);
+  if (metadata == nullptr) {
+    model_.reset();
+    return;
+  }
+  model_ = ServingModel{metadata->judgement.has_value(),
+                        metadata->judgement.has_value() && metadata->judgement->fit(),
+                        metadata->training_traffic};
+}
+
+void SidecarMetrics::ObserveArrival(int64_t timestamp_us, std::span<const uint64_t> block_ids) {
+  absl::MutexLock lock(&traffic_mu_);
+  traffic_.Add(static_cast<double>(timestamp_us) / 1e6, block_ids);
 }
 
 uint64_t SidecarMetrics::ingested_total() const {
@@ -187,6 +192,42 @@ std::string SidecarMetrics::Render(const MetricsGauges& g) const {
            "Always 1; labels name the serving policy and model version (empty: none).");
     absl::StrAppend(&out, "kvlearn_model_info{policy=\"", Label(policy_), "\",model_version=\"",
                     Label(model_version_), "\"} 1\n");
+  }
+  TrafficSummary live;
+  {
+    absl::MutexLock lock(&traffic_mu_);
+    live = traffic_.Summary();
+  }
+  Header(out, "kvlearn_live_traffic", "gauge",
+         "Summary of the request arrivals accepted since start: requests (count), request_rate "
+         "(requests/s, node clocks), prompt_blocks (mean block ids per request), block_reuse "
+         "(share of block accesses to a block seen before), block_size (tokens, --block-size).");
+  absl::StrAppend(&out, "kvlearn_live_traffic{quantity=\"requests\"} ", live.requests, "\n");
+  for (const TrafficQuantity& q : TrafficQuantities(live)) {
+    absl::StrAppend(&out, "kvlearn_live_traffic{quantity=\"", std::string(q.name), "\"} ",
+                    absl::StrFormat("%.9g", q.value), "\n");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (model_.has_value()) {
+      Header(out, "kvlearn_model_judged", "gauge",
+             "1 if the serving model's file carries kvlearn train's verdict, 0 if not judged.");
+      absl::StrAppend(&out, "kvlearn_model_judged ", model_->judged ? 1 : 0, "\n");
+      Header(out, "kvlearn_model_fit", "gauge",
+             "1 if the serving model was judged fit (cheaper than lru and the best heuristic on "
+             "its validation split), 0 if unfit or not judged.");
+      absl::StrAppend(&out, "kvlearn_model_fit ", model_->fit ? 1 : 0, "\n");
+      if (model_->training.has_value() && live.requests > 0) {
+        Header(out, "kvlearn_traffic_drift_ratio", "gauge",
+               "Live traffic / the serving model's training traffic, per quantity of "
+               "kvlearn_live_traffic; beyond 2 or below 0.5 (block_size: any difference) the "
+               "model learned other traffic.");
+        for (const DriftQuantity& q : CompareTraffic(live, *model_->training).quantities) {
+          absl::StrAppend(&out, "kvlearn_traffic_drift_ratio{quantity=\"", std::string(q.name),
+                          "\"} ", absl::StrFormat("%.9g", q.ratio), "\n");
+        }
+      }
+    }
   }
   Header(out, "kvlearn_start_time_seconds", "gauge", "Unix time the server started.");
   absl::StrAppend(&out, "kvlearn_start_time_seconds ", absl::StrFormat("%.3f", start_time_seconds_),

@@ -2,8 +2,14 @@
 // (version 0.0.4) for /metrics. Names are prefixed kvlearn_, use base units
 // (seconds, bytes) and counters end in _total (docs/sidecar.md).
 //
+// It also keeps the live traffic summary (models/traffic_summary.h: request
+// rate, prompt blocks, block reuse over every request arrival accepted since
+// start, in bounded memory) and, when the serving model records its training
+// traffic, the drift ratios between the two.
+//
 // Thread-safety: every method may be called concurrently; counters are
-// relaxed atomics, the model info string is guarded by a mutex.
+// relaxed atomics, the model info is guarded by a mutex, the traffic summary
+// by another.
 #pragma once
 
 #include <array>
@@ -11,29 +17,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-
-namespace httplib {
-class Server;
-}
+#include "models/learned_model.h"
+#include "models/traffic_summary.h"
 
 namespace kvlearn {
-
-// Workers of the /metrics HTTP server, and how long one connection may hold
-// a worker while it sends nothing: httplib serves a connection on one worker
-// from accept to close, so an idle client keeps a worker for the keep-alive
-// timeout. With httplib's defaults (8 workers, 5 s) 16 idle connections
-// delayed a scrape by ~10 s and 64 timed it out; with these, N idle
-// connections delay it by at most ceil(N / 32) seconds.
-inline constexpr int kMetricsHttpThreads = 32;
-inline constexpr int kMetricsIdleSeconds = 1;       // keep-alive: wait for a request
-inline constexpr int kMetricsIoTimeoutSeconds = 2;  // per read / write of a request
-
-// An httplib server with that pool and those timeouts, and request bodies
-// capped (a scrape is a GET); the caller adds the /metrics handler.
-std::unique_ptr<httplib::Server> NewMetricsHttpServer();
 
 // The RPCs with their own latency and outcome series.
 enum class Rpc { kReportEvents, kAdmit, kRankEviction, kGetStatus, kReloadModel, kDecide, kCount };
@@ -63,7 +55,8 @@ class SidecarMetrics {
   static constexpr std::array<double, 12> kLatencyBounds = {2e-6,   5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4,
                                                             2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 1e-1};
 
-  SidecarMetrics();
+  // `block_size_tokens`: the sidecar's --block-size, the live summary's.
+  explicit SidecarMetrics(uint32_t block_size_tokens = 512);
 
   void CountRpc(Rpc rpc, int code) { rpcs_[Index(rpc)][Clamp(code)].fetch_add(1, kRelaxed); }
   // Latency of one Admit or RankEviction decision.
@@ -74,6 +67,11 @@ class SidecarMetrics {
   void CountRejected(int code) { rejected_[Clamp(code)].fetch_add(1, kRelaxed); }
   void CountReload(bool ok) { (ok ? reload_ok_ : reload_error_).fetch_add(1, kRelaxed); }
   void SetModelInfo(const std::string& policy, const std::string& model_version);
+  // The serving model's verdict and training traffic (kvlearn_model_fit, the
+  // drift ratios); nullptr when no model serves.
+  void SetModelMetadata(const ModelMetadata* metadata);
+  // A request arrival accepted from any node, at the node's clock.
+  void ObserveArrival(int64_t timestamp_us, std::span<const uint64_t> block_ids);
 
   uint64_t ingested_total() const;
 
@@ -101,6 +99,14 @@ class SidecarMetrics {
   mutable absl::Mutex mu_;
   std::string policy_ ABSL_GUARDED_BY(mu_);
   std::string model_version_ ABSL_GUARDED_BY(mu_);
+  struct ServingModel {
+    bool judged = false;
+    bool fit = false;
+    std::optional<TrafficSummary> training;
+  };
+  std::optional<ServingModel> model_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex traffic_mu_;
+  TrafficSummarizer traffic_ ABSL_GUARDED_BY(traffic_mu_);
 };
 
 }  // namespace kvlearn

@@ -3,22 +3,29 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <httplib.h>
+#include <grpcpp/impl/server_builder_option.h>
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
+#include "models/learned_model.h"
+#include "models/model_judgement.h"
 #include "server/access_control.h"
+#include "server/bound_metrics.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
 #include "server/log_replay.h"
+#include "server/metrics_http_server.h"
 #include "server/model_loader.h"
 #include "server/node_pools.h"
+#include "server/peer_stream_slots.h"
 #include "server/pools_snapshot.h"
 #include "server/request_validation.h"
 #include "server/retention_service.h"
@@ -35,6 +42,24 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string&
   s << in.rdbuf();
   return s.str();
 }
+
+// Server reflection for one builder, on or off. Linking gRPC's reflection
+// library registers its plugin for every server the process builds (a
+// static initializer calls InitProtoReflectionServerBuilderPlugin), so off
+// means removing that plugin from the builder, not merely not adding it.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&](const auto& plugin) { return plugin->name() == name; });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  const bool on_;
+};
 
 }  // namespace
 
@@ -103,6 +128,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.max_candidates = o.max_candidates;
   pools.default_pool_bytes = o.default_pool_bytes;
   pools.ghost_blocks = o.ghost_blocks;
+  pools.max_requests_in_flight = o.max_requests_in_flight;
+  pools.max_pinned_blocks = o.max_pinned_blocks;
+  pools.request_timeout_us = static_cast<int64_t>(o.request_timeout_seconds * 1e6);
+  pools.max_nodes = o.max_nodes;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   std::string model_path = o.model_path;
@@ -144,6 +173,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       return absl::InvalidArgumentError(absl::StrCat("--policy: ", st.message()));
     }
   }
+  const std::shared_ptr<const LearnedModel> start_model = pools.model;
   s->pools_ = std::make_unique<NodePools>(std::move(pools));
 
   EventLogOptions log_options;
@@ -152,8 +182,13 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   auto log = EventLog::Open(o.data_dir, log_options);
   if (!log.ok()) return log.status();
   s->log_ = std::move(*log);
-  s->metrics_ = std::make_unique<SidecarMetrics>();
+  s->metrics_ = std::make_unique<SidecarMetrics>(o.block_size);
   s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+  if (start_model != nullptr) {
+    s->metrics_->SetModelMetadata(&start_model->metadata());
+    s->SetUnfitNote(*start_model, o.model_path);
+    if (!s->unfit_model_note().empty()) absl::StrAppend(&s->notes_, s->unfit_model_note(), "\n");
+  }
   s->counters_ = std::make_unique<ServingCounters>(o.max_streams);
 
   // Rebuild every pool from the log before the port opens, so no call sees
@@ -216,6 +251,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       });
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
+  s->peer_streams_ = std::make_unique<PeerStreamSlots>(o.max_streams_per_peer);
+  s->service_->set_peer_stream_slots(s->peer_streams_.get(),
+                                     !o.auth_tokens_file.empty() || !o.tls_client_ca.empty());
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls) {
@@ -237,8 +275,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<ReflectionOption>(o.reflection));
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would
   // start and silently take half the connections. Without it the bind fails.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -322,8 +360,12 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       s->Shutdown();
       return st;
     }
-    s->http_ = NewMetricsHttpServer();
-    s->http_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    MetricsHttpOptions http;
+    http.host = host;
+    http.port = port;
+    http.max_connections = o.metrics_max_connections;
+    http.request_timeout_seconds = o.metrics_request_timeout_seconds;
+    auto started = MetricsHttpServer::Start(http, [self](const MetricsHttpServer& server) {
       MetricsGauges g;
       const PoolCounters& c = self->pools_->counters();
       g.pools = c.shards.load(std::memory_order_relaxed);
@@ -339,23 +381,16 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      res.set_content(
-          self->metrics_->Render(g) + self->counters_->Render() + self->access_->Render() + engines,
-          "text/plain; version=0.0.4; charset=utf-8");
+      return self->metrics_->Render(g) + self->counters_->Render() +
+             self->peer_streams_->Render() + self->access_->Render() +
+             RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines;
     });
-    s->metrics_port_ = port == 0 ? s->http_->bind_to_any_port(host)
-                                 : (s->http_->bind_to_port(host, port) ? port : -1);
-    if (s->metrics_port_ <= 0) {
+    if (!started.ok()) {
       s->Shutdown();
-      return absl::UnavailableError(
-          absl::StrCat("--metrics-listen: cannot listen on ", o.metrics_listen));
+      return started.status();
     }
-    s->http_thread_ = std::thread([self] { self->http_->listen_after_bind(); });
-    // httplib's stop() does nothing until the listening loop runs: wait for
-    // it (bounded), so an immediate Shutdown cannot hang.
-    for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    s->metrics_http_ = *std::move(started);
+    s->metrics_port_ = s->metrics_http_->port();
   }
   return s;
 }
@@ -374,8 +409,20 @@ absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) 
   const std::string version = (*model)->version();
   service_->set_model_version(version);
   metrics_->SetModelInfo(pools_->policy_name(), version);
+  metrics_->SetModelMetadata(&(*model)->metadata());
+  SetUnfitNote(**model, path);
   metrics_->CountReload(true);
   return version;
+}
+
+void SidecarServer::SetUnfitNote(const LearnedModel& model, const std::string& path) {
+  absl::MutexLock lock(&unfit_mu_);
+  unfit_note_ = UnfitModelLine(model.metadata(), path);
+}
+
+std::string SidecarServer::unfit_model_note() const {
+  absl::MutexLock lock(&unfit_mu_);
+  return unfit_note_;
 }
 
 absl::Status SidecarServer::SnapshotNow() {
@@ -384,11 +431,15 @@ absl::Status SidecarServer::SnapshotNow() {
   // Consistent when every event the pools accepted is in the log: events
   // are applied before their batch is appended, so a batch in flight shows
   // as more accepted than logged. The pools are held meanwhile, so nothing
-  // is applied or decided; appends in flight finish.
+  // is applied or decided; appends in flight finish. Events whose append
+  // failed (a full disk) were applied but never logged: counted on the
+  // log's side, so snapshots resume once the log takes writes again (the
+  // snapshot then keeps their effect, as the running pools do).
   const auto ready = [&] {
     sequence = log_->next_sequence();
     decision = log_->next_decision();
-    return pools_->events_accepted() - accepted_base_ == sequence - sequence_base_;
+    return pools_->events_accepted() - accepted_base_ ==
+           sequence + log_->refused_events() - sequence_base_;
   };
   bool captured = false;
   for (int attempt = 0; attempt < 200 && !captured; ++attempt) {
@@ -429,10 +480,7 @@ void SidecarServer::Shutdown() {
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
   if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
-  if (http_) {
-    http_->stop();
-    if (http_thread_.joinable()) http_thread_.join();
-  }
+  if (metrics_http_) metrics_http_->Stop();
   if (server_) {
     // Without a deadline gRPC waits for every call to end on its own, and an
     // idle ReportEvents stream never does: the shutdown hung with the

@@ -1,5 +1,5 @@
 // `kvlearn serve` as a library: the gRPC server (kvlearn.v1.Retention, the
-// standard grpc.health.v1.Health service, server reflection), the RocksDB
+// standard grpc.health.v1.Health service, server reflection when asked), the RocksDB
 // event log, the Prometheus /metrics endpoint and model hot reload, wired
 // together from SidecarOptions. Tests start it in-process on port 0.
 //
@@ -42,17 +42,17 @@
 namespace grpc {
 class Server;
 }
-namespace httplib {
-class Server;
-}
 
 namespace kvlearn {
 
 class AccessControl;
 class EngineIngest;
+class LearnedModel;
 class EngineSubscriber;
 class EventLog;
+class MetricsHttpServer;
 class NodePools;
+class PeerStreamSlots;
 class RetentionService;
 class ServingCounters;
 class SidecarMetrics;
@@ -63,6 +63,11 @@ struct SidecarOptions {
   std::string policy;                      // empty: "learned" with a model, else "lru"
   std::string model_path;
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
+  // /metrics connections open at once (one more closes the oldest still
+  // sending its request), and how long one may take from accept to the end
+  // of its answer (server/metrics_http_server.h).
+  int metrics_max_connections = 64;
+  double metrics_request_timeout_seconds = 5;
   // Bytes of blocks whose events give none, and every block's recompute
   // cost (GDSF reads it): use compare's cost flags. nullptr: llama3-8b on a100.
   std::shared_ptr<const CostModel> cost;
@@ -73,6 +78,9 @@ struct SidecarOptions {
   uint32_t max_candidates = 1024;
   // ReportEvents streams open at once; one more gets RESOURCE_EXHAUSTED.
   uint32_t max_streams = 1024;
+  // Of those, open at once by one peer (server/peer_stream_slots.h: the
+  // principal with authentication, else the IP address); 0 = no bound.
+  uint32_t max_streams_per_peer = 256;
   // A ReportEvents stream that sends no batch for this long is ended with
   // UNAVAILABLE, freeing its slot; 0 = never.
   double stream_idle_timeout_seconds = 300;
@@ -85,6 +93,13 @@ struct SidecarOptions {
   uint64_t default_pool_bytes = 0;
   // Per pool, remembered blocks that are not resident (NodePoolsOptions).
   uint64_t ghost_blocks = uint64_t{1} << 18;
+  // Bounds of NodePoolsOptions: requests in flight and the blocks they pin
+  // per pool, the event-clock timeout of a request that never finishes
+  // (0 = none), and distinct nodes.
+  uint32_t max_requests_in_flight = 65536;
+  uint64_t max_pinned_blocks = uint64_t{1} << 20;
+  double request_timeout_seconds = 600;
+  uint32_t max_nodes = 4096;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
   uint64_t log_max_bytes = 0;  // 0 = unbounded
@@ -109,6 +124,9 @@ struct SidecarOptions {
   std::string engine_events;
   std::string engine_replay;
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
+  // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
+  // anyone who reaches the port, without credentials). Off unless asked.
+  bool reflection = false;
 };
 
 class SidecarServer {
@@ -123,8 +141,12 @@ class SidecarServer {
   const std::string& policy() const;
   // --model as loaded (inside --model-dir, canonical, when that is given).
   const std::string& model_path() const { return options_.model_path; }
-  // What start-up decided that an operator should read (model fallback...).
+  // What start-up decided that an operator should read (model fallback, an
+  // unfit model...).
   const std::string& startup_notes() const { return notes_; }
+  // One line when the model serving is marked unfit (UnfitModelLine), else
+  // empty; set at start and by every successful ReloadModel.
+  std::string unfit_model_note() const;
 
   // Refusals and reloads of the --auth-tokens file (nullptr before Start).
   const AccessControl* access_control() const { return access_.get(); }
@@ -164,21 +186,24 @@ class SidecarServer {
 
  private:
   SidecarServer() = default;
+  void SetUnfitNote(const LearnedModel& model, const std::string& path);
 
   SidecarOptions options_;
   std::string notes_;
+  mutable absl::Mutex unfit_mu_;
+  std::string unfit_note_ ABSL_GUARDED_BY(unfit_mu_);
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<SidecarMetrics> metrics_;
   std::unique_ptr<ServingCounters> counters_;
   std::unique_ptr<NodePools> pools_;
   std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<PeerStreamSlots> peer_streams_;
   std::optional<ModelDirectory> model_dir_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   int metrics_port_ = 0;
   uint64_t replayed_events_ = 0;

@@ -45,6 +45,7 @@ CASES = [
     (TRAIN, "--epochs", "0"),
     (TRAIN, "--record-policy", "no-such-policy"),
     (TRAIN, "--train-until", "nan"),
+    (TRAIN, "--judge-pool-fractions", "nan"),
     (["serve", "--data-dir", "{dir}/data"], "--stream-idle-timeout-seconds", "nan"),
 ]
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -346,6 +347,48 @@ TEST(EngineStreamTest, MalformedPayloadsUnknownTagsAndFieldsDoNotStopTheStream) 
 
 // A hand-driven XPUB: repeated and out-of-date sequences, a message with the
 // wrong number of frames, and numbering that starts over (an engine restart).
+// Sends [topic "kv", seq, payload] on a raw (X)PUB socket.
+void SendRaw(zmq::socket_t& pub, uint64_t seq, std::string_view payload) {
+  std::string seq_bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) seq_bytes[7 - i] = static_cast<char>((seq >> (8 * i)) & 0xff);
+  std::vector<zmq::const_buffer> frames = {zmq::buffer(std::string_view("kv")),
+                                           zmq::buffer(seq_bytes), zmq::buffer(payload)};
+  zmq::send_multipart(pub, frames);
+}
+
+// A raw XPUB that passes every (un)subscription on, so a test sees each
+// SUB socket that joins.
+zmq::socket_t RawPublisher(zmq::context_t& context) {
+  zmq::socket_t pub(context, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 0);
+  pub.set(zmq::sockopt::xpub_verbose, 1);
+  pub.set(zmq::sockopt::rcvtimeo, static_cast<int>(kPatience / std::chrono::milliseconds(1)));
+  pub.bind("tcp://127.0.0.1:*");
+  return pub;
+}
+
+// Blocks until a subscription (not an unsubscription) reaches `pub`.
+bool AwaitSubscription(zmq::socket_t& pub) {
+  zmq::message_t message;
+  while (pub.recv(message)) {
+    if (message.size() > 0 && *static_cast<const uint8_t*>(message.data()) == 1) return true;
+  }
+  return false;
+}
+
+// A subscriber to `pub` (node "raw", no replay socket), once its
+// subscription has reached `pub`.
+std::unique_ptr<EngineSubscriber> SubscribeRaw(zmq::socket_t& pub, Received& received,
+                                               KvEventDecodeOptions decode = {}) {
+  EngineSubscriberOptions o;
+  o.endpoints.push_back({"raw", pub.get(zmq::sockopt::last_endpoint), ""});
+  o.decode = decode;
+  auto subscriber = EngineSubscriber::Start(o, received.Callback());
+  EXPECT_TRUE(subscriber.ok()) << subscriber.status();
+  if (!subscriber.ok() || !AwaitSubscription(pub)) return nullptr;
+  return *std::move(subscriber);
+}
+
 TEST(EngineStreamTest, DuplicatesBadFramesAndRestarts) {
   zmq::context_t context;
   zmq::socket_t pub(context, zmq::socket_type::xpub);
@@ -360,12 +403,7 @@ TEST(EngineStreamTest, DuplicatesBadFramesAndRestarts) {
   ASSERT_TRUE(pub.recv(subscription));  // blocks until the SUB has joined
 
   const auto send = [&](uint64_t seq) {
-    std::string seq_bytes(8, '\0');
-    for (int i = 0; i < 8; ++i) seq_bytes[7 - i] = static_cast<char>((seq >> (8 * i)) & 0xff);
-    const std::string payload = EncodeKvEventBatch(Batch(seq, {Removed({seq})}), {});
-    std::vector<zmq::const_buffer> frames = {zmq::buffer(std::string_view("kv")),
-                                             zmq::buffer(seq_bytes), zmq::buffer(payload)};
-    zmq::send_multipart(pub, frames);
+    SendRaw(pub, seq, EncodeKvEventBatch(Batch(seq, {Removed({seq})}), {}));
   };
   send(0);
   send(1);
@@ -395,6 +433,106 @@ TEST(EngineStreamTest, DuplicatesBadFramesAndRestarts) {
   s = (*subscriber)->Stats().at(0);
   EXPECT_EQ(s.restarts, 1u);
   EXPECT_EQ(s.duplicates, 2u);
+}
+
+// libzmq ends a connection that brings a message over ZMQ_MAXMSGSIZE and
+// never reconnects it: the subscriber must open a fresh SUB socket itself.
+// Without a replay socket the oversized sequence is a hole lost at once.
+TEST(EngineStreamTest, AnOversizedMessageDoesNotEndTheFeed) {
+  zmq::context_t context;
+  zmq::socket_t pub = RawPublisher(context);
+  Received received;
+  // ZMQ messages over 1024 + 64 bytes end the connection.
+  auto subscriber = SubscribeRaw(pub, received, {.max_payload_bytes = 1024});
+  ASSERT_NE(subscriber, nullptr);
+  const auto send = [&](uint64_t seq) {
+    SendRaw(pub, seq, EncodeKvEventBatch(Batch(seq, {Removed({seq})}), {}));
+  };
+  send(0);
+  send(1);
+  ASSERT_TRUE(CaughtUp(*subscriber, 2));
+  SendRaw(pub, 2, std::string(4096, 'x'));
+  // The fresh socket's subscription: the feed is re-established.
+  ASSERT_TRUE(AwaitSubscription(pub));
+  send(3);
+  send(4);
+  ASSERT_TRUE(CaughtUp(*subscriber, 5));
+  EXPECT_THAT(received.seqs(), ElementsAre(0u, 1u, 3u, 4u));
+  const EngineEndpointStats s = subscriber->Stats().at(0);
+  EXPECT_EQ(s.connection_drops, 1u);
+  EXPECT_EQ(s.replay_connection_drops, 0u);
+  EXPECT_EQ(s.gaps, 1u);
+  EXPECT_EQ(s.sequences_lost, 1u);
+  EXPECT_EQ(s.malformed, 0u);  // libzmq refused it: it never reached the decoder
+}
+
+// With a replay socket the hole is asked for; the answer begins with the
+// oversized message, which ends the replay connection too: that one sequence
+// is lost, and every other batch published meanwhile is replayed.
+TEST(EngineStreamTest, AnOversizedMessageIsTheOnlyBatchLostWithReplay) {
+  EnginePublisherOptions options = WithReplay();
+  options.replay_buffer_batches = 1'000'000;  // more than the wait below can publish
+  auto publisher = StartPublisher(options);
+  ASSERT_NE(publisher, nullptr);
+  Received received;
+  EngineSubscriberOptions o;
+  o.endpoints.push_back({"engine-0", publisher->endpoint(), publisher->replay_endpoint()});
+  o.decode.max_payload_bytes = 1024;
+  auto subscriber = EngineSubscriber::Start(o, received.Callback());
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status();
+  ASSERT_TRUE(publisher->WaitForSubscribers(1, kPatience));
+  const auto publish = [&] {
+    const uint64_t seq = publisher->stats().published;
+    EXPECT_EQ(publisher->Publish(EncodeKvEventBatch(Batch(seq, {Removed({seq})}), {})), seq);
+    publisher->Flush();
+  };
+  publish();
+  publish();
+  ASSERT_TRUE(CaughtUp(**subscriber, 2));
+  EXPECT_EQ(publisher->Publish(std::string(4096, 'x')), 2u);
+  ASSERT_TRUE(WaitUntil([&] { return (*subscriber)->Stats().at(0).connection_drops == 1; }));
+  // Batches published before the fresh SUB socket joined reach it only by
+  // replay; keep publishing until one arrives live or replayed.
+  ASSERT_TRUE(WaitUntil([&] {
+    publish();
+    return received.seqs().size() > 2;
+  }));
+  const uint64_t published = publisher->stats().published;
+  ASSERT_TRUE(CaughtUp(**subscriber, static_cast<int64_t>(published)));
+  std::vector<uint64_t> expected;
+  for (uint64_t seq = 0; seq < published; ++seq) {
+    if (seq != 2) expected.push_back(seq);
+  }
+  EXPECT_EQ(received.seqs(), expected);
+  const EngineEndpointStats s = (*subscriber)->Stats().at(0);
+  EXPECT_EQ(s.connection_drops, 1u);
+  EXPECT_EQ(s.replay_connection_drops, 1u);
+  EXPECT_EQ(s.sequences_lost, 1u);
+}
+
+// A hostile stream can jump its numbering by almost 2^64; sequences_lost
+// stays at the top instead of wrapping to a small number.
+TEST(EngineStreamTest, SequencesLostSaturates) {
+  zmq::context_t context;
+  zmq::socket_t pub = RawPublisher(context);
+  Received received;
+  auto subscriber = SubscribeRaw(pub, received);
+  ASSERT_NE(subscriber, nullptr);
+  const auto send = [&](uint64_t seq) {
+    SendRaw(pub, seq, EncodeKvEventBatch(Batch(1.0, {Removed({7})}), {}));
+  };
+  constexpr uint64_t kMax = ~uint64_t{0};
+  send(0);
+  send(kMax - 1);  // lost: 1 .. 2^64 - 3, that is 2^64 - 3 sequences
+  ASSERT_TRUE(WaitUntil([&] { return received.seqs().size() == 2; }));
+  EXPECT_EQ(subscriber->Stats().at(0).sequences_lost, kMax - 2);
+  send(0);  // a restart: numbering starts over
+  send(5);  // lost: 1 .. 4, four more, which would wrap to 1
+  ASSERT_TRUE(WaitUntil([&] { return received.seqs().size() == 4; }));
+  EXPECT_THAT(received.seqs(), ElementsAre(0u, kMax - 1, 0u, 5u));
+  const EngineEndpointStats s = subscriber->Stats().at(0);
+  EXPECT_EQ(s.sequences_lost, kMax);
+  EXPECT_EQ(s.restarts, 1u);
 }
 
 // A replay socket that never answers: the request times out and the hole is lost.

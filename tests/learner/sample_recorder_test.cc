@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "datasets/workload_generator.h"
@@ -163,6 +165,53 @@ TEST(FeatureParityTest, RecorderAndLearnedPolicySeeIdenticalVectors) {
   }
   EXPECT_LT(min_occupancy, 0.5f);
   EXPECT_GT(max_rate, 0.0f);
+}
+
+// --shuffle-labels: every label row survives, on other features, and nothing
+// else moves.
+TEST(SampleRecorderTest, ShuffleLabelsPermutesLabelRowsAndKeepsFeatures) {
+  ChatWorkloadOptions g;
+  g.seed = 3;
+  g.requests = 400;
+  const Trace trace = GenerateChatTrace(g);
+  const CostModel cost = DefaultCost();
+  auto replay = BuildReplayTrace(trace, cost);
+  ASSERT_TRUE(replay.ok());
+  RecordOptions o;
+  o.pool_bytes = replay->distinct_block_bytes / 10;
+  o.horizons_seconds = {30, 300};
+  auto recorded = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  const SampleSet& before = *recorded;
+  ASSERT_GT(before.size(), 1000u);
+  SampleSet after = before;
+  ShuffleLabels(after, 7);
+  EXPECT_EQ(after.features, before.features);
+  EXPECT_EQ(after.request, before.request);
+  EXPECT_EQ(after.block, before.block);
+  // A row's labels as one tuple: the multiset of tuples is unchanged.
+  const auto rows = [](const SampleSet& s) {
+    std::vector<std::tuple<std::vector<float>, std::vector<uint8_t>, double, uint32_t, float>> r;
+    const size_t k = s.num_horizons;
+    for (size_t i = 0; i < s.size(); ++i) {
+      r.emplace_back(std::vector<float>(s.reused.begin() + i * k, s.reused.begin() + (i + 1) * k),
+                     std::vector<uint8_t>(s.known.begin() + i * k, s.known.begin() + (i + 1) * k),
+                     s.next_use_seconds[i], s.requests_to_next_use[i], s.saved_ms[i]);
+    }
+    return r;
+  };
+  auto a = rows(before), b = rows(after);
+  size_t moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) moved += a[i] != b[i];
+  // Most rows get another row's labels (equal labels can land on each other).
+  EXPECT_GT(moved, a.size() / 2);
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  // Seeded.
+  SampleSet again = before;
+  ShuffleLabels(again, 7);
+  EXPECT_EQ(again.reused, after.reused);
 }
 
 }  // namespace

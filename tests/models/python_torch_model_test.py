@@ -62,8 +62,9 @@ class PythonTorchModelTest(unittest.TestCase):
         subprocess.run([kvlearn, "gen", "--kind", "chat", "--requests", "3000", "--seed", "7",
                         "--out", trace], check=True, capture_output=True)
         cls.samples_path = os.path.join(cls.work, "samples.csv")
+        # --force: these checks are about the file, whatever train's verdict on it.
         trained = subprocess.run([kvlearn, "train", "--trace", trace, "--out", cls.model_path,
-                                  "--epochs", "3", "--samples-out", cls.samples_path],
+                                  "--epochs", "3", "--samples-out", cls.samples_path, "--force"],
                                  check=True, capture_output=True, text=True)
         cls.train_log = trained.stderr
         extra = {METADATA: ""}

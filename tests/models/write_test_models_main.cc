@@ -1,6 +1,7 @@
 // Writes the model files of TestModelLayers(1) and TestModelLayers(2) with
 // TestModelMetadata() (tests/support/test_model.h) into DIR, as `kvlearn
-// train` writes models: test_model_1.pt and test_model_2.pt. Run at build
+// train` writes models: test_model_1.pt and test_model_2.pt; and
+// test_model_unfit.pt, TestModelLayers(1) with TestModelUnfitMetadata(). Run at build
 // time, so that the sidecar's tests read real model files without linking
 // LibTorch themselves.
 //
@@ -24,6 +25,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "write_test_models: %s\n", std::string(s.message()).c_str());
       return 1;
     }
+  }
+  const std::string unfit = std::string(argv[1]) + "/test_model_unfit.pt";
+  if (const absl::Status s = kvlearn::SaveModelFile(unfit, kvlearn::TestModelLayers(1),
+                                                    kvlearn::TestModelUnfitMetadata());
+      !s.ok()) {
+    std::fprintf(stderr, "write_test_models: %s\n", std::string(s.message()).c_str());
+    return 1;
   }
   return 0;
 }

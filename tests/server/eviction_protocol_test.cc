@@ -89,25 +89,10 @@ class ProtocolTest : public ::testing::Test {
   }
 
   v1::RankResponse Rank(int64_t bytes, const std::string& node = kNode) {
-    v1::RankRequest r;
-    r.set_node_id(node);
-    r.set_bytes_to_free(bytes);
-    v1::RankResponse out;
-    grpc::ClientContext ctx;
-    const grpc::Status s = stub_->RankEviction(&ctx, r, &out);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return out;
+    return RankOn(*stub_, node, bytes);
   }
 
-  v1::PoolStatus Pool() {
-    v1::GetStatusResponse status;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub_->GetStatus(&ctx, {}, &status).ok());
-    for (const auto& p : status.pools()) {
-      if (p.node_id() == kNode) return p;
-    }
-    return {};
-  }
+  v1::PoolStatus Pool() { return PoolOf(*stub_, kNode); }
 
   static std::vector<uint64_t> Ids(const v1::RankResponse& r) {
     std::vector<uint64_t> ids;
@@ -183,24 +168,27 @@ TEST_F(ProtocolTest, OutstandingVictimsKeepTheirOrderWhenOneInTheMiddleIsConfirm
   EXPECT_EQ(Ids(Rank(3 * kBlockBytes)), (std::vector<uint64_t>{1, 3, 4}));
 }
 
-TEST_F(ProtocolTest, AProposedParentStaysUntilItsChildIsRemoved) {
+TEST_F(ProtocolTest, RemovingAProposedParentTakesItsProposedChildAlong) {
   Start();
   v1::EventBatch b;
-  StoreChain(b, {10, 11});  // engine events: no request holds them
+  StoreChain(b, {10, 11, 12});  // engine events: no request holds them
   Send(b);
   // Leaf first, then its parent, as the simulator's eviction loop takes them.
-  EXPECT_EQ(Ids(Rank(2 * kBlockBytes)), (std::vector<uint64_t>{11, 10}));
-  // The node removes the parent before the child: refused, the view has the child.
-  v1::EventBatch wrong;
-  Add(wrong)->mutable_block_removed()->set_block_id(10);
-  v1::ReportSummary summary;
-  ASSERT_TRUE(Report(*stub_, {wrong}, &summary).ok());
-  EXPECT_EQ(summary.rejected(), 1u);
-  v1::EventBatch right;
-  Add(right)->mutable_block_removed()->set_block_id(11);
-  Add(right)->mutable_block_removed()->set_block_id(10);
-  Send(right);
-  EXPECT_EQ(Pool().resident_blocks(), 0u);
+  EXPECT_EQ(Ids(Rank(2 * kBlockBytes)), (std::vector<uint64_t>{12, 11}));
+  EXPECT_EQ(Pool().proposed_blocks(), 2u);
+  // The node removes the parent before the child: the child, without its
+  // prefix, is gone too; the root stays.
+  v1::EventBatch parent_first;
+  Add(parent_first)->mutable_block_removed()->set_block_id(11);
+  Send(parent_first);
+  EXPECT_EQ(Pool().resident_blocks(), 1u);
+  EXPECT_EQ(Pool().proposed_blocks(), 0u);
+  // The child's own removal, arriving late, changes nothing.
+  v1::EventBatch late;
+  Add(late)->mutable_block_removed()->set_block_id(12);
+  Send(late);
+  EXPECT_EQ(Pool().resident_blocks(), 1u);
+  EXPECT_EQ(Ids(Rank(kBlockBytes)), (std::vector<uint64_t>{10}));
 }
 
 // Online policies (the server refuses the offline oracles).

@@ -8,12 +8,14 @@ stream all run), then reads /metrics and parses it with Debian's python3-prometh
 (prometheus_client.parser, the reference parser of the text format). Checks what a
 scraper and its dashboards rely on beyond parsing: every family has HELP and TYPE, counter
 samples end in _total, every histogram series has cumulative buckets ending at +Inf whose
-count equals _count, and the traffic shows in the counters (decisions, events ingested).
+count equals _count, the traffic shows in the counters (decisions, events ingested), and the
+live traffic summary equals the one computed here from the requests sent.
 
 Environment (set by ctest, tests/server/CMakeLists.txt): KVLEARN_BINARY, KVLEARN_TRACE.
 Exits non-zero on failure.
 """
 
+import json
 import math
 import os
 import select
@@ -50,6 +52,7 @@ class PrometheusMetricsTest(unittest.TestCase):
         with open(os.environ["KVLEARN_TRACE"]) as full, open(trace, "w") as head:
             for _, request in zip(range(300), full):
                 head.write(request)
+        cls.trace = trace
         subprocess.run([kvlearn, "loadgen", "--target", f"127.0.0.1:{port}", "--trace", trace,
                         "--nodes", "2", "--pool-fraction", "0.05"],
                        check=True, capture_output=True)
@@ -114,6 +117,28 @@ class PrometheusMetricsTest(unittest.TestCase):
         self.assertGreater(total("kvlearn_decisions_total", rpc="RankEviction"), 0)
         self.assertGreater(total("kvlearn_decision_latency_seconds_count", rpc="RankEviction"), 0)
         self.assertEqual(total("kvlearn_pools"), 2)
+
+    def test_live_traffic_summary_matches_the_requests_sent(self):
+        """The sidecar's running summary equals the one computed here from the 300 requests
+        loadgen sent (loadgen stamps each arrival with the trace's time). The reuse ratio is
+        (accesses - distinct blocks) / accesses whatever order the two nodes' requests arrive
+        in, and exact: 300 requests hold far fewer than the 65,536 blocks tracked before the
+        summary samples."""
+        live = {s.labels["quantity"]: s.value
+                for s in self.families["kvlearn_live_traffic"].samples}
+        with open(self.trace) as f:
+            requests = [json.loads(line) for line in f]
+        accesses = sum(len(r["hash_ids"]) for r in requests)
+        distinct = len({b for r in requests for b in r["hash_ids"]})
+        span_s = (requests[-1]["timestamp"] - requests[0]["timestamp"]) / 1000
+        self.assertEqual(live["requests"], 300)
+        self.assertAlmostEqual(live["request_rate"], 299 / span_s, delta=1e-6 * 299 / span_s)
+        self.assertAlmostEqual(live["prompt_blocks"], accesses / 300, delta=1e-6)
+        self.assertAlmostEqual(live["block_reuse"], (accesses - distinct) / accesses, delta=1e-6)
+        self.assertEqual(live["block_size"], 512)
+        # No model serves: no verdict and no drift.
+        self.assertNotIn("kvlearn_model_fit", self.families)
+        self.assertNotIn("kvlearn_traffic_drift_ratio", self.families)
 
 
 if __name__ == "__main__":

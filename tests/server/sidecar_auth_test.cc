@@ -103,6 +103,16 @@ class SidecarAuthTest : public ::testing::Test {
     stub_ = Connect(server_->port());
   }
 
+  // A RetentionClient for node-a of the started server, without a token.
+  RetentionClientOptions NodeAClient() const {
+    RetentionClientOptions co;
+    co.target = "127.0.0.1:" + std::to_string(server_->port());
+    co.node_id = "node-a";
+    co.call_deadline = std::chrono::seconds(10);
+    co.flush_deadline = std::chrono::seconds(10);
+    return co;
+  }
+
   grpc::Status GetStatus(const std::string& token, v1::GetStatusResponse* out) {
     grpc::ClientContext ctx;
     WithToken(ctx, token);
@@ -154,6 +164,54 @@ class SidecarAuthTest : public ::testing::Test {
   std::unique_ptr<SidecarServer> server_;
   std::unique_ptr<v1::Retention::Stub> stub_;
 };
+
+// With authentication a peer is a principal: one reporter holding its
+// --max-streams-per-peer streams open is refused one more, naming the flag
+// (and not its token), while another principal on the same address still
+// reports; a closed stream gives its slot back.
+TEST_F(SidecarAuthTest, OpenStreamsArePerPrincipalBounded) {
+  SidecarOptions o = Options();
+  o.max_streams_per_peer = 2;
+  Start(o);
+  struct Stream {
+    grpc::ClientContext ctx;
+    v1::ReportSummary summary;
+    std::unique_ptr<grpc::ClientWriter<v1::EventBatch>> writer;
+  };
+  const auto open = [&](const std::string& token, uint64_t block) {
+    auto s = std::make_unique<Stream>();
+    WithToken(s->ctx, token);
+    s->writer = stub_->ReportEvents(&s->ctx, &s->summary);
+    s->writer->Write(BatchOf({EventFor("node-a", block)}));
+    return s;
+  };
+  std::vector<std::unique_ptr<Stream>> held;
+  held.push_back(open(kReporter, 1));
+  held.push_back(open(kReporter, 2));
+  ASSERT_TRUE(WaitUntil([&] { return server_->open_streams() == 2; }));
+
+  auto third = open(kReporter, 3);
+  third->writer->WritesDone();
+  const grpc::Status refused = third->writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max-streams-per-peer"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("principal"), std::string::npos);
+  EXPECT_EQ(refused.error_message().find(kReporter), std::string::npos);
+  EXPECT_EQ(server_->open_streams(), 2u);
+
+  // Another principal, same loopback address: a slot of its own.
+  v1::ReportSummary summary;
+  EXPECT_TRUE(ReportAs(kAnyReporter, {BatchOf({EventFor("node-b", 4)})}, &summary).ok());
+
+  held[0]->writer->WritesDone();
+  ASSERT_TRUE(held[0]->writer->Finish().ok());
+  EXPECT_EQ(held[0]->summary.accepted(), 1u);
+  EXPECT_TRUE(ReportAs(kReporter, {BatchOf({EventFor("node-a", 5)})}, &summary).ok());
+  EXPECT_NE(Metrics().find("kvlearn_report_streams_peer_refused_total 1\n"), std::string::npos);
+  held[1]->writer->WritesDone();
+  EXPECT_TRUE(held[1]->writer->Finish().ok());
+}
 
 TEST_F(SidecarAuthTest, CallsWithoutAValidTokenAreUnauthenticatedAndCounted) {
   Start(Options());
@@ -397,13 +455,28 @@ TEST_F(SidecarAuthTest, WithoutAModelDirReloadModelIsOnlyForCallersOnThisMachine
   EXPECT_NE(local.error_code(), grpc::StatusCode::PERMISSION_DENIED) << local.error_message();
 }
 
+// $KVLEARN_TOKEN, set or unset, before the server starts any thread:
+// setenv and unsetenv are not safe while other threads may read the
+// environment (gRPC's do), and ctest runs each test in its own process.
+TEST_F(SidecarAuthTest, AClientWithoutATokenSendsKvlearnToken) {
+  ASSERT_EQ(setenv("KVLEARN_TOKEN", kReporter, 1), 0);
+  Start(Options());
+  RetentionClient client(NodeAClient());
+  EXPECT_FALSE(client.Admit({ClientBlock{11, std::nullopt, 16, 100}}).from_fallback);
+  EXPECT_TRUE(client.Stats().sidecar_errors_total.empty());
+}
+
+TEST_F(SidecarAuthTest, AClientWithoutATokenOrKvlearnTokenIsUnauthenticated) {
+  ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
+  Start(Options());
+  RetentionClient client(NodeAClient());
+  EXPECT_TRUE(client.Admit({ClientBlock{11, std::nullopt, 16, 100}}).from_fallback);
+  EXPECT_EQ(client.Stats().sidecar_errors_total["UNAUTHENTICATED"], 1u);
+}
+
 TEST_F(SidecarAuthTest, TheClientsSendTheirToken) {
   Start(Options());
-  RetentionClientOptions co;
-  co.target = "127.0.0.1:" + std::to_string(server_->port());
-  co.node_id = "node-a";
-  co.call_deadline = std::chrono::seconds(10);
-  co.flush_deadline = std::chrono::seconds(10);
+  RetentionClientOptions co = NodeAClient();
   const ClientBlock block{11, std::nullopt, 16, 100};
   {
     co.token = kReporter;
@@ -411,18 +484,11 @@ TEST_F(SidecarAuthTest, TheClientsSendTheirToken) {
     EXPECT_FALSE(client.Admit({block}).from_fallback);
   }
   {
-    co.token.clear();
-    ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
+    co.token = "not-in-the-file";
     RetentionClient client(co);
     EXPECT_TRUE(client.Admit({block}).from_fallback);
     EXPECT_EQ(client.Stats().sidecar_errors_total["UNAUTHENTICATED"], 1u);
     EXPECT_FALSE(client.Stats().breaker_open);
-  }
-  {
-    ASSERT_EQ(setenv("KVLEARN_TOKEN", kReporter, 1), 0);
-    RetentionClient client(co);
-    EXPECT_FALSE(client.Admit({block}).from_fallback);
-    ASSERT_EQ(unsetenv("KVLEARN_TOKEN"), 0);
   }
 
   // kvlearn loadgen with a reporter bound to every node: the whole replay

@@ -80,6 +80,29 @@ inline grpc::Status Report(v1::Retention::Stub& stub, const std::vector<v1::Even
   return writer->Finish();
 }
 
+// RankEviction of `bytes` on `node`'s pool; expects it to answer.
+inline v1::RankResponse RankOn(v1::Retention::Stub& stub, const std::string& node, int64_t bytes) {
+  v1::RankRequest r;
+  r.set_node_id(node);
+  r.set_bytes_to_free(bytes);
+  v1::RankResponse out;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub.RankEviction(&ctx, r, &out);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return out;
+}
+
+// GetStatus's first pool of `node`, or an empty one when it has none.
+inline v1::PoolStatus PoolOf(v1::Retention::Stub& stub, const std::string& node) {
+  v1::GetStatusResponse status;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub.GetStatus(&ctx, {}, &status).ok());
+  for (const auto& p : status.pools()) {
+    if (p.node_id() == node) return p;
+  }
+  return {};
+}
+
 // Expects the (node, tier) pool to hold exactly `resident`: as many resident
 // blocks, and a hit on each accepted (a hit on a block not held is refused).
 // The hits are logged like any event.

@@ -8,7 +8,10 @@
 //  - a second server on a port in use used to start too (SO_REUSEPORT) and
 //    split the traffic silently;
 //  - /metrics used to serve one idle connection at a time per worker, for up
-//    to 5 s each, so a few dozen idle connections timed it out.
+//    to 5 s each, so a few dozen idle connections timed it out; then clients
+//    trickling header bytes held its 32 workers for as long as they liked;
+//  - a second server on a taken /metrics port bound it too (httplib's
+//    SO_REUSEPORT), and scrapes alternated between the two processes.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -17,8 +20,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/server/sidecar_fixture.h"
@@ -226,6 +231,88 @@ TEST(SidecarMetricsTest, MetricsAnswersWhileManyIdleConnectionsAreOpen) {
   ASSERT_FALSE(response.empty()) << "no answer to GET /metrics within 60 s";
   EXPECT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response.substr(0, 200);
   EXPECT_NE(response.find("kvlearn_pools "), std::string::npos);
+}
+
+TEST(SidecarMetricsTest, SecondServerOnATakenMetricsPortRefusesToStartNamingIt) {
+  TempDir dir;
+  auto first = StartServer(TestOptions(dir.File("first")));
+  ASSERT_NE(first, nullptr);
+  const std::string port = std::to_string(first->metrics_port());
+  SidecarOptions o = TestOptions(dir.File("second"));  // its own log and gRPC port
+  o.metrics_listen = "127.0.0.1:" + port;
+  auto second = SidecarServer::Start(o);
+  ASSERT_FALSE(second.ok()) << "a second server started on metrics port " << port;
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_NE(second.status().message().find("--metrics-listen"), std::string::npos)
+      << second.status();
+  EXPECT_NE(second.status().message().find("127.0.0.1:" + port), std::string::npos)
+      << second.status();
+  // Every scrape reaches the first one (it has the pool; a second process
+  // would answer kvlearn_pools 0).
+  auto stub = Connect(first->port());
+  v1::EventBatch batch;
+  *batch.add_events() = Arrival("n", v1::TIER_POOL, {1});
+  v1::ReportSummary summary;
+  ASSERT_TRUE(Report(*stub, {batch}, &summary).ok());
+  for (int i = 0; i < 4; ++i) {
+    const std::string response = GetMetrics(first->metrics_port(), 60);
+    EXPECT_NE(response.find("\nkvlearn_pools 1\n"), std::string::npos) << response.substr(0, 200);
+  }
+}
+
+TEST(SidecarMetricsTest, ScrapesAnswerWhileClientsTrickleHeaderBytes) {
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path());
+  o.metrics_max_connections = 16;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  // 64 connections, each sending a request one byte at a time, as the
+  // attack that held httplib's 32 workers (a byte every 1.5 s there).
+  constexpr int kSlow = 64;
+  std::vector<int> slow;
+  for (int i = 0; i < kSlow; ++i) {
+    const int fd = OpenIdleConnection(server->metrics_port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (size_t i = 0; !stop.load() && i < request.size(); i = (i + 1) % (request.size() - 1)) {
+      for (int fd : slow) send(fd, &request[i], 1, MSG_NOSIGNAL);
+      usleep(100'000);
+    }
+  });
+  const std::string response = GetMetrics(server->metrics_port(), 60);
+  stop = true;
+  trickle.join();
+  for (int fd : slow) close(fd);
+  ASSERT_FALSE(response.empty()) << "no answer to GET /metrics within 60 s";
+  EXPECT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response.substr(0, 200);
+  // 64 connections for 16 places: at least 48 were closed to make room.
+  const std::string name = "\nkvlearn_metrics_connections_cut_total ";
+  const size_t at = response.find(name);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stoull(response.substr(at + name.size())), uint64_t{kSlow - 16});
+}
+
+TEST(SidecarMetricsTest, AConnectionIsClosedAtItsDeadlineAnsweredOrNot) {
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path());
+  o.metrics_request_timeout_seconds = 0.2;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  const int fd = OpenIdleConnection(server->metrics_port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(send(fd, "GET /met", 8, MSG_NOSIGNAL), 8);
+  timeval tv{};
+  tv.tv_sec = 60;  // a failure timeout: the server closes it after 0.2 s
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[64];
+  EXPECT_EQ(recv(fd, buf, sizeof(buf), 0), 0) << "the server did not close the connection";
+  close(fd);
+  // A whole request still gets its answer.
+  EXPECT_EQ(GetMetrics(server->metrics_port(), 60).rfind("HTTP/1.1 200", 0), 0u);
 }
 
 }  // namespace

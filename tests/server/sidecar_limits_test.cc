@@ -194,6 +194,34 @@ const std::string kGarbage(
     "abc",
     5);
 
+// Without authentication a peer is an IP address without its port: every
+// client on loopback is one peer, here over two channels.
+TEST(SidecarLimitsTest, WithoutAuthenticationStreamsPerAddressAreBounded) {
+  TempDir dir;
+  SidecarOptions o = TestOptions(dir.path());
+  o.max_streams_per_peer = 2;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(server->port());
+  auto other_connection = Connect(server->port());
+  std::vector<std::unique_ptr<OpenStream>> open;
+  for (int i = 0; i < 2; ++i) {
+    v1::EventBatch b;
+    *b.add_events() = ArrivalOn("node-" + std::to_string(i), 1);
+    open.push_back(Open(*stub, b));
+  }
+  ASSERT_TRUE(WaitForOpenStreams(*server, 2)) << server->open_streams() << " open";
+  v1::ReportSummary summary;
+  const grpc::Status refused = Report(*other_connection, {v1::EventBatch()}, &summary);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("this address"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("--max-streams-per-peer"), std::string::npos);
+  ASSERT_TRUE(open[0]->Close().ok());
+  EXPECT_TRUE(Report(*other_connection, {v1::EventBatch()}, &summary).ok());
+  ASSERT_TRUE(open[1]->Close().ok());
+}
+
 TEST(SidecarLimitsTest, StreamsOverTheLimitAreResourceExhaustedAndDecisionsStillAnswer) {
   TempDir dir;
   SidecarOptions o = TestOptions(dir.path());
@@ -443,8 +471,8 @@ TEST(SidecarOverloadTest, TenThousandIdleStreamsStayWithinTheLimitAndSigtermStop
   const std::string data = dir.File("data");
   auto server = std::make_unique<ServeProcess>(
       KVLEARN_BINARY, data,
-      std::vector<std::string>{"--max-streams", std::to_string(kStreams),
-                               "--shutdown-grace-seconds", "1"});
+      std::vector<std::string>{"--max-streams", std::to_string(kStreams), "--max-streams-per-peer",
+                               "0", "--shutdown-grace-seconds", "1"});
   ASSERT_GT(server->port(), 0) << "kvlearn serve did not start";
   std::vector<std::unique_ptr<v1::Retention::Stub>> stubs;
   for (int c = 0; c < kConnections; ++c) {

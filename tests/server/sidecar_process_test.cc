@@ -193,8 +193,9 @@ TEST(SidecarModelTest, ReloadSwapsAValidModelAndRefusesBadOnes) {
   const std::string trace_path = dir.File("train.jsonl");
   ASSERT_TRUE(WriteMooncakeTrace(trace, trace_path).ok());
   const std::string model = dir.File("model.pt");
+  // --force: this test reloads the file whatever train's verdict on it.
   const std::string cmd = std::string(KVLEARN_BINARY) + " train --trace " + trace_path + " --out " +
-                          model + " --epochs 2 >/dev/null 2>&1";
+                          model + " --epochs 2 --force >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
   SidecarOptions o = TestOptions(dir.File("data"), "");

@@ -86,8 +86,9 @@ void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
 }
 
 // Rewrites the latest snapshot in the log at `dir` as an older format would
-// have stored it: 2 (written before policies saved their state), or 3 to 9
-// (the same bytes as 10, their policy states of older layouts).
+// have stored it: 2 (written before policies saved their state), 3 to 9
+// (format 10's bytes, their policy states of older layouts), or 10 (no
+// arrival times of in-flight requests).
 void RewriteLatestSnapshotAsFormat(const std::string& dir, char format) {
   auto log = EventLog::Open(dir, EventLogOptions{});
   ASSERT_TRUE(log.ok()) << log.status();
@@ -258,6 +259,7 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   pool.image.proposals = {2};  // under resident block 1
   pool.image.proposal_scores = {0.25};
   pool.image.requests_in_flight = {{"r", {0, 1}}};
+  pool.image.request_arrival_us = {7'000'000};
   s.pools.push_back(pool);
   const std::string bytes = EncodePoolsSnapshot(s);
   auto back = DecodePoolsSnapshot(bytes);
@@ -271,25 +273,27 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   ASSERT_EQ(back->pools[0].image.requests_in_flight.size(), 1u);
   EXPECT_EQ(back->pools[0].image.requests_in_flight[0].first, "r");
   EXPECT_EQ(back->pools[0].image.requests_in_flight[0].second, (std::vector<BlockIndex>{0, 1}));
+  EXPECT_EQ(back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as formats 3 to 9 (the same bytes, states of older
-  // layouts: dropped); and as format 2 (which leaves it out).
+  // With a policy state; as format 10 (no arrival times), as formats 3 to 9
+  // (format 10's bytes, states of older layouts: dropped); and as format 2
+  // (which leaves the state out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
-  std::string encoded = EncodePoolsSnapshot(with_state);
-  auto state_back = DecodePoolsSnapshot(encoded);
+  auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 10);
+  EXPECT_EQ(state_back->format, 11);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
-  for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}, char{8}, char{9}}) {
-    encoded[0] = old;
-    state_back = DecodePoolsSnapshot(encoded);
+  for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}, char{8}, char{9}, char{10}}) {
+    with_state.format = old;
+    state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
     ASSERT_TRUE(state_back.ok()) << state_back.status();
     EXPECT_EQ(state_back->format, old);
-    EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+    EXPECT_EQ(state_back->pools[0].image.policy_state.has_value(), old == 10);
     EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
+    EXPECT_TRUE(state_back->pools[0].image.request_arrival_us.empty());
   }
   with_state.format = 2;
   state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
@@ -297,6 +301,11 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   EXPECT_EQ(state_back->format, 2);
   EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
   EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
+  // An arrival time no event could carry (negative as a timestamp).
+  PoolsSnapshot late = s;
+  late.pools[0].image.request_arrival_us = {-1};
+  EXPECT_EQ(DecodePoolsSnapshot(EncodePoolsSnapshot(late)).status().code(),
+            absl::StatusCode::kDataLoss);
   // An in-flight request whose blocks are not a chain from a root.
   PoolsSnapshot broken = s;
   broken.pools[0].image.requests_in_flight = {{"r", {1}}};

@@ -10,6 +10,7 @@
 
 #include "features/feature_schema.h"
 #include "models/mlp_model.h"
+#include "models/model_judgement.h"
 
 namespace kvlearn {
 
@@ -47,6 +48,35 @@ inline ModelMetadata TestModelMetadata() {
   return meta;
 }
 
+// TestModelMetadata() judged unfit on TestModelLayers(1): at pool 0.1 learned
+// 110 s against lru 100 s and gdsf 95 s. Its training traffic: 2 requests/s,
+// 4 blocks per prompt, reuse 0.5, 512-token blocks. Written as
+// test_model_unfit.pt.
+inline ModelMetadata TestModelUnfitMetadata() {
+  ModelMetadata meta = TestModelMetadata();
+  ModelJudgement j;
+  j.first_request = 60;
+  j.end_request = 80;
+  PoolJudgement p;
+  p.pool_fraction = 0.1;
+  p.pool_bytes = 1000;
+  p.learned_cost_s = 110;
+  p.lru_cost_s = 100;
+  p.best_heuristic = "gdsf";
+  p.best_heuristic_cost_s = 95;
+  j.pools = {p};
+  j.weights_fingerprint = WeightsFingerprint(TestModelLayers(1), meta);
+  meta.judgement = j;
+  TrafficSummary t;
+  t.requests = 60;
+  t.request_rate_per_s = 2;
+  t.mean_prompt_blocks = 4;
+  t.block_reuse_ratio = 0.5;
+  t.block_size_tokens = 512;
+  meta.training_traffic = t;
+  return meta;
+}
+
 inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
   return *MlpModel::Create(TestModelLayers(seed), TestModelMetadata(), "test-model");
 }
@@ -58,6 +88,10 @@ inline std::shared_ptr<const LearnedModel> MakeTestModel(uint64_t seed = 1) {
 // does not link LibTorch to write one.
 inline std::string TestModelFile(uint64_t seed = 1) {
   return std::string(KVLEARN_TEST_MODEL_DIR) + "/test_model_" + std::to_string(seed) + ".pt";
+}
+// TestModelLayers(1) with TestModelUnfitMetadata().
+inline std::string TestModelUnfitFile() {
+  return std::string(KVLEARN_TEST_MODEL_DIR) + "/test_model_unfit.pt";
 }
 
 // Copies it to `path` (replacing what is there); false if that fails.

@@ -1,0 +1,100 @@
+#include "learner/model_judge.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "policies/policy_factory.h"
+#include "sim/pool_simulator.h"
+#include "sim/replay_trace.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr char kLearned[] = "learned";
+
+// The trace's first `end` requests: what the judge may read.
+Trace Head(const Trace& trace, uint32_t end) {
+  Trace head;
+  head.source = trace.source;
+  head.block_size = trace.block_size;
+  for (uint32_t i = 0; i < end; ++i) {
+    const TraceRequest& r = trace.requests[i];
+    head.Add(r.timestamp_ms, r.input_length, r.output_length, trace.BlocksOf(r), r.line);
+  }
+  return head;
+}
+
+}  // namespace
+
+std::vector<std::string> JudgingHeuristics() {
+  std::vector<std::string> names;
+  for (const std::string_view name : PolicyNames()) {
+    if (name == kLearned || PolicyNeedsModel(name) || IsOfflinePolicy(name) ||
+        IsRecomputeBound(name)) {
+      continue;
+    }
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const CostModel& cost,
+                                                    std::shared_ptr<const LearnedModel> model,
+                                                    const JudgeOptions& options) {
+  if (!(options.first_request < options.end_request &&
+        options.end_request <= trace.requests.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "judging needs requests [first, end) inside the trace's ", trace.requests.size(), ", got [",
+        options.first_request, ", ", options.end_request, ")"));
+  }
+  if (options.pool_fractions.empty()) {
+    return absl::InvalidArgumentError("judging needs at least one pool fraction");
+  }
+  const Trace head = Head(trace, options.end_request);
+  auto replay = BuildReplayTrace(head, cost);
+  if (!replay.ok()) return replay.status();
+
+  std::vector<std::string> policies = {kLearned};
+  for (std::string& h : JudgingHeuristics()) policies.push_back(std::move(h));
+  const size_t cells = policies.size() * options.pool_fractions.size();
+  std::vector<absl::StatusOr<ReplayResult>> results(cells, absl::UnknownError("not run"));
+  // ReplayPool prices request i from floor(eval_from * n) on: half a request
+  // past first_request keeps rounding from moving the split.
+  const double eval_from = (options.first_request + 0.5) / options.end_request;
+  tbb::parallel_for(size_t{0}, cells, [&](size_t cell) {
+    const double fraction = options.pool_fractions[cell / policies.size()];
+    PoolReplayOptions o;
+    o.pool_bytes = static_cast<uint64_t>(fraction * options.distinct_block_bytes);
+    o.eval_from = eval_from;
+    o.model = model;
+    results[cell] = ReplayPool(*replay, cost, policies[cell % policies.size()], o);
+  });
+
+  std::vector<PoolVerdict> verdicts;
+  for (size_t p = 0; p < options.pool_fractions.size(); ++p) {
+    PoolVerdict v;
+    v.judgement.pool_fraction = options.pool_fractions[p];
+    v.judgement.pool_bytes =
+        static_cast<uint64_t>(options.pool_fractions[p] * options.distinct_block_bytes);
+    for (size_t i = 0; i < policies.size(); ++i) {
+      const auto& r = results[p * policies.size() + i];
+      if (!r.ok()) return r.status();
+      const double c = r->cost_seconds(1.0);
+      v.rows.push_back({policies[i], c});
+      if (policies[i] == kLearned) {
+        v.judgement.learned_cost_s = c;
+        continue;
+      }
+      if (policies[i] == "lru") v.judgement.lru_cost_s = c;
+      if (v.judgement.best_heuristic.empty() || c < v.judgement.best_heuristic_cost_s) {
+        v.judgement.best_heuristic = policies[i];
+        v.judgement.best_heuristic_cost_s = c;
+      }
+    }
+    verdicts.push_back(std::move(v));
+  }
+  return verdicts;
+}
+
+}  // namespace kvlearn

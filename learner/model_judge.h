@@ -1,0 +1,55 @@
+// Judges a trained model the way `compare` would run it: replays the trace's
+// first `end_request` requests under `learned` (with the model), `lru` and
+// every other online heuristic, on the same pool and cost model, and prices
+// the requests from `first_request` on (the earlier ones warm the pool). With
+// first_request = the end of the training split and end_request = the end of
+// the validation split, that is `kvlearn compare --eval-from` on requests the
+// model was not trained on and the trace after them unread.
+//
+// Thread-safety: JudgeModel may be called from any thread; it replays the
+// policies in parallel (TBB).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cost_model.h"
+#include "datasets/trace.h"
+#include "models/learned_model.h"
+#include "models/model_judgement.h"
+
+namespace kvlearn {
+
+struct JudgeOptions {
+  uint32_t first_request = 0;  // priced requests: [first_request, end_request)
+  uint32_t end_request = 0;
+  // Pools as shares of `distinct_block_bytes` (compare's --pool-fraction rule:
+  // the distinct-block bytes of the whole trace file).
+  std::vector<double> pool_fractions = {0.1};
+  uint64_t distinct_block_bytes = 0;
+};
+
+struct JudgedPolicy {
+  std::string policy;
+  double cost_s = 0;  // cost_seconds with transfer weight 1
+};
+
+struct PoolVerdict {
+  PoolJudgement judgement;
+  std::vector<JudgedPolicy> rows;  // learned first, then the heuristics in PolicyNames order
+};
+
+// The online policies a model is judged against: every policy that reads
+// neither the future nor a model, other than the recompute bound (no-cache).
+std::vector<std::string> JudgingHeuristics();
+
+// One PoolVerdict per pool fraction, in order.
+// REQUIRES: first_request < end_request <= trace.requests.size().
+absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const CostModel& cost,
+                                                    std::shared_ptr<const LearnedModel> model,
+                                                    const JudgeOptions& options);
+
+}  // namespace kvlearn
