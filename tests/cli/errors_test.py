@@ -54,7 +54,8 @@ class ErrorsTest(unittest.TestCase):
         self.assertEqual(ok.returncode, 0, ok.stderr)
 
     def test_train_out_unwritable_is_refused_before_training(self):
-        base = [KVLEARN, "train", "--trace", self.trace, "--epochs", "1"]
+        # --force: the control model is written whatever its verdict on 200 requests.
+        base = [KVLEARN, "train", "--trace", self.trace, "--epochs", "1", "--force"]
         missing = os.path.join(self.work, "no-such-dir", "m.pt")
         result = run(base + ["--out", missing])
         self.assert_refused(result, "--out", "no-such-dir", "create it first")
