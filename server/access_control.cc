@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/loopback_address.h"
 #include "server/request_validation.h"

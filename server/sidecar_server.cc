@@ -381,8 +381,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       if (self->engine_ingest_) {
         engines = self->engine_ingest_->Render(self->engine_subscriber_->Stats());
       }
-      return self->metrics_->Render(g) + self->counters_->Render() +
-             self->peer_streams_->Render() + self->access_->Render() +
+      return self->metrics_->Render(g) + self->counters_->Render() + self->peer_streams_->Render() +
+             self->access_->Render() +
              RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines;
     });
     if (!started.ok()) {
