@@ -295,7 +295,10 @@ Command AddCompareCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "compare",
       "Replay a trace under several retention policies on the same pool and cost model and "
-      "print the A/B table (columns explained in docs/results.md, 'Reading the table').");
+      "print the A/B table (columns explained in docs/results.md, 'Reading the table'). Under "
+      "the table, a line for 'learned' gives its leader switches over the whole replay and the "
+      "expert (lru, gdsf, learned-model) that led the largest share of the evaluated requests "
+      "(JSON/CSV: leader_switches, main_leader, main_leader_share; null for other policies).");
   cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to replay");
   cmd->add_option("--policies", flags->policies,
                   absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),

@@ -39,6 +39,14 @@ double LearnedPolicy::ReuseShare() const {
   return evicted_ms_ > 0 ? evicted_used_ms_ / evicted_ms_ : 1.0;
 }
 
+double LearnedPolicy::WindowFill(size_t e) const {
+  // Both sums have run since the later of the two joined (the first experts
+  // at turnover 0), at least one turnover: evidence from a fuller window.
+  const double since = std::max({experts_state_[e].joined, experts_state_[leader_].joined, 0.0});
+  const double elapsed = std::max(turnovers_ - since, 1.0);
+  return 1.0 / -std::expm1(-elapsed / kWindowTurnovers);
+}
+
 bool LearnedPolicy::Warm(size_t e) const {
   return experts_[e]->status().ok() && turnovers_ - experts_state_[e].joined >= kWindowTurnovers;
 }
@@ -105,7 +113,8 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
   const double mean_request = experts_state_[leader_].decayed_ms / decayed_requests_;
   const double margin =
       ReuseShare() * std::max(experts_state_[best].deficit_ms, 0.0) + mean_request;
-  if (experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms > margin) Lead(best);
+  const double lead = experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms;
+  if (lead * WindowFill(best) > margin) Lead(best);
 }
 
 void LearnedPolicy::OnHit(BlockIndex b, const AccessInfo&) {

@@ -26,13 +26,13 @@
 // Switching. Each expert's cost is summed with exponential decay whose clock
 // is the pool's turnover: the bytes the lru expert admits, in units of the
 // capacity; the window is kWindowTurnovers turnovers. The leader changes
-// when another (warm) expert's sum is lower than the leader's by more than
-// the refill a switch is expected to pay: the recompute of the blocks that
-// expert holds and the real pool does not (its deficit), times the share of
-// evicted recompute the real pool had used while resident (the rest of a
-// deficit would leave unused), plus one mean request's cost (the noise
-// floor of the sums). docs/learned_policy.md ("Safe by construction")
-// states the bound this gives and what was measured.
+// when another (warm) expert's sum is lower than the leader's, the lead
+// weighed over a whole window (WindowFill), by more than the refill a switch
+// is expected to pay: the recompute of the blocks that expert holds and the real pool does not (its
+// deficit), times the share of evicted recompute the real pool had used while resident (the rest of
+// a deficit would leave unused), plus one mean request's cost (the noise floor of the sums).
+// docs/learned_policy.md ("Safe by construction") states the bound this gives and what was
+// measured.
 //
 // Not thread-safe: one policy per pool.
 #pragma once
@@ -94,6 +94,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   void Grow();
   void AddExpert(std::string name, PolicyEnv env);
   bool Warm(size_t e) const;
+  // What a lead of the decayed sums is worth over a whole window: the sums
+  // of experts that have run t turnovers weigh W(1 - e^(-t/W)) turnovers of
+  // costs, so a lead is scaled by 1 / (1 - e^(-t/W)) (t at least one
+  // turnover) to be set against a switch's one-time refill.
+  double WindowFill(size_t e) const;
   // The share of the recompute the real pool evicted that was used while
   // resident (1 before any eviction): what a refill is expected to pay of a
   // deficit, the rest leaving unused.

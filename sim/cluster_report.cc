@@ -41,6 +41,7 @@ ReportFields Fields(const ClusterResult& c, double w) {
           {"link_bytes", absl::StrCat(c.link_bytes)},
       });
   AppendCostFields(r, w, fields);
+  AppendFollowerFields(r, fields);  // null: the cluster runs a policy per tier and node
   return fields;
 }
 

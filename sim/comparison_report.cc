@@ -24,6 +24,7 @@ ReportFields Fields(const ReplayResult& r, double w) {
   ReportFields fields = {{"policy", JsonString(r.policy)}};
   AppendCountFields(r, fields);
   AppendCostFields(r, w, fields);
+  AppendFollowerFields(r, fields);
   return fields;
 }
 
@@ -124,6 +125,13 @@ std::string FormatTable(const Comparison& c) {
                         r.cost_seconds(c.transfer_weight), 100 * r.utilization(), r.ttft_ms.mean,
                         r.ttft_ms.p95, r.accesses_per_second() / 1e6, Percent(r.gap_closed),
                         Percent(r.cost_gap_closed)));
+  }
+  for (const ReplayResult& r : c.results) {
+    if (!r.follower || r.follower->main_leader.empty()) continue;
+    absl::StrAppend(&out, absl::StrFormat("\n%s: %d leader switches in the replay; %s led %.0f%% "
+                                          "of the evaluated requests\n",
+                                          r.policy, r.follower->switches, r.follower->main_leader,
+                                          100 * r.follower->main_leader_share));
   }
   absl::StrAppend(&out, SaturatedNote(SaturatedRows(c.results)));
   return out;

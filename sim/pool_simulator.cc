@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "policies/learned_policy.h"
 #include "policies/policy_driver.h"
 #include "sim/replay_accounting.h"
 
@@ -28,6 +29,27 @@ absl::Status ServeRequest(const ReplayTrace& replay, uint32_t request_index, Pol
   return tier.Admit(chain, hits, r.num_blocks, access, out.admitted_bytes, out.evicted_blocks,
                     [](BlockIndex) {});
 }
+
+namespace {
+
+// The follower's switches and the expert that led most of `led` (evaluated
+// requests per expert).
+FollowerSummary SummarizeFollower(const LearnedPolicy& follower, std::span<const uint64_t> led) {
+  FollowerSummary summary{.switches = follower.switches()};
+  uint64_t evaluated = 0;
+  size_t main = 0;
+  for (size_t e = 0; e < led.size(); ++e) {
+    evaluated += led[e];
+    if (led[e] > led[main]) main = e;
+  }
+  if (evaluated > 0) {
+    summary.main_leader = follower.expert(main).name();
+    summary.main_leader_share = static_cast<double>(led[main]) / evaluated;
+  }
+  return summary;
+}
+
+}  // namespace
 
 absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostModel& cost,
                                         std::string_view policy_name,
@@ -52,16 +74,23 @@ absl::StatusOr<ReplayResult> ReplayPool(const ReplayTrace& replay, const CostMod
   const auto eval_start = static_cast<uint32_t>(options.eval_from * n);
 
   ReplayAccounting accounting(cost, nodes, eval_start);
+  const auto* follower = dynamic_cast<const LearnedPolicy*>(&tier.policy());
+  std::vector<uint64_t> led;  // per expert of a follower: evaluated requests it led
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t ri = 0; ri < n; ++ri) {
     RequestOutcome o;
     if (auto s = ServeRequest(replay, ri, tier, o); !s.ok()) return s;
     accounting.Record(ri, trace.requests[ri], o);
+    if (follower != nullptr && ri >= eval_start) {
+      led.resize(std::max(led.size(), follower->num_experts()), 0);
+      ++led[follower->leader()];
+    }
     if (options.after_request) options.after_request(ri, pool);
     if (options.requests_done) options.requests_done->fetch_add(1, std::memory_order_relaxed);
   }
   ReplayResult result = accounting.Finish();
   result.policy = std::string(policy_name);
+  if (follower != nullptr) result.follower = SummarizeFollower(*follower, led);
   result.replay_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.replayed_accesses = replay.block_accesses();

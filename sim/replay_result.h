@@ -25,6 +25,16 @@ struct LatencySummary {
 // Sorts `samples` in place. An empty sample gives all zeros.
 LatencySummary Summarize(std::vector<double>& samples);
 
+// What `learned` (a follower of experts, policies/learned_policy.h) did in a
+// replay: its leader switches over the whole replay, warm-up included, and
+// the expert that led the most evaluated requests (led: the leader once the
+// request was served), with the share of the evaluated requests it led.
+struct FollowerSummary {
+  uint64_t switches = 0;
+  std::string main_leader;
+  double main_leader_share = 0;
+};
+
 struct ReplayResult {
   std::string policy;
   uint64_t requests = 0;
@@ -53,8 +63,9 @@ struct ReplayResult {
   // Whole replay, warm-up included: accesses per wall-clock second.
   uint64_t replayed_accesses = 0;
   double replay_seconds = 0;
-  std::optional<double> gap_closed;       // set by the comparison, see GapClosed
-  std::optional<double> cost_gap_closed;  // set by the comparison, see CostGapClosed
+  std::optional<double> gap_closed;         // set by the comparison, see GapClosed
+  std::optional<double> cost_gap_closed;    // set by the comparison, see CostGapClosed
+  std::optional<FollowerSummary> follower;  // set for `learned` by the pool replay
 
   double block_hit_ratio() const {
     return block_accesses ? static_cast<double>(block_hits) / block_accesses : 0;

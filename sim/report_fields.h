@@ -1,7 +1,8 @@
 // What every report row says about a ReplayResult, shared by the pool
 // comparison (comparison_report) and the cluster comparison (cluster_report)
 // so the two keep the same keys, order and number format: the counts and
-// latencies, then the cost columns; and the "saturated" note under a table.
+// latencies, then the cost columns, then what a follower of experts did; and
+// the "saturated" note under a table.
 #pragma once
 
 #include <string>
@@ -54,6 +55,16 @@ inline void AppendCostFields(const ReplayResult& r, double w, ReportFields& out)
                             {"busy_seconds", JsonNumber(r.busy_seconds)},
                             {"window_seconds", JsonNumber(r.window_seconds())},
                         });
+}
+
+// leader_switches, main_leader, main_leader_share: ReplayResult::follower,
+// null for policies that follow no experts (all but `learned`).
+inline void AppendFollowerFields(const ReplayResult& r, ReportFields& out) {
+  const bool led = r.follower.has_value() && !r.follower->main_leader.empty();
+  out.insert(out.end(),
+             {{"leader_switches", r.follower ? absl::StrCat(r.follower->switches) : "null"},
+              {"main_leader", led ? JsonString(r.follower->main_leader) : "null"},
+              {"main_leader_share", led ? JsonNumber(r.follower->main_leader_share) : "null"}});
 }
 
 // `text` padded with spaces to `width` (a table's name column, as wide as

@@ -2,9 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "policies/learned_policy.h"
 #include "sim/comparison_report.h"
+#include "sim/json_text.h"
+#include "tests/support/default_cost.h"
+#include "tests/support/hand_trace.h"
 
 namespace kvlearn {
 namespace {
@@ -227,6 +234,54 @@ TEST(PoolSimulatorTest, BadOptionsAreRefused) {
   o.eval_from = 0;
   EXPECT_EQ(ReplayPool(*replay, cost, "nope", o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// learned's summary, hand-worked: ten requests of one new block each, so lru
+// and gdsf both miss every block and pay the same (learned has no lead to
+// switch on by itself); one switch to gdsf is forced after request 6. With
+// eval_from 0.5 the evaluated requests are 5 to 9: lru led after 5 and 6,
+// gdsf after 7, 8 and 9, so gdsf led most, 3 of 5. Other policies have no
+// summary, and their report fields are null.
+TEST(PoolSimulatorTest, LearnedReportsItsSwitchesAndTheExpertThatLedMost) {
+  const auto h = MakeHandTrace({"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+  LearnedPolicy* learned = nullptr;
+  PoolReplayOptions o;
+  o.pool_bytes = 2 * HandBlockBytes();
+  o.eval_from = 0.5;
+  o.make_policy = [&](const PolicyEnv& env) -> absl::StatusOr<std::unique_ptr<RetentionPolicy>> {
+    auto policy = std::make_unique<LearnedPolicy>(env);
+    learned = policy.get();
+    return policy;
+  };
+  o.after_request = [&](uint32_t ri, const PoolState&) {
+    if (ri == 6) {
+      EXPECT_TRUE(learned->SwitchTo("gdsf").ok());
+    }
+  };
+  auto r = ReplayPool(h->replay, DefaultCost(), "learned", o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->follower.has_value());
+  EXPECT_EQ(r->follower->switches, 1u);
+  EXPECT_EQ(r->follower->main_leader, "gdsf");
+  EXPECT_DOUBLE_EQ(r->follower->main_leader_share, 0.6);
+
+  PoolReplayOptions plain;
+  plain.pool_bytes = o.pool_bytes;
+  plain.eval_from = o.eval_from;
+  auto lru = ReplayPool(h->replay, DefaultCost(), "lru", plain);
+  ASSERT_TRUE(lru.ok()) << lru.status();
+  EXPECT_FALSE(lru->follower.has_value());
+
+  Comparison c;
+  c.results = {*lru, *r};
+  EXPECT_NE(FormatTable(c).find(
+                "learned: 1 leader switches in the replay; gdsf led 60% of the evaluated requests"),
+            std::string::npos);
+  const std::string json = FormatJson(c);
+  EXPECT_NE(json.find("\"leader_switches\": null, \"main_leader\": null"), std::string::npos);
+  EXPECT_NE(json.find(absl::StrCat("\"leader_switches\": 1, \"main_leader\": \"gdsf\", ",
+                                   "\"main_leader_share\": ", JsonNumber(0.6))),
+            std::string::npos);
 }
 
 }  // namespace
