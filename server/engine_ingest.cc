@@ -266,7 +266,7 @@ void EngineIngest::Apply(const Queued& q, Group& group) {
       metrics_->CountIngested(static_cast<int>(e->kind_case()) - v1::Event::kRequestArrival);
       if (e->has_request_arrival()) {
         const auto& ids = e->request_arrival().block_ids();
-        metrics_->ObserveArrival(e->timestamp_us(), {ids.data(), ids.size()});
+        metrics_->ObserveArrival(e->timestamp_us(), {ids.data(), static_cast<size_t>(ids.size())});
       }
       continue;
     }

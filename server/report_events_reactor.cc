@@ -120,7 +120,8 @@ grpc::Status ReportEventsReactor::Ingest() {
       env_.metrics->CountIngested(static_cast<int>(e.kind_case()) - v1::Event::kRequestArrival);
       if (e.has_request_arrival()) {
         const auto& ids = e.request_arrival().block_ids();
-        env_.metrics->ObserveArrival(e.timestamp_us(), {ids.data(), ids.size()});
+        env_.metrics->ObserveArrival(e.timestamp_us(),
+                                     {ids.data(), static_cast<size_t>(ids.size())});
       }
       continue;
     }
