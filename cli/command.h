@@ -15,6 +15,7 @@ using CommandRunner = std::function<int()>;
 using Command = std::pair<CLI::App*, CommandRunner>;
 
 Command AddCompareCommand(CLI::App& root);
+Command AddPlanCommand(CLI::App& root);  // cli/plan_command.cc
 Command AddGenCommand(CLI::App& root);
 // `kvlearn train` is its own executable, kvlearn-train (cli/train_main.cc),
 // the only one linking LibTorch: the forwarder (in kvlearn) runs it with the

@@ -21,10 +21,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", kKvlearnVersion,
                        "Print the version (git describe, build type)");
   std::vector<kvlearn::Command> commands = {
-      kvlearn::AddCompareCommand(app), kvlearn::AddGenCommand(app),
-      kvlearn::AddTrainForwarder(app), kvlearn::AddServeCommand(app),
-      kvlearn::AddLoadgenCommand(app), kvlearn::AddExportLogCommand(app),
-      kvlearn::AddCtlCommand(app),
+      kvlearn::AddCompareCommand(app),   kvlearn::AddPlanCommand(app),
+      kvlearn::AddGenCommand(app),       kvlearn::AddTrainForwarder(app),
+      kvlearn::AddServeCommand(app),     kvlearn::AddLoadgenCommand(app),
+      kvlearn::AddExportLogCommand(app), kvlearn::AddCtlCommand(app),
   };
   if (const std::string m = kvlearn::UnknownSubcommandMessage(app, argc, argv); !m.empty()) {
     std::fprintf(stderr, "%s\n", m.c_str());

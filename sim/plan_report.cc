@@ -1,0 +1,194 @@
+#include "sim/plan_report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "policies/policy_factory.h"
+#include "sim/json_text.h"
+#include "sim/report_fields.h"
+
+namespace kvlearn {
+namespace {
+
+// Table column title: oracles (which read the future) carry a star.
+std::string ColumnName(std::string_view policy) {
+  return absl::StrCat(std::string(policy), IsOfflinePolicy(policy) ? "*" : "");
+}
+
+std::string PoolText(const Plan& plan, size_t point) {
+  const SweepPoint& p = plan.sweep.points[point];
+  return absl::StrFormat("%.1f GB (%.3g%%)", Gb(p.pool_bytes), 100 * p.pool_fraction);
+}
+
+std::string AnswersText(const Plan& plan) {
+  const PlanAnswers& a = plan.answers;
+  const SweepPoint& largest = plan.sweep.points.back();
+  std::string out = absl::StrFormat(
+      "no pool (no-cache) costs %.1f s; lru at the largest pool, %s, %.1f s: the full-pool "
+      "saving is %.1f s\n",
+      a.no_pool_cost_seconds, PoolText(plan, plan.sweep.points.size() - 1),
+      a.full_pool_cost_seconds, a.full_pool_saving_seconds());
+  if (largest.pool_fraction < 1) {
+    out +=
+        "(the largest pool is under 100% of the distinct-block bytes: it may evict, so this "
+        "is less than an infinite pool saves)\n";
+  }
+  if (a.target_pools.empty()) {
+    out += "no pool saves anything over no pool: no smallest pool to give\n";
+  } else {
+    absl::StrAppend(&out,
+                    absl::StrFormat("smallest swept pool at which a policy saves >= %.3g%% of "
+                                    "that over no pool:\n",
+                                    100 * plan.target));
+    for (const TargetPool& t : a.target_pools) {
+      absl::StrAppend(&out, "  ", PaddedTo(t.policy, 17),
+                      t.point ? PoolText(plan, *t.point) : "not reached in the sweep", "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  absl::StrFormat("at the pool of --pool-fraction, %s, saved against lru per hour "
+                                  "of traffic (cost s saved / %.0f s window = GPU-hours per hour)",
+                                  PoolText(plan, a.pool_point), a.window_seconds),
+                  plan.gpu_hour_price ? absl::StrFormat(", and at %g per GPU-hour, money per hour",
+                                                        *plan.gpu_hour_price)
+                                      : "",
+                  ":\n");
+  for (const PolicySaving& s : a.savings) {
+    absl::StrAppend(&out, "  ", PaddedTo(s.policy, 17),
+                    s.gpu_hours_per_hour ? absl::StrFormat("%8.3f GPU-h/h", *s.gpu_hours_per_hour)
+                                         : std::string("       - GPU-h/h (empty window)"),
+                    s.money_per_hour ? absl::StrFormat("  %10.2f per h", *s.money_per_hour) : "",
+                    "\n");
+  }
+  return out;
+}
+
+std::string AnswersJson(const Plan& plan) {
+  const PlanAnswers& a = plan.answers;
+  std::string out =
+      absl::StrCat("\"no_pool_cost_seconds\": ", JsonNumber(a.no_pool_cost_seconds),
+                   ", \"full_pool_cost_seconds\": ", JsonNumber(a.full_pool_cost_seconds),
+                   ", \"full_pool_saving_seconds\": ", JsonNumber(a.full_pool_saving_seconds()),
+                   ", \"target_pools\": [");
+  for (size_t i = 0; i < a.target_pools.size(); ++i) {
+    const TargetPool& t = a.target_pools[i];
+    const SweepPoint* p = t.point ? &plan.sweep.points[*t.point] : nullptr;
+    absl::StrAppend(&out, i ? ", " : "", "{\"policy\": ", JsonString(t.policy),
+                    ", \"pool_fraction\": ", p ? JsonNumber(p->pool_fraction) : "null",
+                    ", \"pool_bytes\": ", p ? absl::StrCat(p->pool_bytes) : "null", "}");
+  }
+  absl::StrAppend(&out, "], \"savings_vs_lru\": [");
+  for (size_t i = 0; i < a.savings.size(); ++i) {
+    const PolicySaving& s = a.savings[i];
+    absl::StrAppend(&out, i ? ", " : "", "{\"policy\": ", JsonString(s.policy),
+                    ", \"cost_seconds_saved\": ", JsonNumber(s.cost_seconds_saved),
+                    ", \"gpu_hours_per_hour\": ", OptionalJsonNumber(s.gpu_hours_per_hour),
+                    ", \"money_per_hour\": ", OptionalJsonNumber(s.money_per_hour), "}");
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+Comparison ComparisonAt(const Plan& plan, size_t point) {
+  Comparison c = plan.header;
+  c.pool_bytes = plan.sweep.points[point].pool_bytes;
+  c.results = plan.sweep.points[point].results;
+  FillGapClosed(c);
+  return c;
+}
+
+std::string FormatPlanTable(const Plan& plan) {
+  const Comparison& h = plan.header;
+  std::string out = absl::StrFormat(
+      "trace %s: %d requests, %d block accesses evaluated; distinct-block bytes %.1f GB; cost "
+      "model %s; %d prefill instances%s; cost = prefill GPU-s + %g x transfer s\n\n",
+      h.trace, h.requests, h.block_accesses, Gb(plan.distinct_block_bytes), h.cost_model,
+      h.prefill_nodes,
+      h.prefill_nodes_auto
+          ? absl::StrFormat(" (auto, sized at pool %.3g%%)", 100 * plan.prefill_nodes_sized_at)
+          : "",
+      h.transfer_weight);
+  absl::StrAppend(&out,
+                  "cost s by pool (lower is better; * = offline oracle, reads the future; > = "
+                  "the pool of --pool-fraction)\n");
+  std::vector<size_t> widths;
+  std::string header = absl::StrFormat("  %8s %9s", "pool %", "pool GB");
+  for (const std::string& p : plan.sweep.policies) {
+    widths.push_back(std::max<size_t>(9, ColumnName(p).size()));
+    absl::StrAppend(&header, " ", absl::StrFormat("%*s", widths.back(), ColumnName(p)));
+  }
+  absl::StrAppend(&out, header, "\n");
+  for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
+    const SweepPoint& point = plan.sweep.points[i];
+    absl::StrAppend(
+        &out, i == plan.answers.pool_point ? "> " : "  ",
+        absl::StrFormat("%8.3g %9.1f", 100 * point.pool_fraction, Gb(point.pool_bytes)));
+    for (size_t k = 0; k < point.results.size(); ++k) {
+      absl::StrAppend(&out, absl::StrFormat(" %*.1f", widths[k],
+                                            point.results[k].cost_seconds(h.transfer_weight)));
+    }
+    out += "\n";
+  }
+  std::string saturated;
+  for (const SweepPoint& point : plan.sweep.points) {
+    if (const std::string rows = SaturatedRows(point.results); !rows.empty()) {
+      absl::StrAppend(&saturated, saturated.empty() ? "" : "; ",
+                      absl::StrFormat("at %.3g%%: %s", 100 * point.pool_fraction, rows));
+    }
+  }
+  absl::StrAppend(&out, SaturatedNote(saturated), "\n", AnswersText(plan));
+  return out;
+}
+
+std::string FormatPlanJson(const Plan& plan) {
+  const Comparison& h = plan.header;
+  std::string policies, oracles;
+  for (const std::string& p : plan.sweep.policies) {
+    absl::StrAppend(&policies, policies.empty() ? "" : ", ", JsonString(p));
+    if (IsOfflinePolicy(p)) absl::StrAppend(&oracles, oracles.empty() ? "" : ", ", JsonString(p));
+  }
+  std::string out = absl::StrCat(
+      "{\"trace\": ", JsonString(h.trace), ", \"requests\": ", h.requests,
+      ", \"block_accesses\": ", h.block_accesses,
+      ", \"window_seconds\": ", JsonNumber(plan.answers.window_seconds),
+      ", \"distinct_block_bytes\": ", plan.distinct_block_bytes,
+      ", \"cost_model\": ", JsonString(h.cost_model), ", \"prefill_nodes\": ", h.prefill_nodes,
+      ", \"prefill_nodes_auto\": ", h.prefill_nodes_auto ? "true" : "false",
+      ", \"prefill_nodes_sized_at\": ", JsonNumber(plan.prefill_nodes_sized_at),
+      ", \"transfer_weight\": ", JsonNumber(h.transfer_weight), ", \"policies\": [", policies,
+      "], \"oracles\": [", oracles, "], \"pool_fraction\": ", JsonNumber(plan.pool_fraction),
+      ", \"target\": ", JsonNumber(plan.target),
+      ", \"gpu_hour_price\": ", OptionalJsonNumber(plan.gpu_hour_price), ", ", AnswersJson(plan),
+      ", \"sizes\": [");
+  for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
+    const SweepPoint& p = plan.sweep.points[i];
+    absl::StrAppend(&out, i ? ", " : "", "{\"pool_fraction\": ", JsonNumber(p.pool_fraction),
+                    ", \"pool_bytes\": ", p.pool_bytes, ", \"comparison\": ",
+                    absl::StripSuffix(FormatJson(ComparisonAt(plan, i)), "\n"), "}");
+  }
+  return out + "]}\n";
+}
+
+std::string FormatPlanCsv(const Plan& plan) {
+  std::string out;
+  for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
+    const SweepPoint& p = plan.sweep.points[i];
+    const std::string csv = FormatCsv(ComparisonAt(plan, i));
+    bool header = true;
+    for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+      if (header) {
+        if (i == 0) absl::StrAppend(&out, "pool_fraction,pool_bytes,", line, "\n");
+        header = false;
+        continue;
+      }
+      absl::StrAppend(&out, JsonNumber(p.pool_fraction), ",", p.pool_bytes, ",", line, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace kvlearn

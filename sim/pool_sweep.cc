@@ -1,0 +1,63 @@
+#include "sim/pool_sweep.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "oneapi/tbb/parallel_for.h"
+
+namespace kvlearn {
+
+std::vector<double> LogSpacedFractions(double min_fraction, double max_fraction, uint32_t count) {
+  if (count <= 1) return {max_fraction};
+  std::vector<double> out(count);
+  const double ratio = max_fraction / min_fraction;
+  for (uint32_t i = 0; i < count; ++i) {
+    out[i] = min_fraction * std::pow(ratio, static_cast<double>(i) / (count - 1));
+  }
+  // The ends exactly as given, not as pow rounds them.
+  out.front() = min_fraction;
+  out.back() = max_fraction;
+  return out;
+}
+
+std::vector<double> WithFraction(std::vector<double> fractions, double fraction) {
+  std::erase_if(fractions,
+                [fraction](double f) { return std::abs(f - fraction) <= 1e-9 * fraction; });
+  fractions.insert(std::lower_bound(fractions.begin(), fractions.end(), fraction), fraction);
+  return fractions;
+}
+
+absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostModel& cost,
+                                       std::span<const std::string> policies,
+                                       std::span<const double> fractions,
+                                       const PoolReplayOptions& options) {
+  PoolSweep sweep;
+  sweep.policies.assign(policies.begin(), policies.end());
+  const size_t n = policies.size();
+  std::vector<absl::StatusOr<ReplayResult>> results(n * fractions.size(),
+                                                    absl::UnknownError("not run"));
+  // One task per (pool, policy) pair: the slow policies at one pool do not
+  // hold back the other pools.
+  tbb::parallel_for(size_t{0}, results.size(), [&](size_t i) {
+    PoolReplayOptions pair = options;
+    pair.pool_bytes = PoolBytesAt(fractions[i / n], replay.distinct_block_bytes);
+    results[i] = ReplayPool(replay, cost, policies[i % n], pair);
+  });
+  for (size_t p = 0; p < fractions.size(); ++p) {
+    SweepPoint point{fractions[p], PoolBytesAt(fractions[p], replay.distinct_block_bytes), {}};
+    for (size_t k = 0; k < n; ++k) {
+      absl::StatusOr<ReplayResult>& r = results[p * n + k];
+      if (!r.ok()) {
+        return absl::Status(r.status().code(),
+                            absl::StrFormat("%s at pool fraction %g: %s", policies[k], fractions[p],
+                                            r.status().message()));
+      }
+      point.results.push_back(std::move(*r));
+    }
+    sweep.points.push_back(std::move(point));
+  }
+  return sweep;
+}
+
+}  // namespace kvlearn
