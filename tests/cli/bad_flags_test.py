@@ -17,6 +17,7 @@ KVLEARN = sys.argv[1]
 # (subcommand arguments before the bad flag, the flag, its bad value)
 COMPARE = ["compare", "--trace", "{trace}", "--policies", "lru", "--eval-from", "0.9"]
 CLUSTER = COMPARE + ["--cluster", "--prefill-nodes", "1"]
+PLAN = ["plan", "--trace", "{trace}", "--policies", "lru", "--sizes", "2"]
 TRAIN = ["train", "--trace", "{trace}", "--out", "{dir}/model.pt"]
 CASES = [
     (CLUSTER, "--hbm-gb", "1e30"),
@@ -39,6 +40,12 @@ CASES = [
     (COMPARE, "--transfer-weight", "nan"),
     # learned-model cannot run without --model (learned can: see below).
     (["compare", "--trace", "{trace}", "--eval-from", "0.9"], "--policies", "learned-model"),
+    (PLAN, "--min-fraction", "nan"),
+    (PLAN, "--max-fraction", "0"),
+    (PLAN, "--pool-fraction", "inf"),
+    (PLAN, "--target", "0"),
+    (PLAN, "--gpu-hour-price", "-1"),
+    (PLAN, "--sizes", "0"),
     (TRAIN, "--pool-fraction", "-1"),
     (TRAIN, "--horizon", "-5"),
     (TRAIN, "--horizons", "15,nan"),

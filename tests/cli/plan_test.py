@@ -1,0 +1,154 @@
+"""`kvlearn plan` against `kvlearn compare` on a generated trace.
+
+The plan replays every policy at a sweep of pools; at any pool its rows must be
+compare's rows there (same trace, cost model and prefill instances): cost, hits,
+transfers and TTFT, everything but the machine-dependent replay speed. Its
+files (--out-dir) hold what stdout printed, and its refusals name the flag.
+
+usage: plan_test.py PATH_TO_KVLEARN
+"""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+KVLEARN = sys.argv[1]
+
+
+def run(args):
+    return subprocess.run([KVLEARN] + args, capture_output=True, text=True)
+
+
+def rows_by_policy(comparison):
+    return {r["policy"]: r for r in comparison["results"]}
+
+
+class PlanTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="kvlearn_plan_")
+        cls.trace = os.path.join(cls.work, "chat.jsonl")
+        gen = run(["gen", "--kind", "chat", "--requests", "400", "--seed", "5",
+                   "--out", cls.trace])
+        assert gen.returncode == 0, gen.stderr
+        cls.out_dir = os.path.join(cls.work, "plan")
+        cls.plan_run = run(["plan", "--trace", cls.trace, "--sizes", "4", "--pool-fraction",
+                            "0.07", "--eval-from", "0.2", "--format", "json", "--out-dir",
+                            cls.out_dir, "--quiet"])
+        assert cls.plan_run.returncode == 0, cls.plan_run.stderr
+        cls.plan = json.loads(cls.plan_run.stdout)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def size_at(self, fraction):
+        sizes = [s for s in self.plan["sizes"] if s["pool_fraction"] == fraction]
+        self.assertEqual(len(sizes), 1, [s["pool_fraction"] for s in self.plan["sizes"]])
+        return sizes[0]
+
+    def assert_rows_equal(self, planned, compared):
+        self.assertEqual(sorted(planned), sorted(compared))
+        for policy, want in compared.items():
+            got = planned[policy]
+            for field, value in want.items():
+                if field == "accesses_per_second":
+                    continue  # replay speed: the machine's, not the policy's
+                self.assertEqual(got[field], value, f"{policy} {field}")
+
+    def test_the_sweep_holds_the_users_pool_and_both_ends(self):
+        fractions = [s["pool_fraction"] for s in self.plan["sizes"]]
+        self.assertEqual(fractions, sorted(fractions))
+        self.assertEqual(fractions[0], 0.01)
+        self.assertEqual(fractions[-1], 1)
+        self.assertIn(0.07, fractions)
+        self.assertEqual(len(fractions), 5)  # 4 log-spaced + --pool-fraction
+
+    def test_the_users_pool_is_compares_run_at_that_fraction(self):
+        # Same flags, auto prefill instances: compare sizes them at its pool,
+        # plan at --pool-fraction.
+        compare = run(["compare", "--trace", self.trace, "--pool-fraction", "0.07",
+                       "--eval-from", "0.2", "--format", "json", "--quiet"])
+        self.assertEqual(compare.returncode, 0, compare.stderr)
+        want = json.loads(compare.stdout)
+        got = self.size_at(0.07)["comparison"]
+        self.assertEqual(got["pool_bytes"], want["pool_bytes"])
+        self.assertEqual(got["prefill_nodes"], want["prefill_nodes"])
+        self.assert_rows_equal(rows_by_policy(got), rows_by_policy(want))
+
+    def test_every_other_pool_is_compares_run_on_the_plans_cluster(self):
+        nodes = str(self.plan["prefill_nodes"])
+        for size in self.plan["sizes"]:
+            with self.subTest(pool_fraction=size["pool_fraction"]):
+                compare = run(["compare", "--trace", self.trace, "--pool-fraction",
+                               repr(size["pool_fraction"]), "--eval-from", "0.2",
+                               "--prefill-nodes", nodes, "--format", "json", "--quiet"])
+                self.assertEqual(compare.returncode, 0, compare.stderr)
+                want = json.loads(compare.stdout)
+                self.assertEqual(size["pool_bytes"], want["pool_bytes"])
+                self.assert_rows_equal(rows_by_policy(size["comparison"]),
+                                       rows_by_policy(want))
+
+    def test_answers_follow_from_the_rows(self):
+        largest = rows_by_policy(self.plan["sizes"][-1]["comparison"])
+        self.assertEqual(self.plan["no_pool_cost_seconds"], largest["no-cache"]["cost_seconds"])
+        self.assertEqual(self.plan["full_pool_cost_seconds"], largest["lru"]["cost_seconds"])
+        saving = self.plan["full_pool_saving_seconds"]
+        self.assertGreater(saving, 0)
+        for t in self.plan["target_pools"]:
+            costs = [rows_by_policy(s["comparison"])[t["policy"]]["cost_seconds"]
+                     for s in self.plan["sizes"]]
+            reached = [s["pool_fraction"] for s, c in zip(self.plan["sizes"], costs)
+                       if self.plan["no_pool_cost_seconds"] - c >= 0.9 * saving]
+            self.assertEqual(t["pool_fraction"], reached[0] if reached else None, t["policy"])
+        users = rows_by_policy(self.size_at(0.07)["comparison"])
+        window = users["lru"]["window_seconds"]
+        for s in self.plan["savings_vs_lru"]:
+            saved = users["lru"]["cost_seconds"] - users[s["policy"]]["cost_seconds"]
+            self.assertAlmostEqual(s["gpu_hours_per_hour"], saved / window)
+            self.assertIsNone(s["money_per_hour"])  # no --gpu-hour-price
+
+    def test_out_dir_holds_what_stdout_printed(self):
+        with open(os.path.join(self.out_dir, "plan.json")) as f:
+            self.assertEqual(json.load(f), self.plan)
+        with open(os.path.join(self.out_dir, "plan.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), len(self.plan["sizes"]) * len(self.plan["policies"]))
+        self.assertEqual({r["policy"] for r in rows}, set(self.plan["policies"]))
+
+    def test_table_prices_the_savings_with_a_gpu_hour_price(self):
+        table = run(["plan", "--trace", self.trace, "--sizes", "3", "--policies", "lru,belady",
+                     "--gpu-hour-price", "2.5", "--quiet"])
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("belady*", table.stdout)
+        self.assertIn("no-cache", table.stdout)  # always run: the no-pool baseline
+        self.assertIn("at 2.5 per GPU-hour", table.stdout)
+        self.assertIn(" per h\n", table.stdout)
+        self.assertIn("\n>", table.stdout)  # the row of --pool-fraction
+
+    def test_refusals_name_the_flag(self):
+        cases = [
+            (["--min-fraction", "0.5", "--max-fraction", "0.1"],
+             "--min-fraction 0.5 is above --max-fraction 0.1"),
+            (["--pool-fraction", "0.001"], "--pool-fraction 0.001 is outside the sweep"),
+            (["--policies", "learned-model"], "needs a trained model: add --model FILE"),
+            (["--policies", "lru,bogus"], "--policies"),
+            (["--target", "1.5"], "--target"),
+        ]
+        for extra, words in cases:
+            with self.subTest(extra=extra):
+                r = run(["plan", "--trace", self.trace, "--quiet"] + extra)
+                self.assertNotEqual(r.returncode, 0, r.stdout)
+                self.assertIn(words, r.stderr)
+        missing = os.path.join(self.work, "missing.jsonl")
+        r = run(["plan", "--trace", missing, "--quiet"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(missing, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])
