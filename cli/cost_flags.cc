@@ -20,9 +20,9 @@ void CostFlags::Register(CLI::App* cmd) {
                   "hardware profile (peak FLOP/s, MFU, links, HBM): a100, h100, h200")
       ->capture_default_str();
   cmd->add_option("--prefill-nodes", prefill_nodes,
-                  "prefill instances: a number, or auto (compare and loadgen: the fewest at which "
-                  "LRU keeps them busy at most 80% of the evaluated window on one pool; other "
-                  "commands: the hardware profile's count)")
+                  "prefill instances: a number, or auto (compare, plan and loadgen: the fewest at "
+                  "which LRU keeps them busy at most 80% of the evaluated window on one pool, "
+                  "plan's at --pool-fraction; other commands: the hardware profile's count)")
       ->capture_default_str();
   // Unset overrides hold -1 ("the profile's"), so an explicit negative is
   // refused here rather than read as unset.
