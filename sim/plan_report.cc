@@ -34,7 +34,7 @@ std::string AnswersText(const Plan& plan) {
   if (largest.pool_fraction < 1) {
     out +=
         "(the largest pool is under 100% of the distinct-block bytes: it may evict, so this "
-        "is less than an infinite pool saves)\n";
+        "is at most what an infinite pool saves)\n";
   }
   if (a.target_pools.empty()) {
     out += "no pool saves anything over no pool: no smallest pool to give\n";
@@ -56,6 +56,7 @@ std::string AnswersText(const Plan& plan) {
                                                         *plan.gpu_hour_price)
                                       : "",
                   ":\n");
+  if (a.savings.empty()) out += "  (no policy but lru and no-cache ran)\n";
   for (const PolicySaving& s : a.savings) {
     absl::StrAppend(&out, "  ", PaddedTo(s.policy, 17),
                     s.gpu_hours_per_hour ? absl::StrFormat("%8.3f GPU-h/h", *s.gpu_hours_per_hour)
