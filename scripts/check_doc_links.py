@@ -116,8 +116,9 @@ def history_numbers(root):
             for number, line in enumerate(f, start=1):
                 for m in HISTORY_NUMBER.finditer(WEB_ADDRESS.sub("", line)):
                     problems.append((os.path.relpath(path, root), number, m.group(0),
-                                     "a session, round, held-out set or issue number: "
-                                     "say what the system does; history goes in docs/history/"))
+                                     "a session, round, held-out set or issue number "
+                                     "(the docs say what the system does; history goes in "
+                                     "docs/history/)"))
     return problems
 
 
