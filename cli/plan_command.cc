@@ -47,7 +47,7 @@ struct PlanFlags {
   double target = 0.9;
   double gpu_hour_price = -1;  // negative: not given
   CostFlags cost;
-  uint32_t block_size = 512;
+  uint32_t block_size = 0;  // 0: the trace format's default
   bool lenient = false;
   double eval_from = 0;
   double transfer_weight = 1;
@@ -235,7 +235,7 @@ Command AddPlanCommand(CLI::App& root) {
       "/ the evaluated window's seconds = GPU-hours per hour (GPU-h/h), times "
       "--gpu-hour-price = money per hour (per h). lru and no-cache always run. JSON holds "
       "every pool as `compare --format json` prints it; docs/planning.md.");
-  cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to plan for");
+  cmd->add_option("--trace", flags->trace, "trace to plan for (Mooncake or Bailian JSONL)");
   cmd->add_option("--policies", flags->policies,
                   absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),
                                " (default: all; learned-model only with --model)"));
@@ -266,8 +266,9 @@ Command AddPlanCommand(CLI::App& root) {
                   "price of one GPU-hour (any currency): adds money per hour to the savings")
       ->check(FiniteRange(0, 1e9));
   flags->cost.Register(cmd);
-  cmd->add_option("--block-size", flags->block_size, "tokens per block in the trace")
-      ->capture_default_str()
+  cmd->add_option("--block-size", flags->block_size,
+                  "tokens per block in the trace (default: its format's, 512 for Mooncake's, 16 "
+                  "for Bailian's; the format is detected from the first line)")
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_flag("--lenient", flags->lenient, "skip and count bad trace lines instead of failing");
   cmd->add_option("--eval-from", flags->eval_from,

@@ -130,6 +130,33 @@ class PlanTest(unittest.TestCase):
         self.assertIn(" per h\n", table.stdout)
         self.assertIn("\n>", table.stdout)  # the row of --pool-fraction
 
+    def test_a_bailian_trace_plans_at_its_16_token_blocks(self):
+        # The same requests in Bailian's shape (seconds, chat ids) plan as the
+        # Mooncake file does with --block-size 16.
+        mooncake = os.path.join(self.work, "chat16.jsonl")
+        gen = run(["gen", "--kind", "chat", "--requests", "150", "--seed", "2", "--block-size",
+                   "16", "--out", mooncake])
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        bailian = os.path.join(self.work, "bailian.jsonl")
+        with open(mooncake) as f, open(bailian, "w") as out:
+            for i, line in enumerate(f):
+                r = json.loads(line)
+                out.write(json.dumps({
+                    "chat_id": i, "parent_chat_id": -1, "timestamp": r["timestamp"] / 1000,
+                    "input_length": r["input_length"], "output_length": r["output_length"],
+                    "type": "text", "turn": 1, "hash_ids": r["hash_ids"]}) + "\n")
+        flags = ["--sizes", "3", "--policies", "lru,gdsf,belady", "--format", "json", "--quiet"]
+        a = run(["plan", "--trace", bailian] + flags)
+        b = run(["plan", "--trace", mooncake, "--block-size", "16"] + flags)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertEqual(b.returncode, 0, b.stderr)
+        got, want = json.loads(a.stdout), json.loads(b.stdout)
+        self.assertEqual(got["distinct_block_bytes"], want["distinct_block_bytes"])
+        for x, y in zip(got["sizes"], want["sizes"]):
+            self.assertEqual(x["pool_bytes"], y["pool_bytes"])
+            self.assert_rows_equal(rows_by_policy(x["comparison"]),
+                                   rows_by_policy(y["comparison"]))
+
     def test_refusals_name_the_flag(self):
         cases = [
             (["--min-fraction", "0.5", "--max-fraction", "0.1"],
