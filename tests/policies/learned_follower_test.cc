@@ -5,11 +5,13 @@
 // make it cost much more than the cheaper of lru and gdsf (it did before:
 // learned-model alone is the old policy, and the test shows it failing).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/splitmix64.h"
 #include "datasets/workload_generator.h"
 #include "features/feature_schema.h"
@@ -105,7 +107,9 @@ TEST(LearnedFollowerTest, FollowingGdsfTheRealPoolIsGdsfsPoolAndPaysItsCost) {
   LearnedPolicy& learned = Follower(driver);
   ASSERT_TRUE(learned.SwitchTo("gdsf").ok());
   const size_t gdsf = learned.leader();
-  std::vector<std::string> real, expert;
+  ASSERT_EQ(learned.expert(0).name(), "lru");
+  const double block_ms = h->replay.catalog[h->Block('a')].recompute_gpu_ms;
+  std::vector<std::string> real, expert, lru_pools, lru_gaps;  // gaps: lru's deficit, surplus
   for (uint32_t ri = 0; ri < h->trace.requests.size(); ++ri) {
     const double before = learned.total_cost_ms(gdsf);
     RequestOutcome o;
@@ -114,9 +118,21 @@ TEST(LearnedFollowerTest, FollowingGdsfTheRealPoolIsGdsfsPoolAndPaysItsCost) {
         << "request " << ri;
     real.push_back(h->Resident(driver.pool()));
     expert.push_back(h->Resident(learned.expert(gdsf).pool()));
+    lru_pools.push_back(h->Resident(learned.expert(0).pool()));
+    lru_gaps.push_back(absl::StrCat(std::lround(learned.deficit_ms(0) / block_ms),
+                                    std::lround(learned.surplus_ms(0) / block_ms)));
   }
   EXPECT_EQ(real, expert);
   EXPECT_EQ(real.back(), "ag");
+  // lru's pools by hand, after requests 5 to 12: bc ac ad de ae af fg ag.
+  // After 5, 8 and 11 it lacks one block the real pool (gdsf's) holds and
+  // holds one it lacks: a deficit and a surplus of one block's refill each
+  // (every block here is a root of equal recompute), so a switch to it would
+  // be expected to refill nothing net; otherwise the pools are equal.
+  EXPECT_EQ(lru_pools, (std::vector<std::string>{"a", "a", "a", "ab", "bc", "ac", "ad", "de", "ae",
+                                                 "af", "fg", "ag"}));
+  EXPECT_EQ(lru_gaps, (std::vector<std::string>{"00", "00", "00", "00", "11", "00", "00", "11",
+                                                "00", "00", "11", "00"}));
   EXPECT_EQ(learned.leader(), gdsf);
   EXPECT_EQ(learned.switches(), 1u);                                 // the forced one
   EXPECT_GT(learned.total_cost_ms(0), learned.total_cost_ms(gdsf));  // lru lost a
@@ -169,6 +185,39 @@ TEST(LearnedFollowerTest, ForcedSwitchesKeepThePoolSoundAndTheLeadersCostABound)
     // still begin as a superset, so the checks above ran.
     EXPECT_GT(covered, trace.requests.size() / 4);
   }
+}
+
+// Two implementations of each expert's deficit and surplus (what a switch
+// is expected to refill): kept up block by block as the pools change, and
+// summed from their definition over every block after each request.
+TEST(LearnedFollowerTest, DeficitsAndSurplusesKeptAsPoolsChangeEqualTheirDefinition) {
+  const Trace trace = ChatTrace(7, 1200);
+  auto replay = BuildReplayTrace(trace, DefaultCost());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), MakeTestModel())).ok());
+  const LearnedPolicy& learned = Follower(driver);
+  const PoolState& pool = driver.pool();
+  double largest = 0;  // the largest deficit seen: the checks compared something
+  for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+    for (size_t e = 0; e < learned.num_experts(); ++e) {
+      const PoolState& expert = learned.expert(e).pool();
+      double deficit = 0, surplus = 0;
+      for (BlockIndex b = 0; b < replay->catalog.size(); ++b) {
+        const double refill = replay->catalog[b].recompute_gpu_ms;
+        if (expert.IsResident(b) && !pool.IsResident(b)) deficit += refill;
+        if (pool.IsResident(b) && !expert.IsResident(b)) surplus += refill;
+      }
+      ASSERT_NEAR(learned.deficit_ms(e), deficit, 1e-6 * (1 + deficit))
+          << learned.expert(e).name() << ", request " << ri;
+      ASSERT_NEAR(learned.surplus_ms(e), surplus, 1e-6 * (1 + surplus))
+          << learned.expert(e).name() << ", request " << ri;
+      largest = std::max(largest, deficit);
+    }
+  }
+  EXPECT_GT(largest, 0);
 }
 
 // Models without signal: one that says no block is ever used again, and one
