@@ -176,10 +176,10 @@ void LearnedPolicy::Lead(size_t e) {
   for (BlockIndex b = 0; b < catalog_.size(); ++b) {
     if (pool_.IsResident(b)) Rekey(b, KeyFor(b, KeyOf(b).secondary));
   }
-  RecountDeficits();
+  RecountDeficitsAndSurpluses();
 }
 
-void LearnedPolicy::RecountDeficits() {
+void LearnedPolicy::RecountDeficitsAndSurpluses() {
   for (size_t e = 0; e < experts_.size(); ++e) {
     double deficit = 0, surplus = 0;
     const PoolState& pool = experts_[e]->pool();
@@ -337,7 +337,7 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     Lead(0);  // the saved leader is gone or cold: lru admits and keeps what it sees
   } else {
     leader_ = static_cast<size_t>(leader);
-    RecountDeficits();
+    RecountDeficitsAndSurpluses();
   }
   return in.status();
 }

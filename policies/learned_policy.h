@@ -124,7 +124,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The leader becomes e: every resident block is rekeyed (held by e or
   // not) and the deficits and surpluses are recounted exactly.
   void Lead(size_t e);
-  void RecountDeficits();
+  void RecountDeficitsAndSurpluses();
   OrderKey KeyFor(BlockIndex b, double stamp) const;
   // What missing b costs a pool that would have held it: its recompute.
   double Refill(BlockIndex b) const { return catalog_[b].recompute_gpu_ms; }
