@@ -1,9 +1,11 @@
 // The learned policy as a follower of full-pool experts (policies/learned_policy.h):
 // its experts are priced as the replay prices cost_seconds, the real pool
 // pays its leader's cost once it holds what the leader holds, the pool stays
-// sound under forced switches, and a model that says "never reused" cannot
-// make it cost much more than the cheaper of lru and gdsf (it did before:
-// learned-model alone is the old policy, and the test shows it failing).
+// sound under forced switches, each expert's deficit and surplus (what a
+// switch is expected to refill) are kept exactly, a model that says "never
+// reused" cannot make it cost much more than the cheaper of lru and gdsf (it
+// did before: learned-model alone is the old policy, and the test shows it
+// failing), and without a model it follows gdsf in time on rag traffic.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
