@@ -32,11 +32,27 @@ LearnedPolicy::LearnedPolicy(const PolicyEnv& env)
 void LearnedPolicy::AddExpert(std::string name, PolicyEnv env) {
   experts_.push_back(std::make_unique<LearnedExpert>(std::move(name), &catalog_,
                                                      pool_.capacity_bytes(), std::move(env)));
-  experts_state_.push_back({0, 0, 0, turnovers_});
+  experts_state_.push_back({.joined = turnovers_});
 }
 
 double LearnedPolicy::ReuseShare() const {
   return evicted_ms_ > 0 ? evicted_used_ms_ / evicted_ms_ : 1.0;
+}
+
+double LearnedPolicy::ExpectedRefill(size_t e) const {
+  const ExpertState& s = experts_state_[e];
+  return ReuseShare() * std::max(s.deficit_ms - s.surplus_ms, 0.0);
+}
+
+void LearnedPolicy::RealPoolChanged(BlockIndex b, double sign) {
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    ExpertState& s = experts_state_[e];
+    if (experts_[e]->pool().IsResident(b)) {
+      s.deficit_ms -= sign * Refill(b);
+    } else {
+      s.surplus_ms += sign * Refill(b);
+    }
+  }
 }
 
 double LearnedPolicy::WindowFill(size_t e) const {
@@ -78,15 +94,17 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
           evicted_bytes += catalog_[b].bytes;
           if (!pool_.IsResident(b)) {
             s.deficit_ms -= Refill(b);
-          } else if (leads) {
-            Rekey(b, {0.0, KeyOf(b).secondary, catalog_[b].depth});
+          } else {
+            s.surplus_ms += Refill(b);
+            if (leads) Rekey(b, {0.0, KeyOf(b).secondary, catalog_[b].depth});
           }
         },
         [&](BlockIndex b) {
           if (!pool_.IsResident(b)) {
             s.deficit_ms += Refill(b);
-          } else if (leads) {
-            Rekey(b, {1.0, KeyOf(b).secondary, catalog_[b].depth});
+          } else {
+            s.surplus_ms -= Refill(b);
+            if (leads) Rekey(b, {1.0, KeyOf(b).secondary, catalog_[b].depth});
           }
         });
     if (e == 0) {  // the lru expert admits every block: its admissions are the turnover clock
@@ -111,10 +129,8 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
   }
   if (best == leader_) return;
   const double mean_request = experts_state_[leader_].decayed_ms / decayed_requests_;
-  const double margin =
-      ReuseShare() * std::max(experts_state_[best].deficit_ms, 0.0) + mean_request;
   const double lead = experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms;
-  if (lead * WindowFill(best) > margin) Lead(best);
+  if (lead * WindowFill(best) > ExpectedRefill(best) + mean_request) Lead(best);
 }
 
 void LearnedPolicy::OnHit(BlockIndex b, const AccessInfo&) {
@@ -138,18 +154,14 @@ void LearnedPolicy::OnInsert(BlockIndex b, const AccessInfo&) {
   Grow();
   seen_[b] &= ~kUsed;
   Track(b, KeyFor(b, static_cast<double>(++stamp_)));
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    if (experts_[e]->pool().IsResident(b)) experts_state_[e].deficit_ms -= Refill(b);
-  }
+  RealPoolChanged(b, +1);
 }
 
 void LearnedPolicy::OnEvict(BlockIndex b) {
   Grow();
   evicted_ms_ += Refill(b);
   if (seen_[b] & kUsed) evicted_used_ms_ += Refill(b);
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    if (experts_[e]->pool().IsResident(b)) experts_state_[e].deficit_ms += Refill(b);
-  }
+  RealPoolChanged(b, -1);
   LeafOrderedPolicy::OnEvict(b);
 }
 
@@ -164,17 +176,19 @@ void LearnedPolicy::Lead(size_t e) {
   for (BlockIndex b = 0; b < catalog_.size(); ++b) {
     if (pool_.IsResident(b)) Rekey(b, KeyFor(b, KeyOf(b).secondary));
   }
-  RecountDeficits();
+  RecountDeficitsAndSurpluses();
 }
 
-void LearnedPolicy::RecountDeficits() {
+void LearnedPolicy::RecountDeficitsAndSurpluses() {
   for (size_t e = 0; e < experts_.size(); ++e) {
-    double deficit = 0;
+    double deficit = 0, surplus = 0;
     const PoolState& pool = experts_[e]->pool();
     for (BlockIndex b = 0; b < catalog_.size(); ++b) {
-      if (pool.IsResident(b) && !pool_.IsResident(b)) deficit += Refill(b);
+      if (pool.IsResident(b) == pool_.IsResident(b)) continue;
+      (pool.IsResident(b) ? deficit : surplus) += Refill(b);
     }
     experts_state_[e].deficit_ms = deficit;
+    experts_state_[e].surplus_ms = surplus;
   }
 }
 
@@ -310,9 +324,11 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
         in.Fail(absl::StrCat("learned expert ", name, ": ", st.message()));
         break;
       }
-      experts_state_[e] = {s.decayed_ms, s.total_ms, 0, s.joined};
+      experts_state_[e] = {.decayed_ms = s.decayed_ms, .total_ms = s.total_ms, .joined = s.joined};
     } else {
-      experts_state_[e] = {s.decayed_ms, s.total_ms, 0, turnovers_};  // cold: warm again first
+      experts_state_[e] = {.decayed_ms = s.decayed_ms,
+                           .total_ms = s.total_ms,
+                           .joined = turnovers_};  // cold: warm again first
     }
   }
   if (!in.ok()) return in.status();
@@ -321,7 +337,7 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     Lead(0);  // the saved leader is gone or cold: lru admits and keeps what it sees
   } else {
     leader_ = static_cast<size_t>(leader);
-    RecountDeficits();
+    RecountDeficitsAndSurpluses();
   }
   return in.status();
 }

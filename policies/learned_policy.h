@@ -28,11 +28,13 @@
 // capacity; the window is kWindowTurnovers turnovers. The leader changes
 // when another (warm) expert's sum is lower than the leader's, the lead
 // weighed over a whole window (WindowFill), by more than the refill a switch
-// is expected to pay: the recompute of the blocks that expert holds and the real pool does not (its
-// deficit), times the share of evicted recompute the real pool had used while resident (the rest of
-// a deficit would leave unused), plus one mean request's cost (the noise floor of the sums).
-// docs/learned_policy.md ("Safe by construction") states the bound this gives and what was
-// measured.
+// is expected to pay (ExpectedRefill) plus one mean request's cost (the
+// noise floor of the sums). The expected refill is net: after a switch the
+// real pool misses the new leader's blocks it lacks (the expert's deficit)
+// but keeps hitting the old leader's blocks the new one lacks (its surplus)
+// until it needs their room; both at the share of evicted recompute the
+// real pool had used while resident. docs/learned_policy.md ("Safe by
+// construction") states the bound this gives and what was measured.
 //
 // Not thread-safe: one policy per pool.
 #pragma once
@@ -80,6 +82,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   uint64_t switches() const { return switches_; }
   // Every request's priced cost for expert e, summed without decay, ms.
   double total_cost_ms(size_t e) const { return experts_state_[e].total_ms; }
+  // The recompute of the blocks expert e holds and the real pool does not
+  // (deficit), and of those the real pool holds and e does not (surplus), ms.
+  double deficit_ms(size_t e) const { return experts_state_[e].deficit_ms; }
+  double surplus_ms(size_t e) const { return experts_state_[e].surplus_ms; }
   // Makes expert `name` the leader now (tests force switches with it).
   absl::Status SwitchTo(std::string_view name);
 
@@ -88,6 +94,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     double decayed_ms = 0;  // cost summed with decay (the switching rule's)
     double total_ms = 0;    // cost summed without decay
     double deficit_ms = 0;  // recompute of the blocks it holds and the real pool does not
+    double surplus_ms = 0;  // recompute of the blocks the real pool holds and it does not
     double joined = 0;      // turnovers_ when it joined: warm one window later
   };
 
@@ -103,10 +110,21 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // resident (1 before any eviction): what a refill is expected to pay of a
   // deficit, the rest leaving unused.
   double ReuseShare() const;
+  // What a switch to e is expected to cost the real pool over e's own
+  // price: after it the real pool misses the blocks e holds and it does not
+  // (e's deficit) but, until it needs their room, still hits the blocks it
+  // holds and e does not (its surplus over e), which e misses. Each side is
+  // used at the measured reuse share, so the net refill is
+  // ReuseShare() * (deficit - surplus), at least 0.
+  double ExpectedRefill(size_t e) const;
+  // The real pool gained (sign +1) or lost (-1) block b: the deficit of
+  // each expert holding b and the surplus over each one not holding it
+  // move by b's refill.
+  void RealPoolChanged(BlockIndex b, double sign);
   // The leader becomes e: every resident block is rekeyed (held by e or
-  // not) and the deficits are recounted exactly.
+  // not) and the deficits and surpluses are recounted exactly.
   void Lead(size_t e);
-  void RecountDeficits();
+  void RecountDeficitsAndSurpluses();
   OrderKey KeyFor(BlockIndex b, double stamp) const;
   // What missing b costs a pool that would have held it: its recompute.
   double Refill(BlockIndex b) const { return catalog_[b].recompute_gpu_ms; }
