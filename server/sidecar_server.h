@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cost_model.h"
+#include "server/calls_in_flight.h"
 #include "server/loopback_address.h"
 #include "server/model_directory.h"
 
@@ -189,6 +190,8 @@ class SidecarServer {
   void SetUnfitNote(const LearnedModel& model, const std::string& path);
 
   SidecarOptions options_;
+  // Declared before what the calls use, so it is destroyed after them.
+  CallsInFlight calls_;
   std::string notes_;
   mutable absl::Mutex unfit_mu_;
   std::string unfit_note_ ABSL_GUARDED_BY(unfit_mu_);
