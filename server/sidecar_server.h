@@ -103,7 +103,10 @@ struct SidecarOptions {
   uint32_t max_nodes = 4096;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
-  uint64_t log_max_bytes = 0;  // 0 = unbounded
+  // Retained event-log bytes (EventLogOptions::max_bytes); 0 = unbounded.
+  // 4 GiB: a day of a busy sidecar (`kvlearn serve --help` and
+  // docs/sidecar.md give the arithmetic).
+  uint64_t log_max_bytes = uint64_t{4} << 30;
   // A snapshot of every pool is written to the log once this many events
   // were accepted since the last (checked every 100 ms); 0 = never. Restart
   // replays only what follows the latest (server/log_replay.h).
