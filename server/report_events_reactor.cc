@@ -104,7 +104,7 @@ grpc::Status ReportEventsReactor::Ingest() {
     }
   }
   // A resent batch (server/retried_batches.h) is acknowledged, not applied.
-  auto fresh = env_.pools->retried_batches().Claim(batch_);
+  auto fresh = env_.pools->ClaimBatch(batch_);
   if (!fresh.ok()) return ToGrpc(fresh.status());
   if (!*fresh) {
     summary_.set_duplicate_batches(summary_.duplicate_batches() + 1);
