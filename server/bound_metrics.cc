@@ -3,11 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "server/event_log.h"
 #include "server/metrics_http_server.h"
+#include "server/request_validation.h"
 
 namespace kvlearn {
 namespace {
 
-void Series(std::string& out, const char* name, const char* type, const char* help,
+void Series(std::string& out, const char* name, const char* type, const std::string& help,
             uint64_t value) {
   absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
                   value, "\n");
@@ -42,6 +43,12 @@ std::string RenderBoundMetrics(const PoolCounters& pools, const EventLog& log,
          "Requests released without their request_finished, --request-timeout-seconds after "
          "their arrival by their pool's event timestamps (start-up replay included).",
          Load(pools.requests_expired));
+  Series(out, "kvlearn_string_fields_refused_total", "counter",
+         absl::StrCat("Events, calls and batches refused (INVALID_ARGUMENT) for a string field "
+                      "over its fixed cap of ",
+                      kMaxStringFieldBytes,
+                      " bytes: node ids, request ids, batch sources, transfer_finished.src/.dst."),
+         Load(pools.string_fields_refused));
   Series(out, "kvlearn_event_log_failed_writes_total", "counter",
          "RocksDB writes of the event log that failed (a full disk, an I/O error); each later "
          "write first asks RocksDB to resume.",

@@ -95,9 +95,22 @@ NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const 
   return it == shards_.end() ? nullptr : it->second.get();
 }
 
+absl::Status NodePools::CountRefusal(absl::Status status) {
+  if (IsStringFieldTooLong(status)) {
+    counters_.string_fields_refused.fetch_add(1, std::memory_order_relaxed);
+  }
+  return status;
+}
+
+absl::StatusOr<bool> NodePools::ClaimBatch(const v1::EventBatch& batch) {
+  auto fresh = retried_batches_.Claim(batch);
+  if (!fresh.ok()) return CountRefusal(fresh.status());
+  return fresh;
+}
+
 absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const std::string& field,
                                   const std::function<absl::Status(Shard&)>& fn) {
-  if (auto s = ValidateNodeId(node, field); !s.ok()) return s;
+  if (auto s = ValidateNodeId(node, field); !s.ok()) return CountRefusal(std::move(s));
   if (!v1::Tier_IsValid(tier)) {
     return absl::InvalidArgumentError(absl::StrCat("tier: unknown value ", static_cast<int>(tier)));
   }
@@ -301,7 +314,7 @@ std::string NodePools::ShardKey(const std::string& node, v1::Tier tier) {
 
 absl::Status NodePools::Apply(const Event& e, uint64_t* shard_events) {
   // Check what needs no shard first, so a malformed event creates nothing.
-  if (auto st = ValidateEvent(e); !st.ok()) return st;
+  if (auto st = ValidateEvent(e); !st.ok()) return CountRefusal(std::move(st));
   // Accepted (and so logged) like every event, though they touch no pool:
   // snapshots wait for the accepted and logged counts to meet.
   if (e.kind_case() == Event::kTransferFinished) {  // no pool state

@@ -131,6 +131,9 @@ struct PoolCounters {
   std::atomic<uint64_t> requests_refused_in_flight{0};
   std::atomic<uint64_t> requests_refused_pinned_blocks{0};
   std::atomic<uint64_t> requests_expired{0};
+  // Events, calls and batches refused for a string field over
+  // kMaxStringFieldBytes (server/request_validation.h).
+  std::atomic<uint64_t> string_fields_refused{0};
 };
 
 class NodePools {
@@ -175,6 +178,9 @@ class NodePools {
   // The batch ids applied so far (server/retried_batches.h); Apply of a
   // batch_received event remembers one.
   RetriedBatches& retried_batches() { return retried_batches_; }
+  // retried_batches().Claim(batch), with a source over the string cap
+  // counted in counters().string_fields_refused.
+  absl::StatusOr<bool> ClaimBatch(const v1::EventBatch& batch);
   // Events accepted by Apply since this object was built.
   uint64_t events_accepted() const { return accepted_.load(std::memory_order_acquire); }
   // Counts a record a stream logs without applying it here (the
@@ -219,6 +225,9 @@ class NodePools {
   struct Shard;
 
  private:
+  // Counts `status` in counters_.string_fields_refused if it refuses a
+  // string over the cap; returns it.
+  absl::Status CountRefusal(absl::Status status);
   // The (node, tier) pool, or nullptr when it does not exist.
   Shard* Find(const std::string& node, v1::Tier tier) const;
   // Runs `fn` on the (node, tier) pool under its lock. A pool that does not

@@ -24,6 +24,7 @@ ReportEventsReactor::ReportEventsReactor(const IngestEnv& env, grpc::ByteBuffer*
       response_(response),
       idle_timeout_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(env.stream_idle_timeout_seconds))) {
+  if (env_.calls != nullptr) env_.calls->Enter();
   if (idle_timeout_ > Clock::duration::zero()) {
     absl::MutexLock lock(&alarm_mu_);
     ArmIdleAlarm(idle_timeout_);
@@ -103,7 +104,7 @@ grpc::Status ReportEventsReactor::Ingest() {
     }
   }
   // A resent batch (server/retried_batches.h) is acknowledged, not applied.
-  auto fresh = env_.pools->retried_batches().Claim(batch_);
+  auto fresh = env_.pools->ClaimBatch(batch_);
   if (!fresh.ok()) return ToGrpc(fresh.status());
   if (!*fresh) {
     summary_.set_duplicate_batches(summary_.duplicate_batches() + 1);
@@ -161,16 +162,18 @@ void ReportEventsReactor::End(grpc::Status status) {
   // Counted and the slot given back as the answer leaves, not in OnDone
   // (which gRPC runs a little after the client has its answer): a client
   // that reads /metrics after its call sees it counted, and one that closes
-  // a stream and opens the next at the limit is not refused. Nothing below
-  // touches the log: SidecarServer::Shutdown waits for zero open streams
-  // before it closes it.
+  // a stream and opens the next at the limit is not refused. Nothing after
+  // Leave touches the server's objects: SidecarServer::Shutdown waits for
+  // every call to leave before it destroys them.
   state_.store(State::kFinished, std::memory_order_release);
   env_.metrics->CountRpc(Rpc::kReportEvents, static_cast<int>(status.error_code()));
   env_.counters->CloseStream();
   if (env_.peer_slots != nullptr) env_.peer_slots->Close(env_.peer);
+  CallsInFlight* const calls = env_.calls;
   TsanHandOff(this);
   Finish(std::move(status));
   TsanHandOff(this);  // as after StartRead
+  if (calls != nullptr) calls->Leave();
 }
 
 void ReportEventsReactor::ArmIdleAlarm(Clock::duration delay) {

@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kvlearn/v1/retention.pb.h"
+#include "server/calls_in_flight.h"
 #include "server/event_log.h"
 #include "server/node_pools.h"
 #include "server/peer_stream_slots.h"
@@ -77,6 +78,9 @@ struct IngestEnv {
   // given back with the global one; nullptr: none.
   PeerStreamSlots* peer_slots = nullptr;
   std::string peer;
+  // Entered while the stream may use the objects above (from its making
+  // to its End), so the server's shutdown waits for it; nullptr: none.
+  CallsInFlight* calls = nullptr;
 };
 
 class ReportEventsReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {

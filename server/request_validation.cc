@@ -1,6 +1,7 @@
 #include "server/request_validation.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvlearn {
@@ -34,12 +35,43 @@ std::string ParentText(const BlockCatalog& c, BlockIndex parent) {
   return parent == kNoBlock ? "nothing" : absl::StrCat(c[parent].hash_id);
 }
 
+// The payload that marks a string field over the cap.
+constexpr char kTooLongMark[] = "kvlearn/string-field-too-long";
+
+// A string `field` of at most kMaxStringFieldBytes (and at least one byte
+// when `required`).
+absl::Status CheckStringField(const std::string& value, const char* field, bool required = false) {
+  if (value.size() > kMaxStringFieldBytes) {
+    return StringFieldTooLong(absl::StrCat(field, ": must be ", required ? "1.." : "at most ",
+                                           kMaxStringFieldBytes, " bytes, got ", value.size()));
+  }
+  if (required && value.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be 1..", kMaxStringFieldBytes, " bytes, got 0"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+absl::Status StringFieldTooLong(const std::string& message) {
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(kTooLongMark, absl::Cord());
+  return status;
+}
+
+bool IsStringFieldTooLong(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kTooLongMark).has_value();
+}
+
 absl::Status ValidateNodeId(std::string_view node_id, const std::string& field) {
-  if (node_id.empty() || node_id.size() > 128) {
+  if (node_id.size() > kMaxStringFieldBytes) {
+    return StringFieldTooLong(absl::StrCat(field, ": must be 1..", kMaxStringFieldBytes,
+                                           " characters, got ", node_id.size()));
+  }
+  if (node_id.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": must be 1..128 characters, got ", node_id.size()));
+        absl::StrCat(field, ": must be 1..", kMaxStringFieldBytes, " characters, got 0"));
   }
   for (char c : node_id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -102,10 +134,8 @@ absl::Status ValidateEvent(const Event& e) {
             absl::StrCat("request_arrival.served_above: ", r.served_above(),
                          " blocks of a chain of ", r.block_ids_size()));
       }
-      if (r.request_id().size() > kMaxRequestIdBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("request_arrival.request_id: must be at most ", kMaxRequestIdBytes,
-                         " bytes, got ", r.request_id().size()));
+      if (auto s = CheckStringField(r.request_id(), "request_arrival.request_id"); !s.ok()) {
+        return s;
       }
       // A repeated id would make the chain a cycle. Short chains (most) are
       // checked pairwise, without allocating.
@@ -146,14 +176,8 @@ absl::Status ValidateEvent(const Event& e) {
             "transfer_finished.", t.bytes() < 0 ? "bytes" : "microseconds", ": must be >= 0"));
       }
       // Logged as sent: without a cap one event could carry megabytes.
-      for (const auto& [name, value] :
-           {std::pair<const char*, const std::string*>{"src", &t.src()}, {"dst", &t.dst()}}) {
-        if (value->size() > kMaxRequestIdBytes) {
-          return absl::InvalidArgumentError(absl::StrCat("transfer_finished.", name,
-                                                         ": must be at most ", kMaxRequestIdBytes,
-                                                         " bytes, got ", value->size()));
-        }
-      }
+      if (auto s = CheckStringField(t.src(), "transfer_finished.src"); !s.ok()) return s;
+      if (auto s = CheckStringField(t.dst(), "transfer_finished.dst"); !s.ok()) return s;
       return ValidateNodeId(e.node_id(), "node_id");
     }
     case Event::kPoolConfigured:
@@ -164,11 +188,10 @@ absl::Status ValidateEvent(const Event& e) {
       }
       break;
     case Event::kRequestFinished: {
-      const std::string& id = e.request_finished().request_id();
-      if (id.empty() || id.size() > kMaxRequestIdBytes) {
-        return absl::InvalidArgumentError(absl::StrCat("request_finished.request_id: must be 1..",
-                                                       kMaxRequestIdBytes, " bytes, got ",
-                                                       id.size()));
+      if (auto s = CheckStringField(e.request_finished().request_id(),
+                                    "request_finished.request_id", /*required=*/true);
+          !s.ok()) {
+        return s;
       }
       break;
     }
@@ -176,10 +199,7 @@ absl::Status ValidateEvent(const Event& e) {
       const auto& m = e.batch_received();
       if (m.batch_id() == 0)
         return absl::InvalidArgumentError("batch_received.batch_id: must be > 0");
-      if (m.source().size() > kMaxRequestIdBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch_received.source: must be at most ", kMaxRequestIdBytes, " bytes"));
-      }
+      if (auto s = CheckStringField(m.source(), "batch_received.source"); !s.ok()) return s;
       return absl::OkStatus();  // concerns no pool: no node id needed
     }
     case Event::kBlockRemoved:

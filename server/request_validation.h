@@ -27,8 +27,20 @@ inline constexpr int64_t kMaxBlockBytes = int64_t{1} << 40;
 // Largest pool capacity accepted (1 EiB), for the same reason.
 inline constexpr int64_t kMaxPoolBytes = int64_t{1} << 60;
 
-// Longest request id (RequestArrival.request_id) and batch source accepted.
-inline constexpr size_t kMaxRequestIdBytes = 128;
+// Longest string field a client may send: node ids, request ids
+// (request_arrival, request_finished), a batch's source (EventBatch.source,
+// batch_received.source) and transfer_finished.src / .dst. A fixed limit,
+// not a flag: 128 bytes hold any UUID, host:port or pod name, and the log
+// keeps each string as sent, so the cap bounds what one event can add to
+// it. A longer one is refused with INVALID_ARGUMENT naming the field (a
+// format error) and counted in kvlearn_string_fields_refused_total.
+inline constexpr size_t kMaxStringFieldBytes = 128;
+
+// INVALID_ARGUMENT with `message`, marked as a string field over
+// kMaxStringFieldBytes so that the caller that keeps the counter can tell
+// it from the other format errors (IsStringFieldTooLong).
+absl::Status StringFieldTooLong(const std::string& message);
+bool IsStringFieldTooLong(const absl::Status& status);
 
 // A node id: 1..128 characters from [A-Za-z0-9._:/-].
 absl::Status ValidateNodeId(std::string_view node_id, const std::string& field);

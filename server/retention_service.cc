@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/access_control.h"
+#include "server/calls_in_flight.h"
 #include "server/peer_stream_slots.h"
 #include "server/raw_message.h"
 #include "server/report_events_reactor.h"
@@ -48,6 +49,7 @@ template <typename Req, typename Resp, typename Fn>
 grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response, Fn&& fn) {
+  CallsInFlight::Scope in_flight(calls_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Req parsed;
   grpc::Status status;
@@ -72,6 +74,8 @@ grpc::ServerUnaryReactor* RetentionService::Unary(Rpc rpc, grpc::CallbackServerC
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  // A stream accepted below enters again for its own life (IngestEnv::calls).
+  CallsInFlight::Scope in_flight(calls_);
   if (access_ != nullptr) {
     if (auto st = access_->CheckCaller(*context, Rpc::kReportEvents); !st.ok()) {
       metrics_->CountRpc(Rpc::kReportEvents, static_cast<int>(st.code()));
@@ -112,6 +116,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetentionService::ReportEvents(
   env.stream_idle_timeout_seconds = limits_.stream_idle_timeout_seconds;
   env.peer_slots = peer_slots_;
   env.peer = std::move(peer);
+  env.calls = calls_;
   if (access_ != nullptr) {
     env.authorize = [access = access_, context](const v1::EventBatch& batch) {
       return access->CheckRequest(*context, Rpc::kReportEvents, batch);

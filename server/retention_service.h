@@ -51,6 +51,7 @@
 namespace kvlearn {
 
 class AccessControl;
+class CallsInFlight;
 class PeerStreamSlots;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
@@ -106,6 +107,9 @@ class RetentionService final : public RetentionServiceBase {
     peer_slots_ = slots;
     peers_by_principal_ = by_principal;
   }
+  // Every call enters `calls` while it uses the objects above
+  // (server/calls_in_flight.h); REQUIRES: before the server starts.
+  void set_calls_in_flight(CallsInFlight* calls) { calls_ = calls; }
 
  private:
   // Parses the request as Req, runs `fn(request, &response)`, serializes the
@@ -131,6 +135,7 @@ class RetentionService final : public RetentionServiceBase {
   AccessControl* access_ = nullptr;  // nullptr: every call passes
   PeerStreamSlots* peer_slots_ = nullptr;
   bool peers_by_principal_ = false;
+  CallsInFlight* calls_ = nullptr;
   const double start_seconds_;
   mutable absl::Mutex mu_;
   std::string model_version_ ABSL_GUARDED_BY(mu_);

@@ -11,8 +11,8 @@ std::string RetriedBatches::SourceOf(const v1::EventBatch& batch) {
 
 absl::StatusOr<bool> RetriedBatches::Claim(const v1::EventBatch& batch) {
   if (batch.source().size() > kMaxSourceBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("source: must be at most ", kMaxSourceBytes,
-                                                   " bytes, got ", batch.source().size()));
+    return StringFieldTooLong(absl::StrCat("source: must be at most ", kMaxSourceBytes,
+                                           " bytes, got ", batch.source().size()));
   }
   return Claim(SourceOf(batch), batch.batch_id());
 }

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kvlearn/v1/retention.pb.h"
+#include "server/request_validation.h"
 
 namespace kvlearn {
 
@@ -32,14 +33,14 @@ class RetriedBatches {
  public:
   static constexpr size_t kIdsPerSource = 4096;
   static constexpr size_t kSources = 65536;
-  static constexpr size_t kMaxSourceBytes = 128;
+  static constexpr size_t kMaxSourceBytes = kMaxStringFieldBytes;
 
   // The source a batch is numbered by: its `source`, else its first event's
   // node id.
   static std::string SourceOf(const v1::EventBatch& batch);
   // True when the batch is new (or has no id), and remembers its id; false
-  // for a resend; INVALID_ARGUMENT naming the field for a source over 128
-  // bytes.
+  // for a resend; INVALID_ARGUMENT naming the field for a source over
+  // kMaxStringFieldBytes (StringFieldTooLong).
   absl::StatusOr<bool> Claim(const v1::EventBatch& batch);
   // The same by parts (batch_received events).
   bool Claim(std::string_view source, uint64_t batch_id);

@@ -251,6 +251,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       });
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
+  s->service_->set_calls_in_flight(&s->calls_);
   s->peer_streams_ = std::make_unique<PeerStreamSlots>(o.max_streams_per_peer);
   s->service_->set_peer_stream_slots(s->peer_streams_.get(),
                                      !o.auth_tokens_file.empty() || !o.tls_client_ca.empty());
@@ -491,13 +492,12 @@ void SidecarServer::Shutdown() {
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
     server_->Shutdown(deadline);
-    // Shutdown returns once every call is done; a stream releases its slot
-    // only after its last use of the log, so zero open streams means no
-    // reactor touches the log any more (bounded wait, in case of a gRPC
-    // surprise).
-    for (int i = 0; i < 10'000 && counters_ && counters_->open_streams() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // gRPC's Shutdown returns once every call is done, but orders that
+    // inside libgrpc; this wait makes every handler's and stream's last use
+    // of the log, pools and metrics happen before they are closed and
+    // destroyed, in a way ThreadSanitizer sees too (server/calls_in_flight.h).
+    // Bounded, in case of a gRPC surprise.
+    calls_.WaitUntilNone(std::chrono::seconds(10));
   }
   log_.reset();
 }

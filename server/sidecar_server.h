@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cost_model.h"
+#include "server/calls_in_flight.h"
 #include "server/loopback_address.h"
 #include "server/model_directory.h"
 
@@ -102,7 +103,10 @@ struct SidecarOptions {
   uint32_t max_nodes = 4096;
   bool strict_nodes = false;
   absl::flat_hash_set<std::string> known_nodes;
-  uint64_t log_max_bytes = 0;  // 0 = unbounded
+  // Retained event-log bytes (EventLogOptions::max_bytes); 0 = unbounded.
+  // 4 GiB: a day of a busy sidecar (`kvlearn serve --help` and
+  // docs/sidecar.md give the arithmetic).
+  uint64_t log_max_bytes = uint64_t{4} << 30;
   // A snapshot of every pool is written to the log once this many events
   // were accepted since the last (checked every 100 ms); 0 = never. Restart
   // replays only what follows the latest (server/log_replay.h).
@@ -189,6 +193,8 @@ class SidecarServer {
   void SetUnfitNote(const LearnedModel& model, const std::string& path);
 
   SidecarOptions options_;
+  // Declared before what the calls use, so it is destroyed after them.
+  CallsInFlight calls_;
   std::string notes_;
   mutable absl::Mutex unfit_mu_;
   std::string unfit_note_ ABSL_GUARDED_BY(unfit_mu_);

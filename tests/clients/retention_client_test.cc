@@ -299,7 +299,8 @@ TEST(RetentionClientTest, ASidecarRefusalFallsBackWithoutOpeningTheBreaker) {
   auto server = StartServer(TestOptions(dir.path()));
   ASSERT_NE(server, nullptr);
   RetentionClientOptions o = ClientOptions(server->port());
-  o.node_id = "bad node id";  // INVALID_ARGUMENT: the sidecar is alive
+  o.call_deadline = kLiveDeadline;  // every answer must be the sidecar's refusal
+  o.node_id = "bad node id";        // INVALID_ARGUMENT: the sidecar is alive
   o.breaker_failures = 2;
   RetentionClient client(o);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(client.Admit({Block(1, std::nullopt)}).from_fallback);
@@ -315,6 +316,9 @@ TEST(RetentionClientTest, AfterDroppedEventsThePoolIsResentAndTheSidecarAgrees) 
   auto server = StartServer(TestOptions(dir.path()));
   ASSERT_NE(server, nullptr);
   RetentionClientOptions o = ClientOptions(server->port());
+  // The flush below must reach the live sidecar (it failed at kDeadline in 1
+  // of 4 ThreadSanitizer runs at load average 10-14).
+  o.call_deadline = o.flush_deadline = kLiveDeadline;
   o.max_buffered_events = 4;
   RetentionClient client(o);
   client.ReportPoolConfigured(100 * kBytes);

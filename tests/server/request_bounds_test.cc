@@ -8,10 +8,12 @@
 // restart rebuilds no more than the bounds allow.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/request_validation.h"
 #include "tests/server/metrics_scrape.h"
 #include "tests/server/sidecar_fixture.h"
 
@@ -202,17 +204,86 @@ TEST_F(RequestBoundsTest, NodesOverTheCapAreResourceExhaustedAlsoAfterARestart) 
   EXPECT_EQ(Pool("n3").node_id(), "");
 }
 
-TEST_F(RequestBoundsTest, TransferFinishedStringsAreCapped) {
+// Every string field a client sends is capped at kMaxStringFieldBytes
+// (fixed, server/request_validation.h): one byte over is INVALID_ARGUMENT
+// naming the field and counted in kvlearn_string_fields_refused_total, the
+// cap itself is accepted, and other format errors of the same fields are
+// refused without being counted there.
+TEST_F(RequestBoundsTest, StringFieldsOverTheCapAreInvalidArgumentAndCounted) {
   Start();
-  v1::Event ok = Base("n", 1);
-  ok.mutable_transfer_finished()->set_src(std::string(128, 's'));
-  ok.mutable_transfer_finished()->set_dst("d");
-  v1::Event long_src = ok;
-  long_src.mutable_transfer_finished()->set_src(std::string(129, 's'));
-  v1::Event long_dst = ok;
-  long_dst.mutable_transfer_finished()->set_dst(std::string(100'000, 'd'));
-  EXPECT_EQ(Send({ok, long_src, long_dst}),
-            (std::vector<std::string>{"", "INVALID_ARGUMENT", "INVALID_ARGUMENT"}));
+  const std::string at_cap(kMaxStringFieldBytes, 's');
+  const std::string over(kMaxStringFieldBytes + 1, 's');
+  // Events: each with one field at the cap, then the same one byte over
+  // (setting another kind of event replaces the arrival).
+  struct Case {
+    std::string field;
+    std::function<void(v1::Event&, const std::string&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"node_id", [](v1::Event& e, const std::string& v) { e.set_node_id(v); }},
+      {"request_arrival.request_id",
+       [](v1::Event& e, const std::string& v) { e.mutable_request_arrival()->set_request_id(v); }},
+      {"request_finished.request_id",
+       [](v1::Event& e, const std::string& v) { e.mutable_request_finished()->set_request_id(v); }},
+      {"transfer_finished.src",
+       [](v1::Event& e, const std::string& v) { e.mutable_transfer_finished()->set_src(v); }},
+      {"transfer_finished.dst",
+       [](v1::Event& e, const std::string& v) { e.mutable_transfer_finished()->set_dst(v); }},
+      {"batch_received.source",
+       [](v1::Event& e, const std::string& v) {
+         e.mutable_batch_received()->set_batch_id(1);
+         e.mutable_batch_received()->set_source(v);
+       }},
+  };
+  uint64_t refused = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].field);
+    v1::EventBatch batch;
+    for (const std::string* value : {&at_cap, &over}) {
+      v1::Event e = Arrival("r", 1000 + 10 * i, 1, 1);
+      cases[i].set(e, *value);
+      *batch.add_events() = e;
+    }
+    v1::ReportSummary summary;
+    ASSERT_TRUE(Report(*stub_, {batch}, &summary).ok());
+    ASSERT_EQ(summary.rejections_size(), 1) << summary.DebugString();
+    EXPECT_EQ(summary.rejections(0).event(), 1u) << "the value at the cap was refused";
+    EXPECT_EQ(summary.rejections(0).code(), "INVALID_ARGUMENT");
+    EXPECT_NE(summary.rejections(0).message().find(cases[i].field + ": must be"), std::string::npos)
+        << summary.rejections(0).message();
+    ++refused;
+    EXPECT_EQ(Metric("kvlearn_string_fields_refused_total"), refused);
+  }
+  // Other format errors of the same fields are not this bound's.
+  v1::Event bad_char = Arrival("r", 2000, 1, 1, "no spaces");
+  v1::Event empty_id = Finished("", 2);
+  EXPECT_EQ(Send({bad_char, empty_id}),
+            (std::vector<std::string>{"INVALID_ARGUMENT", "INVALID_ARGUMENT"}));
+  EXPECT_EQ(Metric("kvlearn_string_fields_refused_total"), refused);
+  // A call naming a node over the cap.
+  {
+    v1::RankRequest r;
+    r.set_node_id(over);
+    r.set_bytes_to_free(1);
+    v1::RankResponse out;
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub_->RankEviction(&ctx, r, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("node_id: must be"), std::string::npos) << s.error_message();
+    EXPECT_EQ(Metric("kvlearn_string_fields_refused_total"), ++refused);
+  }
+  // A batch whose source is over the cap ends its stream, nothing applied.
+  {
+    v1::EventBatch batch;
+    batch.set_source(over);
+    batch.set_batch_id(7);
+    *batch.add_events() = Arrival("q", 3000, 1, 1);
+    v1::ReportSummary summary;
+    const grpc::Status s = Report(*stub_, {batch}, &summary);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("source: must be"), std::string::npos) << s.error_message();
+    EXPECT_EQ(Metric("kvlearn_string_fields_refused_total"), ++refused);
+  }
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,21 +68,33 @@ void Suffix(v1::Retention::Stub& stub, uint64_t pool_bytes) {
 // Two servers under one policy fed the same trace; the one to restart writes
 // a snapshot, both then get the same suffix (events and decisions after it),
 // and the one to restart is stopped, its log ready to start from.
+// With `periodic`, the one to restart runs the snapshot writer as serve does
+// (every `periodic.snapshot_every_events`, its log bounded by
+// `periodic.log_max_bytes`) instead of one SnapshotNow after the trace.
 struct SnapshottedPair {
   const Fed fed{SmallChatTrace(150)};
   TempDir never_dir, restarted_dir;
   std::unique_ptr<SidecarServer> never;
   std::unique_ptr<v1::Retention::Stub> never_stub;
+  std::optional<SidecarOptions> periodic;
 };
 void FeedSnapshotAndStop(const std::string& policy, SnapshottedPair& p) {
   ASSERT_TRUE(p.fed.replay.ok());
   p.never = StartServer(Options(p.never_dir.path(), policy));
-  auto restarted = StartServer(Options(p.restarted_dir.path(), policy));
+  auto restarted = StartServer(p.periodic ? *p.periodic : Options(p.restarted_dir.path(), policy));
   ASSERT_NE(p.never, nullptr);
   ASSERT_NE(restarted, nullptr);
   Feed(p.fed, p.never->port());
   Feed(p.fed, restarted->port());
-  ASSERT_TRUE(restarted->SnapshotNow().ok());
+  if (p.periodic) {
+    // The writer checks every 100 ms; wait (bounded) for its first snapshot.
+    for (int i = 0; i < 100 && restarted->snapshots_written() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_GT(restarted->snapshots_written(), 0u);
+  } else {
+    ASSERT_TRUE(restarted->SnapshotNow().ok());
+  }
   p.never_stub = Connect(p.never->port());
   auto restarted_stub = Connect(restarted->port());
   for (auto* stub : {p.never_stub.get(), restarted_stub.get()}) Suffix(*stub, p.fed.pool_bytes);
@@ -127,6 +142,42 @@ INSTANTIATE_TEST_SUITE_P(Policies, SnapshotPolicyTest,
                          ::testing::Values("lru", "lfu", "fifo", "gdsf", "s3fifo", "sieve", "arc",
                                            "kvlearn-cars", "learned"),
                          PolicyTestName);
+
+// Retention as the defaults set it up: --log-max-bytes holds many
+// --snapshot-every-events intervals (serve's --help gives the arithmetic),
+// so the latest snapshot lies inside the retained log and trimming loses
+// nothing: after the log was trimmed, a restart from the periodic writer's
+// latest snapshot answers as a server that never stopped, for a policy
+// without state of its own and two with it.
+class TrimmedLogSnapshotTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrimmedLogSnapshotTest, ATrimmedLogWithSnapshotsInsideItLosesNothing) {
+  SnapshottedPair p;
+  SidecarOptions o = Options(p.restarted_dir.path(), GetParam());
+  o.snapshot_every_events = 1000;
+  o.log_max_bytes = 200'000;  // thousands of events: several intervals
+  p.periodic = o;
+  ASSERT_NO_FATAL_FAILURE(FeedSnapshotAndStop(GetParam(), p));
+  uint64_t first = 0, total = 0;
+  {
+    auto log = EventLog::OpenReadOnly(p.restarted_dir.path());
+    ASSERT_TRUE(log.ok()) << log.status();
+    first = (*log)->first_sequence();
+    total = (*log)->next_sequence();
+  }
+  ASSERT_GT(first, 0u) << "nothing trimmed: a weak test";
+  auto restarted = StartServer(o);
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_TRUE(restarted->replayed_from_snapshot()) << restarted->startup_notes();
+  EXPECT_GE(restarted->replay_snapshot_sequence(), first);
+  EXPECT_EQ(restarted->replayed_events(), total - restarted->replay_snapshot_sequence());
+  EXPECT_EQ(restarted->startup_notes().find("trimmed"), std::string::npos)
+      << restarted->startup_notes();
+  ExpectSameAnswers(*p.never_stub, *Connect(restarted->port()), p.fed.pool_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, TrimmedLogSnapshotTest,
+                         ::testing::Values("lru", "s3fifo", "learned"), PolicyTestName);
 
 // The periodic writer: with --snapshot-every-events small, snapshots appear
 // while a trace is fed, and a restart starts from the latest.
