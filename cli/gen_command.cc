@@ -1,5 +1,5 @@
-// `kvlearn gen`: writes a synthetic trace in Mooncake JSONL, so policies can be
-// compared on traffic shapes the shipped trace does not have.
+// `kvlearn gen`: writes a synthetic trace in Mooncake's or Bailian's JSONL, so
+// policies can be compared on traffic shapes the shipped trace does not have.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -26,7 +26,8 @@ struct GenFlags {
   // Shared by every kind; copied into the chosen kind's options.
   uint32_t requests = 10000;
   uint64_t seed = 1;
-  uint32_t block_size = 512;
+  uint32_t block_size = 0;  // 0: the format's default
+  std::string format = "mooncake";
   ChatWorkloadOptions chat;
   FanoutWorkloadOptions fanout;
   BatchWorkloadOptions batch;
@@ -38,6 +39,7 @@ struct GenFlags {
 
 // Validates and generates the kind `f.kind` names.
 absl::StatusOr<Trace> Generate(GenFlags f) {
+  if (f.block_size == 0) f.block_size = DefaultBlockSize(*TraceFormatFromName(f.format));
   f.chat.requests = f.fanout.requests = f.batch.requests = f.mixed.requests = f.rag.requests =
       f.coder.requests = f.shift.requests = f.requests;
   f.chat.seed = f.fanout.seed = f.batch.seed = f.mixed.seed = f.rag.seed = f.coder.seed =
@@ -111,7 +113,7 @@ int RunGen(const GenFlags& f) {
     std::cerr << "kvlearn gen: stopped at " << trace.requests.size()
               << " requests: a trace holds at most 2^32 block ids\n";
   }
-  if (auto s = WriteMooncakeTrace(trace, f.out); !s.ok()) return Fail(s);
+  if (auto s = WriteTrace(trace, f.out, *TraceFormatFromName(f.format)); !s.ok()) return Fail(s);
   std::cout << "wrote " << trace.requests.size() << " requests (" << trace.hash_ids.size()
             << " block accesses, " << CountDistinctBlocks(trace) << " distinct blocks) to " << f.out
             << "\n";
@@ -123,7 +125,8 @@ int RunGen(const GenFlags& f) {
 Command AddGenCommand(CLI::App& root) {
   auto flags = std::make_shared<GenFlags>();
   ChatWorkloadOptions& chat = flags->chat;
-  CLI::App* cmd = root.add_subcommand("gen", "Generate a synthetic trace in Mooncake JSONL");
+  CLI::App* cmd =
+      root.add_subcommand("gen", "Generate a synthetic trace in Mooncake's or Bailian's JSONL");
   cmd->add_option("--kind", flags->kind,
                   "workload kind: chat (multi-turn conversations), fanout (agent sub-agents), "
                   "batch (extraction jobs), mixed (chat + fanout + batch), rag (shared documents, "
@@ -136,10 +139,15 @@ Command AddGenCommand(CLI::App& root) {
       ->check(CLI::Range(1u, 1u << 30));
   cmd->add_option("--seed", flags->seed, "random seed; the same seed gives the same trace")
       ->capture_default_str();
-  cmd->add_option("--block-size", flags->block_size, "tokens per block")
-      ->capture_default_str()
+  cmd->add_option("--block-size", flags->block_size,
+                  "tokens per block (default: 512 for mooncake, 16 for bailian)")
       ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--out", flags->out, "output file (Mooncake JSONL)")->required();
+  cmd->add_option("--format", flags->format,
+                  "output format: mooncake (timestamp in ms) or bailian (timestamp in seconds, "
+                  "chat_id, parent_chat_id, type, turn; docs/results.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mooncake", "bailian"}));
+  cmd->add_option("--out", flags->out, "output file (JSONL)")->required();
 
   // Chat knobs; ValidateChatWorkloadOptions checks their ranges.
   cmd->add_option("--sessions-per-second", chat.sessions_per_second,

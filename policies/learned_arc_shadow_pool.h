@@ -3,7 +3,7 @@
 // block numbers only, fed the same requests and the same admissions), which
 // evicts by ARC (arc_policy.h) instead of recency. The learned policy hands
 // its evictions to its ARC expert while this shadow's hits have saved more
-// than the recency shadow's (docs/learned_policy.md, round 11).
+// than the recency shadow's (docs/history/README.md).
 //
 // It copies as learned_shadow_pool.h does: a block the real pool admits at
 // once, and at each request the latest request's blocks the shadow missed

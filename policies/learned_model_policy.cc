@@ -50,15 +50,14 @@
 // exceeds recency's, the least recent leaf goes. Regret accrues to recency
 // too while it evicts, so a distrusted model wins trust back without
 // evicting. On the tuning traces unguarded curve eviction lost cost wherever
-// LRU already has about Belady's hits (docs/learned_policy.md, "Learning
-// eviction").
+// LRU already has about Belady's hits (docs/history/README.md).
 // Shadow (learned_shadow_pool.h). A recency-evicting copy of the pool, fed
 // the same requests and this pool's admissions as they happen (OnInsert;
 // in a cluster they come at prefill end), counts what its hits would
 // have saved; the model evicts only while this pool's hits have saved at
 // least as much since the model was loaded. The guard's per-block regrets
 // let through model evictions that lost to recency on every chat trace at
-// the tightest pool (docs/learned_policy.md, round 6); the shadow measures
+// the tightest pool (docs/history/README.md); the shadow measures
 // the whole effect of evicting otherwise.
 // While both trust the model, EvictionPriority is V / (1 + V) (below
 // 1) for the leaves in the window and 1 + the last use (ms) for the others,
@@ -88,7 +87,7 @@
 // node served settles no bet and is no ghost miss: evicting or refusing it
 // lost nothing there.
 //
-// What was tried and what each attempt measured: docs/learned_policy.md.
+// What was tried and what each attempt measured: docs/history/README.md.
 // The model is swappable at run time (SwapModel).
 #include <algorithm>
 #include <array>

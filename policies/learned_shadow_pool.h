@@ -71,8 +71,7 @@ class LearnedShadowPool {
   // The real pool admitted b: it is copied in now, not at the next request.
   // In a cluster a request's blocks are admitted as its prefill ends, after
   // later requests began, and a copy at the next request found them not yet
-  // held (docs/learned_policy.md, "The shadows copy admissions as they
-  // happen").
+  // held.
   void OnAdmit(BlockIndex b) {
     Grow();
     (void)Copy(b);

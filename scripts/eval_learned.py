@@ -36,7 +36,7 @@ seeds of their own (SHAPE_SEEDS below), never tuned on, with or without --held-o
 Generated traces and models are cached under --work; --retrain retrains.
 
 One model's cost on a cell moves by about 1% with its training seed alone
-(docs/learned_policy.md, rounds 8 and 9), so --train-seeds N trains N models per trace
+(docs/generalisation.md, Protocol), so --train-seeds N trains N models per trace
 (`kvlearn train --seed 1..N`) and judges the cell over them. The row then has:
 
   tested      mean cost_seconds of the tested policy over the N models

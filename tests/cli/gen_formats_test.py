@@ -53,7 +53,7 @@ class GenFormatsTest(unittest.TestCase):
             r = run(["compare", "--trace", path, "--block-size", "16", "--pool-fraction", "0.1",
                      "--policies", "lru,gdsf", "--format", "json"])
             self.assertEqual(r.returncode, 0, r.stderr)
-            rows.append({row["policy"]: (row["cost_seconds"], row["hits"])
+            rows.append({row["policy"]: (row["cost_seconds"], row["block_hit_ratio"])
                          for row in json.loads(r.stdout)["results"]})
         self.assertEqual(rows[0], rows[1])
 
