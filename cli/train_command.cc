@@ -16,6 +16,7 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/output_path.h"
+#include "cli/replay_input.h"
 #include "cli/trace_traffic.h"
 #include "datasets/mooncake_reader.h"
 #include "features/feature_schema.h"
@@ -91,13 +92,12 @@ int RunTrain(const TrainFlags& f) {
   TraceReadOptions read_options;
   read_options.block_size = f.block_size;
   read_options.lenient = f.lenient;
-  auto trace = ReadMooncakeTrace(f.trace, read_options);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
-  auto replay = BuildReplayTrace(*trace, *cost);
+  Trace trace;
+  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
+  if (trace.requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
 
-  const auto n = static_cast<uint32_t>(trace->requests.size());
+  const auto n = static_cast<uint32_t>(trace.requests.size());
   const auto train_end = static_cast<uint32_t>(f.train_until * n);
   const auto valid_end = static_cast<uint32_t>(f.valid_until * n);
   if (train_end == 0 || valid_end <= train_end) {
@@ -111,7 +111,7 @@ int RunTrain(const TrainFlags& f) {
   record.pool_bytes = static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   record.end_request = valid_end;
   const std::vector<double> asked = f.horizon > 0 ? std::vector<double>{f.horizon} : f.horizons;
-  record.horizons_seconds = LearnableHorizons(*trace, train_end, valid_end, asked);
+  record.horizons_seconds = LearnableHorizons(trace, train_end, valid_end, asked);
   if (record.horizons_seconds.size() < asked.size()) {
     std::vector<double> dropped;
     for (const double h : asked) {
@@ -119,7 +119,7 @@ int RunTrain(const TrainFlags& f) {
         dropped.push_back(h);
       }
     }
-    const double label_end_s = trace->requests[valid_end - 1].timestamp_ms / 1000.0;
+    const double label_end_s = trace.requests[valid_end - 1].timestamp_ms / 1000.0;
     std::cerr << absl::StrFormat(
         "dropping horizons %s s: fewer than half of the training requests are followed by that "
         "much trace before the end of the validation split (%.0f s in)\n",
@@ -188,10 +188,10 @@ int RunTrain(const TrainFlags& f) {
   meta.horizons_seconds = record.horizons_seconds;
   meta.feature_mean = mlp->feature_mean;
   meta.feature_std = mlp->feature_std;
-  meta.trace_fingerprint = absl::StrFormat("%016x", trace->Fingerprint());
+  meta.trace_fingerprint = absl::StrFormat("%016x", trace.Fingerprint());
   meta.created_by = f.command_line;
   for (const auto name : kFeatureNames) meta.feature_names.emplace_back(name);
-  meta.training_traffic = SummarizeTraceTraffic(*trace, 0, train_end);
+  meta.training_traffic = SummarizeTraceTraffic(trace, 0, train_end);
 
   // Judge the model as `compare` would run it, on the validation split.
   auto judged_model = MlpModel::Create(mlp->layers, meta, "judged");
@@ -201,7 +201,7 @@ int RunTrain(const TrainFlags& f) {
   judge.end_request = valid_end;
   judge.pool_fractions = f.judge_pool_fractions;
   judge.distinct_block_bytes = replay->distinct_block_bytes;
-  auto verdicts = JudgeModel(*trace, *cost, *judged_model, judge);
+  auto verdicts = JudgeModel(trace, *cost, *judged_model, judge);
   if (!verdicts.ok()) return Fail(verdicts.status());
   ModelJudgement judgement;
   judgement.first_request = train_end;

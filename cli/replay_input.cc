@@ -1,0 +1,45 @@
+#include "cli/replay_input.h"
+
+#include "absl/strings/str_cat.h"
+#include "datasets/prefix_conflicts.h"
+
+namespace kvlearn {
+
+absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,
+                                               const TraceReadOptions& options,
+                                               const CostModel& cost, std::string_view command,
+                                               std::ostream& err, Trace& trace) {
+  auto read = ReadMooncakeTrace(path, options);
+  if (!read.ok()) return read.status();
+  trace = *std::move(read);
+  if (trace.skipped_lines > 0) {
+    err << "kvlearn " << command << ": skipped " << trace.skipped_lines
+        << " bad lines (--lenient)\n";
+  }
+  if (options.lenient) {
+    const DroppedRequests dropped = DropRequestsBreakingPrefixes(trace);
+    if (dropped.requests > 0) {
+      err << "kvlearn " << command << ": skipped " << dropped.requests
+          << " requests whose block ids contradict earlier lines' (the first on line "
+          << dropped.first_line
+          << "): ids numbered by several nodes each their own way? (--lenient; kvlearn "
+             "export-log --node ID writes one node's)\n";
+    }
+  }
+  if (trace.requests.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": trace has no requests", options.lenient ? " left (--lenient)" : ""));
+  }
+  auto replay = BuildReplayTrace(trace, cost);
+  if (!replay.ok() && absl::IsInvalidArgument(replay.status())) {
+    // The only refusal of BuildReplayTrace: one id behind two parents.
+    return absl::InvalidArgumentError(absl::StrCat(
+        replay.status().message(),
+        ". A trace exported from several nodes that number blocks each their own way mixes "
+        "numberings: export one node's (kvlearn export-log --node ID), or pass --lenient to skip "
+        "the requests that contradict earlier lines"));
+  }
+  return replay;
+}
+
+}  // namespace kvlearn
