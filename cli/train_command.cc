@@ -1,5 +1,7 @@
 // `kvlearn train`: records samples from a trace replay, labels them from the
 // future, trains the reuse MLP with LibTorch and writes the model file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "cli/output_path.h"
 #include "cli/replay_input.h"
 #include "cli/trace_traffic.h"
+#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "features/feature_schema.h"
 #include "learner/model_judge.h"
@@ -51,6 +54,7 @@ struct TrainFlags {
   std::vector<double> judge_pool_fractions = {0.1};
   bool force = false;
   bool shuffle_labels = false;
+  bool quiet = false;
   std::string command_line;
 };
 
@@ -134,7 +138,12 @@ int RunTrain(const TrainFlags& f) {
       "recording samples: requests [0, %d) of %d under %s, pool %.1f GB, horizons %s s\n",
       valid_end, n, record.policy, record.pool_bytes / 1e9,
       absl::StrJoin(record.horizons_seconds, ","));
+  const bool live = ProgressLine::Wanted(STDERR_FILENO, f.quiet);
+  ProgressLine recording("kvlearn train: recorded", n, "requests", live, std::cerr);
+  record.requests_done = &recording.counter();
+  recording.Start();
   auto samples = RecordSamples(*replay, *cost, record);
+  recording.Finish();
   if (!samples.ok()) return Fail(samples.status());
   if (!f.samples_out.empty()) {
     // About 280 bytes a row: a line per tenth on a write of a million rows or more.
@@ -171,16 +180,22 @@ int RunTrain(const TrainFlags& f) {
   options.seed = f.seed;
   options.max_epochs = f.epochs;
   options.patience = f.patience;
+  // Over the most epochs: early stopping ends it sooner.
+  ProgressLine training("kvlearn train: trained", uint64_t(f.epochs) * train.size(), "samples",
+                        live, std::cerr);
+  options.samples_done = &training.counter();
+  training.Start();
   auto mlp = TrainMlp(train, valid, options, [&](const EpochReport& r) {
-    std::cerr << absl::StrFormat(
+    training.Print(absl::StrFormat(
         "epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n", r.epoch, f.epochs,
         r.train_loss, r.valid_loss,
         absl::StrJoin(r.valid_auc, " ",
                       [](std::string* o, double a) {
                         o->append(std::isnan(a) ? "  -  " : absl::StrFormat("%.3f", a));
                       }),
-        elapsed());
+        elapsed()));
   });
+  training.Finish();
   if (!mlp.ok()) return Fail(mlp.status());
 
   ModelMetadata meta;
@@ -201,7 +216,14 @@ int RunTrain(const TrainFlags& f) {
   judge.end_request = valid_end;
   judge.pool_fractions = f.judge_pool_fractions;
   judge.distinct_block_bytes = replay->distinct_block_bytes;
+  ProgressLine judging(
+      "kvlearn train: judged",
+      uint64_t(valid_end) * (1 + JudgingHeuristics().size()) * f.judge_pool_fractions.size(),
+      "requests", live, std::cerr);
+  judge.requests_done = &judging.counter();
+  judging.Start();
   auto verdicts = JudgeModel(trace, *cost, *judged_model, judge);
+  judging.Finish();
   if (!verdicts.ok()) return Fail(verdicts.status());
   ModelJudgement judgement;
   judgement.first_request = train_end;
@@ -297,6 +319,10 @@ Command AddTrainCommand(CLI::App& root) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(FiniteRange(1e-9, 1e6));
+  cmd->add_flag("--quiet", f->quiet,
+                "no progress lines (drawn on stderr only when it is a terminal: requests "
+                "replayed while recording samples, samples trained over at most --epochs, "
+                "requests replayed while judging; rate, ETA)");
   cmd->add_flag("--force", f->force,
                 "write the model even when it is not fit (its metadata then marks it unfit, "
                 "and compare and serve say so when they load it)");
