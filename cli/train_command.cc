@@ -23,6 +23,7 @@
 #include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "features/feature_schema.h"
+#include "learner/blas_kernels.h"
 #include "learner/model_judge.h"
 #include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
@@ -93,6 +94,9 @@ int RunTrain(const TrainFlags& f) {
   }
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
+  // Recorded in the model: the kernels decide the weights' last bits.
+  const std::string blas = BlasKernels();
+  std::cerr << "matrix kernels: " << blas << "\n";
   TraceReadOptions read_options;
   read_options.block_size = f.block_size;
   read_options.lenient = f.lenient;
@@ -205,6 +209,7 @@ int RunTrain(const TrainFlags& f) {
   meta.feature_std = mlp->feature_std;
   meta.trace_fingerprint = absl::StrFormat("%016x", trace.Fingerprint());
   meta.created_by = f.command_line;
+  meta.training_blas = blas;
   for (const auto name : kFeatureNames) meta.feature_names.emplace_back(name);
   meta.training_traffic = SummarizeTraceTraffic(trace, 0, train_end);
 

@@ -8,16 +8,20 @@ lru's, with no word about the 512-token model). compare (one pool and
 valid at 16-token blocks, so only the model can be refused), `serve` refuses to
 start with it, and a reload into a sidecar of other blocks is refused while
 the sidecar keeps running. Each refusal names both sizes and the fix; the same
-model at its own block size is accepted everywhere (the control).
+model at its own block size is accepted everywhere (the control). The model also
+says which matrix kernels trained it: train's "matrix kernels:" line is in its
+metadata (training_blas), with the OPENBLAS_CORETYPE it ran under.
 
 usage: model_fit_test.py PATH_TO_KVLEARN SAMPLE_TRACE
 """
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+import zipfile
 
 from serve_support import head_trace, start_serve
 
@@ -57,6 +61,16 @@ class ModelFitTest(unittest.TestCase):
         self.assertIn("16-token blocks (--block-size 16)", text)
         self.assertIn("kvlearn train --block-size 16", text)
         self.assertIn("--block-size 512 if the blocks are 512 tokens", text)
+
+    def test_the_model_records_its_kernels(self):
+        with zipfile.ZipFile(self.model) as z:
+            name = next(n for n in z.namelist() if n.endswith("/extra/kvlearn_metadata.json"))
+            blas = json.loads(z.read(name))["training_blas"]
+        self.assertIn(f"matrix kernels: {blas}\n", self.trained.stderr)
+        chosen = f"OPENBLAS_CORETYPE={self.coretype}" if self.coretype else "OPENBLAS_CORETYPE unset"
+        if not blas.startswith("not OpenBLAS"):
+            self.assertTrue(blas.startswith("OpenBLAS "), blas)
+            self.assertTrue(blas.endswith("; " + chosen), blas)
 
     def test_compare_refuses_before_reading_the_trace(self):
         for extra in [[], ["--cluster", "--prefill-nodes", "2"]]:
