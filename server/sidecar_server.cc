@@ -399,6 +399,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     }
     s->metrics_http_ = *std::move(started);
     s->metrics_port_ = s->metrics_http_->port();
+    s->service_->set_metrics_port(s->metrics_port_);
   }
   return s;
 }
