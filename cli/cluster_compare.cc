@@ -17,7 +17,6 @@
 #include "cli/replay_input.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
-#include "models/model_block_size.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
@@ -194,24 +193,9 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
     }
   }
 
-  // Checked before the trace is read, so a mismatch is refused at once.
-  std::shared_ptr<const LearnedModel> model;
-  if (!s.model.empty()) {
-    auto loaded = LearnedModel::Load(s.model);
-    if (!loaded.ok()) return Fail(loaded.status());
-    if (auto st = CheckModelBlockSize((*loaded)->metadata(), s.block_size, s.model,
-                                      "the trace is read as");
-        !st.ok()) {
-      return Fail(st);
-    }
-    model = *loaded;
-  }
-  for (const auto& p : policies) {
-    if (PolicyNeedsModel(p) && model == nullptr) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
-    }
-  }
+  // Before the trace is read, so a model that cannot serve is refused at once.
+  auto model = LoadModelForReplay(s.model, s.block_size, policies);
+  if (!model.ok()) return Fail(model.status());
 
   TraceReadOptions read_options;
   read_options.block_size = s.block_size;
@@ -236,7 +220,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   base.replication.rule.window_ms = static_cast<int64_t>(c.burst_window_s * 1000);
   base.replication.targets = c.replicate_targets;
   base.keep_ttft_samples = !c.ttft_samples.empty();
-  base.model = model;
+  base.model = *model;
 
   const bool auto_nodes = s.cost.prefill_nodes == "auto";
   if (auto_nodes) {

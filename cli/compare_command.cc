@@ -23,7 +23,6 @@
 #include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
-#include "models/model_block_size.h"
 #include "models/model_judgement.h"
 #include "models/traffic_drift.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -207,25 +206,10 @@ int RunCompare(const CompareFlags& f) {
     }
   }
 
-  // The model is checked before the trace is read: a mismatch is refused at
-  // once, not after minutes of reading.
-  std::shared_ptr<const LearnedModel> model;
-  if (!f.model.empty()) {
-    auto loaded = LearnedModel::Load(f.model);
-    if (!loaded.ok()) return Fail(loaded.status());
-    if (auto st = CheckModelBlockSize((*loaded)->metadata(), f.block_size, f.model,
-                                      "the trace is read as");
-        !st.ok()) {
-      return Fail(st);
-    }
-    model = *loaded;
-  }
-  for (const auto& p : policies) {
-    if (PolicyNeedsModel(p) && model == nullptr) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
-    }
-  }
+  // Before the trace is read: a model that cannot serve is refused at once,
+  // not after minutes of reading.
+  auto model = LoadModelForReplay(f.model, f.block_size, policies);
+  if (!model.ok()) return Fail(model.status());
 
   TraceReadOptions read_options;
   read_options.block_size = f.block_size;
@@ -239,8 +223,8 @@ int RunCompare(const CompareFlags& f) {
                            ? f.pool_bytes
                            : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   options.eval_from = f.eval_from;
-  options.model = model;
-  if (model != nullptr) ReportModelFit(*model, f.model, trace, f.eval_from);
+  options.model = *model;
+  if (*model != nullptr) ReportModelFit(**model, f.model, trace, f.eval_from);
 
   const bool auto_nodes = f.cost.prefill_nodes == "auto";
   auto sized_or = SizePrefillNodes(*replay, *cost, options, auto_nodes, std::cerr);

@@ -2,8 +2,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "datasets/prefix_conflicts.h"
+#include "models/model_block_size.h"
+#include "policies/policy_factory.h"
 
 namespace kvlearn {
+
+absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForReplay(
+    const std::string& path, uint32_t block_size, const std::vector<std::string>& policies) {
+  std::shared_ptr<const LearnedModel> model;
+  if (!path.empty()) {
+    auto loaded = LearnedModel::Load(path);
+    if (!loaded.ok()) return loaded.status();
+    if (auto st =
+            CheckModelBlockSize((*loaded)->metadata(), block_size, path, "the trace is read as");
+        !st.ok()) {
+      return st;
+    }
+    model = *loaded;
+  }
+  for (const auto& p : policies) {
+    if (PolicyNeedsModel(p) && model == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE"));
+    }
+  }
+  return model;
+}
 
 absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,
                                                const TraceReadOptions& options,

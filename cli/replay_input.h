@@ -1,5 +1,7 @@
-// Reads a trace and makes it ready for replay, as compare (one pool and
-// --cluster) and train do, so the three say the same things about a trace:
+// What a replay reads, as compare (one pool and --cluster) and train read
+// it. The model first (LoadModelForReplay): a model of other blocks, or a
+// policy that needs a model given none, is refused before the trace is read.
+// Then the trace (ReadTraceForReplay), so the three say the same things about it:
 // how many bad lines --lenient skipped, how many requests it dropped because
 // their block ids contradict earlier lines (datasets/prefix_conflicts.h), and,
 // without --lenient, what to do about such a trace (one node's export, or
@@ -7,17 +9,26 @@
 // request is left.
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
 #include "datasets/mooncake_reader.h"
 #include "datasets/trace.h"
+#include "models/learned_model.h"
 #include "sim/replay_trace.h"
 
 namespace kvlearn {
+
+// The model at `path` (nullptr when `path` is empty), refused when it was
+// trained on another block size than `block_size`, or when one of `policies`
+// needs a model and none is given.
+absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForReplay(
+    const std::string& path, uint32_t block_size, const std::vector<std::string>& policies);
 
 // Reads `path` into `trace` and builds its replay; notes go to `err`, each
 // line prefixed "kvlearn COMMAND: ". Fails when the trace cannot be read, has
