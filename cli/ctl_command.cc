@@ -180,7 +180,8 @@ Command AddCtlCommand(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--token", f->token,
                   "bearer token of the sidecar's --auth-tokens file (an operator's for status, "
-                  "pools and reload); default: $KVLEARN_TOKEN")
+                  "pools, reload and metrics' GetStatus; /metrics itself takes none); default: "
+                  "$KVLEARN_TOKEN")
       ->envname("KVLEARN_TOKEN");
   cmd->add_option("--timeout-seconds", f->timeout_seconds,
                   "give up, naming the address, when the sidecar has not answered by then")
