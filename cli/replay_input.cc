@@ -33,7 +33,7 @@ absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,
                                                const TraceReadOptions& options,
                                                const CostModel& cost, std::string_view command,
                                                std::ostream& err, Trace& trace) {
-  auto read = ReadMooncakeTrace(path, options);
+  auto read = ReadTrace(path, options);
   if (!read.ok()) return read.status();
   trace = *std::move(read);
   if (trace.skipped_lines > 0) {

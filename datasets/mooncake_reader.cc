@@ -1,4 +1,4 @@
-// Mooncake JSONL reader and writer.
+// Trace JSONL reader and writer (Mooncake's and Bailian's shapes).
 //
 // Reading: a file is read whole into one simdjson::padded_string; lines are found
 // with memchr and each is parsed by the ondemand parser in place (a line is a
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -114,16 +115,18 @@ bool LooksLikeCsv(std::string_view line) {
 LineError NotAnObject(std::string_view line, LineError error) {
   if (!LooksLikeCsv(line)) return error;
   return Malformed(
-      "this looks like CSV (comma-separated values, not a JSON object); traces are Mooncake "
-      "JSONL, one object per line with timestamp, input_length, output_length and hash_ids "
-      "(docs/results.md; kvlearn gen writes them)");
+      "this looks like CSV (comma-separated values, not a JSON object); traces are Mooncake JSONL "
+      "or "
+      "Bailian JSONL, one object per line with timestamp, input_length, output_length and "
+      "hash_ids (docs/results.md; kvlearn gen writes both)");
 }
 
 // Parses lines one at a time into a Trace; keeps the parser and scratch space
 // between lines so the steady state allocates nothing.
 class LineParser {
  public:
-  LineParser(Trace& trace, uint32_t block_size) : trace_(trace), block_size_(block_size) {}
+  LineParser(Trace& trace, uint32_t block_size, TraceFormat format)
+      : trace_(trace), block_size_(block_size), bailian_(format == TraceFormat::kBailian) {}
 
   // Parses `line` (1-based number `line_no`). On success appends the request to
   // the trace and returns nullopt; on failure leaves the trace unchanged.
@@ -142,13 +145,26 @@ class LineParser {
     r.first_block = static_cast<uint32_t>(first_block);
     r.num_blocks = static_cast<uint32_t>(trace_.hash_ids.size() - first_block);
     r.line = line_no;
+    r.type = type_;
+    r.turn = turn_;
+    r.chat_id = chat_id_;
+    r.parent_chat_id = parent_chat_id_;
     trace_.requests.push_back(r);
     last_timestamp_ = timestamp_;
     return std::nullopt;
   }
 
  private:
-  enum Field : unsigned { kTimestamp = 1, kInputLength = 2, kOutputLength = 4, kHashIds = 8 };
+  enum Field : unsigned {
+    kTimestamp = 1,
+    kInputLength = 2,
+    kOutputLength = 4,
+    kHashIds = 8,
+    kChatId = 16,
+    kParentChatId = 32,
+    kType = 64,
+    kTurn = 128,
+  };
 
   std::optional<LineError> ParseFields(simdjson::padded_string_view line) {
     ondemand::document doc;
@@ -163,6 +179,9 @@ class LineParser {
       return Malformed(error);
     }
     seen_ = 0;
+    type_ = RequestType::kUnknown;
+    turn_ = 0;
+    chat_id_ = parent_chat_id_ = -1;
     for (auto field_or : object) {
       ondemand::field field;
       if (auto error = std::move(field_or).get(field)) return Malformed(error);
@@ -177,7 +196,9 @@ class LineParser {
       } else if (key.unsafe_is_equal("timestamp")) {
         error = Seen(kTimestamp, "timestamp");
         if (!error) {
-          error = ReadCount(value, "timestamp", std::numeric_limits<int64_t>::max(), timestamp_);
+          error = bailian_ ? ReadSeconds(value, timestamp_)
+                           : ReadCount(value, "timestamp", std::numeric_limits<int64_t>::max(),
+                                       timestamp_);
         }
       } else if (key.unsafe_is_equal("input_length")) {
         error = Seen(kInputLength, "input_length");
@@ -191,6 +212,8 @@ class LineParser {
           error = ReadCount(value, "output_length", std::numeric_limits<uint32_t>::max(),
                             output_length_);
         }
+      } else if (bailian_) {
+        error = ParseBailianField(key, value);
       }
       // Other keys are ignored (ondemand skips them without validating them).
       if (error) return error;
@@ -200,6 +223,64 @@ class LineParser {
     if (!doc.current_location().get(rest)) {
       return Malformed("unexpected content after the object");
     }
+    return std::nullopt;
+  }
+
+  // Bailian's timestamp: seconds as a float (or an integer), kept in ms.
+  std::optional<LineError> ReadSeconds(ondemand::value& value, int64_t& out_ms) {
+    double seconds;
+    if (value.get_double().get(seconds)) {
+      ondemand::json_type type;
+      if (auto error = value.type().get(type)) return Malformed(error);
+      return LineError{"timestamp",
+                       absl::StrCat("expected seconds as a number, got ", TypeName(type))};
+    }
+    // 9.2e15 s would overflow the milliseconds.
+    if (!(seconds >= 0) || seconds > 9.2e15) {
+      return LineError{"timestamp", absl::StrCat("must be seconds >= 0, got ", seconds)};
+    }
+    out_ms = std::llround(seconds * 1000);
+    return std::nullopt;
+  }
+
+  // The fields only Bailian lines carry; each is optional.
+  std::optional<LineError> ParseBailianField(ondemand::raw_json_string key,
+                                             ondemand::value& value) {
+    if (key.unsafe_is_equal("chat_id")) {
+      if (auto error = Seen(kChatId, "chat_id")) return error;
+      return ReadId(value, "chat_id", chat_id_);
+    }
+    if (key.unsafe_is_equal("parent_chat_id")) {
+      if (auto error = Seen(kParentChatId, "parent_chat_id")) return error;
+      return ReadId(value, "parent_chat_id", parent_chat_id_);
+    }
+    if (key.unsafe_is_equal("turn")) {
+      if (auto error = Seen(kTurn, "turn")) return error;
+      int64_t turn;
+      if (auto error = ReadCount(value, "turn", std::numeric_limits<int64_t>::max(), turn)) {
+        return error;
+      }
+      turn_ = static_cast<uint16_t>(std::min<int64_t>(turn, UINT16_MAX));  // saturates
+      return std::nullopt;
+    }
+    if (key.unsafe_is_equal("type")) {
+      if (auto error = Seen(kType, "type")) return error;
+      std::string_view name;
+      if (value.get_string().get(name)) {
+        ondemand::json_type type;
+        if (auto error = value.type().get(type)) return Malformed(error);
+        return LineError{"type", absl::StrCat("expected a string, got ", TypeName(type))};
+      }
+      type_ = RequestTypeFromName(name);
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  // A conversation id: an integer, -1 meaning none.
+  static std::optional<LineError> ReadId(ondemand::value& value, const char* field, int64_t& out) {
+    if (value.get_int64().get(out)) return ExplainNotInteger(value, field, "");
+    if (out < -1) return LineError{field, absl::StrCat("must be >= -1, got ", out)};
     return std::nullopt;
   }
 
@@ -274,6 +355,7 @@ class LineParser {
 
   Trace& trace_;
   const uint32_t block_size_;
+  const bool bailian_;
   ondemand::parser parser_;
   std::vector<uint64_t> sorted_;
   unsigned seen_ = 0;
@@ -281,6 +363,10 @@ class LineParser {
   int64_t input_length_ = 0;
   int64_t output_length_ = 0;
   int64_t last_timestamp_ = std::numeric_limits<int64_t>::min();
+  RequestType type_ = RequestType::kUnknown;
+  uint16_t turn_ = 0;
+  int64_t chat_id_ = -1;
+  int64_t parent_chat_id_ = -1;
 };
 
 bool IsBlank(std::string_view line) {
@@ -300,15 +386,18 @@ void ShrinkIfWasteful(std::vector<T>& v) {
 // copied into a padded scratch string first.
 absl::StatusOr<Trace> ParseBuffer(std::string_view buffer, size_t padding, std::string_view source,
                                   const TraceReadOptions& options) {
-  if (options.block_size == 0) return absl::InvalidArgumentError("block_size must be > 0");
+  const TraceFormat format =
+      options.format == TraceFormat::kAuto ? DetectTraceFormat(buffer) : options.format;
+  const uint32_t block_size =
+      options.block_size == 0 ? DefaultBlockSize(format) : options.block_size;
   Trace trace;
   trace.source = std::string(source);
-  trace.block_size = options.block_size;
+  trace.block_size = block_size;
   // Lines are a few hundred bytes with ids of a few digits; reserving avoids
   // regrowing (and re-copying) large vectors.
   trace.requests.reserve(buffer.size() / 160 + 1);
   trace.hash_ids.reserve(buffer.size() / 8 + 1);
-  LineParser parser(trace, options.block_size);
+  LineParser parser(trace, block_size, format);
   simdjson::padded_string scratch;
 
   const char* const begin = buffer.data();
@@ -379,21 +468,67 @@ void AppendNumber(std::string& out, auto value) {
   out.append(digits, end);
 }
 
+// Milliseconds as seconds with three decimals, exactly ("12.345").
+void AppendSeconds(std::string& out, int64_t ms) {
+  AppendNumber(out, ms / 1000);
+  out += '.';
+  const int64_t frac = ms % 1000;
+  if (frac < 100) out += '0';
+  if (frac < 10) out += '0';
+  AppendNumber(out, frac);
+}
+
 }  // namespace
 
-absl::StatusOr<Trace> ReadMooncakeTrace(const std::string& path, const TraceReadOptions& options) {
+const char* TraceFormatName(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kAuto:
+      return "auto";
+    case TraceFormat::kMooncake:
+      return "mooncake";
+    case TraceFormat::kBailian:
+      return "bailian";
+  }
+  return "auto";
+}
+
+std::optional<TraceFormat> TraceFormatFromName(std::string_view name) {
+  for (TraceFormat f : {TraceFormat::kAuto, TraceFormat::kMooncake, TraceFormat::kBailian}) {
+    if (name == TraceFormatName(f)) return f;
+  }
+  return std::nullopt;
+}
+
+uint32_t DefaultBlockSize(TraceFormat format) { return format == TraceFormat::kBailian ? 16 : 512; }
+
+TraceFormat DetectTraceFormat(std::string_view jsonl) {
+  while (!jsonl.empty()) {
+    const size_t newline = jsonl.find('\n');
+    const std::string_view line = jsonl.substr(0, newline);
+    if (!IsBlank(line)) {
+      // A key, not a value: a Mooncake line has no string values.
+      return line.find("\"chat_id\"") != std::string_view::npos ? TraceFormat::kBailian
+                                                                : TraceFormat::kMooncake;
+    }
+    if (newline == std::string_view::npos) break;
+    jsonl.remove_prefix(newline + 1);
+  }
+  return TraceFormat::kMooncake;
+}
+
+absl::StatusOr<Trace> ReadTrace(const std::string& path, const TraceReadOptions& options) {
   absl::StatusOr<simdjson::padded_string> buffer = LoadPadded(path);
   if (!buffer.ok()) return buffer.status();
   return ParseBuffer(std::string_view(buffer->data(), buffer->size()), simdjson::SIMDJSON_PADDING,
                      path, options);
 }
 
-absl::StatusOr<Trace> ParseMooncakeTrace(std::string_view jsonl, std::string_view source,
-                                         const TraceReadOptions& options) {
+absl::StatusOr<Trace> ParseTrace(std::string_view jsonl, std::string_view source,
+                                 const TraceReadOptions& options) {
   return ParseBuffer(jsonl, 0, source, options);
 }
 
-absl::Status WriteMooncakeTrace(const Trace& trace, const std::string& path) {
+absl::Status WriteTrace(const Trace& trace, const std::string& path, TraceFormat format) {
   File file(std::fopen(path.c_str(), "wb"));
   if (!file) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path, " for writing"));
   constexpr size_t kFlushAt = 1 << 20;
@@ -404,19 +539,36 @@ absl::Status WriteMooncakeTrace(const Trace& trace, const std::string& path) {
     out.clear();
     return ok;
   };
-  for (const TraceRequest& r : trace.requests) {
-    // Same key order and spacing as Mooncake's own files.
-    out += "{\"timestamp\": ";
-    AppendNumber(out, r.timestamp_ms);
+  const bool bailian = format == TraceFormat::kBailian;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    const TraceRequest& r = trace.requests[i];
+    // Same key order and spacing as the formats' own files.
+    if (bailian) {
+      out += "{\"chat_id\": ";
+      AppendNumber(out, r.chat_id >= 0 ? r.chat_id : static_cast<int64_t>(i));
+      out += ", \"parent_chat_id\": ";
+      AppendNumber(out, r.parent_chat_id);
+      out += ", \"timestamp\": ";
+      AppendSeconds(out, r.timestamp_ms);
+    } else {
+      out += "{\"timestamp\": ";
+      AppendNumber(out, r.timestamp_ms);
+    }
     out += ", \"input_length\": ";
     AppendNumber(out, r.input_length);
     out += ", \"output_length\": ";
     AppendNumber(out, r.output_length);
+    if (bailian) {
+      out += ", \"type\": \"";
+      out += r.type == RequestType::kUnknown ? "text" : RequestTypeName(r.type);
+      out += "\", \"turn\": ";
+      AppendNumber(out, r.turn == 0 ? 1 : r.turn);
+    }
     out += ", \"hash_ids\": [";
     const std::span<const uint64_t> ids = trace.BlocksOf(r);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i > 0) out += ", ";
-      AppendNumber(out, ids[i]);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (j > 0) out += ", ";
+      AppendNumber(out, ids[j]);
     }
     out += "]}\n";
     if (out.size() >= kFlushAt && !flush()) {

@@ -1,11 +1,18 @@
-// Reads and writes traces in Mooncake's JSONL format: one request per line,
-//   {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>,
-//    "hash_ids": [<block id>, ...]}
-// Every line is validated; the first bad line is reported as
-// "<file>:<line>: field '<name>': <what is wrong>". With `lenient`, bad lines
-// are skipped and counted in Trace::skipped_lines instead.
+// Reads and writes request traces in the two JSONL shapes people hold, one
+// request per line:
+//   Mooncake  {"timestamp": <ms>, "input_length": <tokens>,
+//              "output_length": <tokens>, "hash_ids": [<block id>, ...]}
+//   Bailian   {"chat_id": <id>, "parent_chat_id": <id or -1>,
+//              "timestamp": <seconds, a float>, "input_length": <tokens>,
+//              "output_length": <tokens>, "type": "text|search|image|file",
+//              "turn": <n>, "hash_ids": [...]}   (Qwen's Bailian trace, ATC '25)
+// The format is named or detected from the first line that is not blank (a
+// "chat_id" key means Bailian). Every line is validated; the first bad line is
+// reported as "<file>:<line>: field '<name>': <what is wrong>". With
+// `lenient`, bad lines are skipped and counted in Trace::skipped_lines instead.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,18 +22,48 @@
 
 namespace kvlearn {
 
+enum class TraceFormat { kAuto, kMooncake, kBailian };
+
+// "auto", "mooncake", "bailian".
+const char* TraceFormatName(TraceFormat format);
+std::optional<TraceFormat> TraceFormatFromName(std::string_view name);
+// Tokens per block when the user names none: 512 (Mooncake), 16 (Bailian).
+uint32_t DefaultBlockSize(TraceFormat format);
+
 struct TraceReadOptions {
-  uint32_t block_size =
-      512;               // tokens per block; hash_ids must hold ceil(input_length / block_size)
+  TraceFormat format = TraceFormat::kAuto;
+  // Tokens per block; hash_ids must hold ceil(input_length / block_size).
+  // 0: the format's default.
+  uint32_t block_size = 0;
   bool lenient = false;  // skip and count bad lines instead of failing
 };
 
-absl::StatusOr<Trace> ReadMooncakeTrace(const std::string& path, const TraceReadOptions& options);
+absl::StatusOr<Trace> ReadTrace(const std::string& path, const TraceReadOptions& options);
 
 // Parses JSONL held in memory; `source` names it in error messages.
-absl::StatusOr<Trace> ParseMooncakeTrace(std::string_view jsonl, std::string_view source,
-                                         const TraceReadOptions& options);
+absl::StatusOr<Trace> ParseTrace(std::string_view jsonl, std::string_view source,
+                                 const TraceReadOptions& options);
 
-absl::Status WriteMooncakeTrace(const Trace& trace, const std::string& path);
+// The format of a trace's first line that is not blank (Mooncake when there
+// is none).
+TraceFormat DetectTraceFormat(std::string_view jsonl);
+
+// Writes `trace` as `format` (kAuto writes Mooncake). Bailian lines carry the
+// requests' own chat ids, or their index when a request has none.
+absl::Status WriteTrace(const Trace& trace, const std::string& path,
+                        TraceFormat format = TraceFormat::kMooncake);
+
+// The names the callers used before Bailian was read.
+inline absl::StatusOr<Trace> ReadMooncakeTrace(const std::string& path,
+                                               const TraceReadOptions& options) {
+  return ReadTrace(path, options);
+}
+inline absl::StatusOr<Trace> ParseMooncakeTrace(std::string_view jsonl, std::string_view source,
+                                                const TraceReadOptions& options) {
+  return ParseTrace(jsonl, source, options);
+}
+inline absl::Status WriteMooncakeTrace(const Trace& trace, const std::string& path) {
+  return WriteTrace(trace, path, TraceFormat::kMooncake);
+}
 
 }  // namespace kvlearn

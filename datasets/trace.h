@@ -11,11 +11,30 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fnv1a.h"
 
 namespace kvlearn {
+
+// What a request asked for, as the Bailian trace labels it (Mooncake's format
+// does not say: kUnknown). Reuse differs by type (Wang et al., ATC '25).
+enum class RequestType : uint8_t { kUnknown = 0, kText, kSearch, kImage, kFile, kOther };
+inline constexpr int kRequestTypes = 6;
+
+// "text", "search", "image", "file"; "other" for a label outside those
+// four, "" when not known.
+inline const char* RequestTypeName(RequestType type) {
+  constexpr const char* kNames[kRequestTypes] = {"", "text", "search", "image", "file", "other"};
+  return kNames[static_cast<int>(type)];
+}
+inline RequestType RequestTypeFromName(std::string_view name) {
+  for (int i = 1; i < kRequestTypes - 1; ++i) {
+    if (name == RequestTypeName(static_cast<RequestType>(i))) return static_cast<RequestType>(i);
+  }
+  return RequestType::kOther;
+}
 
 struct TraceRequest {
   int64_t timestamp_ms = 0;    // arrival, milliseconds from trace start
@@ -24,6 +43,12 @@ struct TraceRequest {
   uint32_t first_block = 0;    // offset of this request's ids in Trace::hash_ids
   uint32_t num_blocks = 0;
   uint32_t line = 0;  // 1-based line in the source file (0 when generated)
+  RequestType type = RequestType::kUnknown;
+  uint16_t turn = 0;  // conversation turn, 1 for the first (0: not known)
+  // Bailian's conversation ids (-1: none, as in Mooncake's format): a later
+  // turn names the request it follows as its parent.
+  int64_t chat_id = -1;
+  int64_t parent_chat_id = -1;
 };
 
 struct Trace {

@@ -14,8 +14,10 @@
 
 namespace kvlearn::fuzz {
 
-inline constexpr const char* kOnlinePolicies[] = {"lru",    "learned", "lfu", "fifo",        "gdsf",
-                                                  "s3fifo", "sieve",   "arc", "kvlearn-cars"};
+// Seeds name a policy by its index here: new policies are appended.
+inline constexpr const char* kOnlinePolicies[] = {"lru",          "learned",      "lfu",   "fifo",
+                                                  "gdsf",         "s3fifo",       "sieve", "arc",
+                                                  "kvlearn-cars", "learned-model"};
 
 // Aborts, which the fuzzer reports as a crash with its input.
 inline void Check(bool ok) {

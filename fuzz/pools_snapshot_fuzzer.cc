@@ -2,7 +2,8 @@
 // bytes the event log would hold as the latest snapshot.
 //
 //   byte 0     policy the sidecar runs: lru, learned, lfu, fifo, gdsf,
-//              s3fifo, sieve, arc, kvlearn-cars (mod 9)
+//              s3fifo, sieve, arc, kvlearn-cars, learned-model
+//              (mod 10)
 //   the rest   a snapshot (server/pools_snapshot.h), decoded, and if it
 //              decodes, restored into fresh NodePools (RestoreAll: every
 //              pool's image, then each policy loads its saved state or

@@ -3,7 +3,8 @@
 // bytes parsed as the kind's protobuf message:
 //
 //   byte 0             policy: lru, learned, lfu, fifo, gdsf, s3fifo,
-//                      kvlearn-cars, no-cache, sieve, arc (mod 10)
+//                      kvlearn-cars, no-cache, sieve, arc,
+//                      learned-model (mod 11)
 //   then per record    kind (mod 3: EventBatch, AdmitRequest, RankRequest),
 //                      length (little-endian uint16), message bytes
 //
@@ -25,10 +26,11 @@ namespace {
 using kvlearn::fuzz::Check;
 using kvlearn::fuzz::CheckCounters;
 
-// The seeds' selector bytes (0 to 7) name the first eight; sieve and arc
-// came later and are appended so those bytes keep their policy.
-constexpr const char* kPolicies[] = {"lru",    "learned",      "lfu",      "fifo",  "gdsf",
-                                     "s3fifo", "kvlearn-cars", "no-cache", "sieve", "arc"};
+// The seeds' selector bytes (0 to 7) name the first eight; later policies
+// are appended so those bytes keep their policy.
+constexpr const char* kPolicies[] = {"lru",   "learned", "lfu",          "fifo",
+                                     "gdsf",  "s3fifo",  "kvlearn-cars", "no-cache",
+                                     "sieve", "arc",     "learned-model"};
 constexpr size_t kPolicyCount = sizeof(kPolicies) / sizeof(kPolicies[0]);
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The samples `kvlearn train` records, as CSV, for fitting a model outside
-// kvlearn (in Python: docs/learned_policy.md, "A model written in Python").
+// kvlearn (in Python: docs/training.md, "A model written in Python").
 // One row per block access, in the order recorded:
 //   request        index of the request in the trace
 //   split          train (request < train_end) or valid

@@ -23,7 +23,7 @@ struct TrainOptions {
   // Epochs without validation improvement before stopping. The validation
   // loss is noisy from epoch to epoch while the rare confident claims (a
   // block that will not return) are still sharpening: 5 stopped mixed
-  // traffic's models about 10 epochs early (docs/learned_policy.md, round 4).
+  // traffic's models about 10 epochs early (docs/history/README.md, feature schema 3).
   int patience = 15;
   int batch_size = 512;
   double learning_rate = 1e-3;

@@ -37,7 +37,7 @@ absl::Status Differs(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(
       "forward: ", std::string(what),
       "; kvlearn reads only the weights and computes (x - feature_mean) / feature_std, torch.relu "
-      "between layers, torch.sigmoid last (docs/learned_policy.md, 'A model written in Python')"));
+      "between layers, torch.sigmoid last (docs/training.md, 'A model written in Python')"));
 }
 
 size_t Indent(std::string_view line) {

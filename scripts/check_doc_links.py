@@ -1,14 +1,19 @@
 #!/usr/bin/python3
 """Checks that every relative link in the README and docs/ leads somewhere: the
 file exists and, for a link with #anchor into a Markdown file, that file has a
-heading whose GitHub anchor is that (or an explicit <a id|name="...">).
+heading whose GitHub anchor is that (or an explicit <a id|name="...">). Also
+checks that the README and docs/ outside docs/history/ describe the system as
+it is: no "session N", "round N", "held-out set N", "issue N" or "#N" (the
+history of how it got there goes in docs/history/ and git log).
 
     scripts/check_doc_links.py [ROOT]
 
 ROOT is the repository (default: this script's parent folder). Links inside
 fenced code blocks and inline code are not links; http(s) and mailto links are
-not followed. Prints one line per broken link, FILE:LINE: target: what is
-wrong, and exits 1 if there is any, 0 otherwise.
+not followed. History numbers are looked for everywhere in a file, code
+included, except inside web addresses and after a repository name
+(owner/repo#12 is another project's issue). Prints one line per problem,
+FILE:LINE: target: what is wrong, and exits 1 if there is any, 0 otherwise.
 """
 
 import os
@@ -19,6 +24,12 @@ LINK = re.compile(r"\[[^\]]*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 EXPLICIT_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+# A mention of the project's own history: work sessions, tuning rounds,
+# held-out seed sets and issue numbers mean nothing to a reader of the docs.
+HISTORY_NUMBER = re.compile(
+    r"\b(?:sessions?|rounds?|held-out\s+sets?|issues?)\s+#?\d+"
+    r"|(?<![\w/&#])#\d+\b", re.IGNORECASE)
+WEB_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 
 
 def github_anchor(heading):
@@ -93,13 +104,31 @@ def broken_links(root):
     return problems
 
 
+def history_numbers(root):
+    """(file, line, mention, why) for every history number in README.md and
+    docs/ outside docs/history/."""
+    history = os.path.join(root, "docs", "history") + os.sep
+    problems = []
+    for path in markdown_files(root):
+        if path.startswith(history):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                for m in HISTORY_NUMBER.finditer(WEB_ADDRESS.sub("", line)):
+                    problems.append((os.path.relpath(path, root), number, m.group(0),
+                                     "a session, round, held-out set or issue number "
+                                     "(the docs say what the system does; history goes in "
+                                     "docs/history/)"))
+    return problems
+
+
 def main():
     if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help")):
         print(__doc__)
         return 0 if len(sys.argv) == 2 else 2
     root = sys.argv[1] if len(sys.argv) == 2 else \
         os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    problems = broken_links(root)
+    problems = broken_links(root) + history_numbers(root)
     for where, number, target, why in problems:
         print(f"{where}:{number}: {target}: {why}")
     return 1 if problems else 0

@@ -4,7 +4,7 @@
 `serve --model`). A starting point for your own loss, data, widths or depth
 (--hidden): the forward must stay as it is here (relu between layers, sigmoid
 at the end), because kvlearn reads only the weights and computes this forward
-itself (docs/learned_policy.md, "A model written in Python").
+itself (docs/training.md, "A model written in Python").
 
     kvlearn train --trace T --out kvlearn.pt --samples-out samples.csv
     scripts/fit_model.py --samples samples.csv --metadata-from kvlearn.pt --out mine.pt

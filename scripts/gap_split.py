@@ -28,7 +28,7 @@ full block used once from one that returns, and refusing a block that returns
 loses its recompute (R - T, about 20 T under the default cost model), so the
 best online admission keeps them all and pays once-full s: on such traces
 100 - once-full % bounds the share of the gap an online policy closes
-(docs/generalisation.md, "How much of the gap is closable").
+(docs/results.md, "The generalisation grid").
 
 Standard library only; needs build/cli/kvlearn (or --kvlearn).
 """

@@ -22,6 +22,6 @@ if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -qw avx2 /proc/cpuinfo && grep -qw 
   export OPENBLAS_CORETYPE=Haswell
 fi
 # --force: the table below shows `learned` whatever train's verdict on the
-# validation split (printed first; docs/learned_policy.md, "kvlearn train").
+# validation split (printed first; docs/training.md, "kvlearn train").
 "$kvlearn" train --trace "$trace" --train-until 0.6 --valid-until 0.8 --out "$model" --force
 "$kvlearn" compare --trace "$trace" --model "$model" --eval-from 0.8

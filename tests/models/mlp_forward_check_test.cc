@@ -152,7 +152,7 @@ TEST(MlpForwardCheckTest, RefusesEveryOtherComputationSayingWhatDiffers) {
     const absl::Status s = CheckMlpForward(source, kClass, 3);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what;
     EXPECT_NE(s.message().find(what), std::string::npos) << what << "\n" << s;
-    EXPECT_NE(s.message().find("docs/learned_policy.md"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("docs/training.md"), std::string::npos) << s;
   }
   // The right forward for another number of layers than the file holds.
   EXPECT_FALSE(CheckMlpForward(kKvlearnSource, kClass, 2).ok());

@@ -9,7 +9,7 @@ rows through kvlearn's own inference (LearnedModel::Load, the Eigen MLP). Both m
 within 1e-5 on every output, and the metadata must describe the network: one feature name
 and one normalisation pair per input, one increasing horizon per output.
 
-The other way (docs/learned_policy.md, "A model written in Python"): a network defined
+The other way (docs/training.md, "A model written in Python"): a network defined
 in Python (scripts/fit_model.py's class, imported from its module; also one the script
 fitted on the samples `kvlearn train --samples-out` wrote), and kvlearn's model
 fine-tuned in Python, saved with torch.jit.save, are read by kvlearn, which answers as
@@ -36,7 +36,7 @@ METADATA = "kvlearn_metadata.json"
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 FIT_MODEL = os.path.join(SCRIPTS, "fit_model.py")
 sys.path.insert(0, SCRIPTS)
-# The network as docs/learned_policy.md describes it (F.linear layers); defined in a
+# The network as docs/training.md describes it (F.linear layers); defined in a
 # module of its own, so TorchScript names it __torch__.fit_model.KvlearnReuseMlp.
 from fit_model import KvlearnReuseMlp  # noqa: E402
 

@@ -1,4 +1,4 @@
-// The learned policy's ARC expert (docs/learned_policy.md, round 11), on
+// The learned policy's ARC expert (docs/learned_policy.md, "How it decides"), on
 // cases worked out by hand: ARC forgets the victims it did not choose, the
 // ARC shadow pool (policies/learned_arc_shadow_pool.h) and its saved state,
 // and the learned pool handing its evictions to ARC once ARC's shadow has
