@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cli/flag_checks.h"
+#include "cli/replay_input.h"
 #include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -191,13 +193,15 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
     }
   }
 
+  // Before the trace is read, so a model that cannot serve is refused at once.
+  auto model = LoadModelForReplay(s.model, s.block_size, policies);
+  if (!model.ok()) return Fail(model.status());
+
   TraceReadOptions read_options;
   read_options.block_size = s.block_size;
   read_options.lenient = s.lenient;
-  auto trace = ReadMooncakeTrace(s.trace, read_options);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
-  auto replay = BuildReplayTrace(*trace, cost);
+  Trace trace;
+  auto replay = ReadTraceForReplay(s.trace, read_options, cost, "compare", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
 
   ClusterOptions base;
@@ -216,17 +220,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   base.replication.rule.window_ms = static_cast<int64_t>(c.burst_window_s * 1000);
   base.replication.targets = c.replicate_targets;
   base.keep_ttft_samples = !c.ttft_samples.empty();
-  if (!s.model.empty()) {
-    auto model = LearnedModel::Load(s.model);
-    if (!model.ok()) return Fail(model.status());
-    base.model = *model;
-  }
-  for (const auto& p : policies) {
-    if (PolicyNeedsModel(p) && base.model == nullptr) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
-    }
-  }
+  base.model = *model;
 
   const bool auto_nodes = s.cost.prefill_nodes == "auto";
   if (auto_nodes) {
@@ -242,7 +236,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
 
   std::cerr << absl::StrFormat(
       "cluster: replaying %d requests (%d block accesses) on %d prefill nodes, %d rows\n",
-      trace->requests.size(), replay->block_accesses(), base.prefill_nodes, rows->size());
+      trace.requests.size(), replay->block_accesses(), base.prefill_nodes, rows->size());
   std::vector<absl::StatusOr<ClusterResult>> results(rows->size(), absl::UnknownError("not run"));
   tbb::parallel_for(size_t{0}, rows->size(), [&](size_t i) {
     const Row& row = (*rows)[i];

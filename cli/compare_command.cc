@@ -17,6 +17,7 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/prefill_sizing.h"
+#include "cli/replay_input.h"
 #include "cli/trace_traffic.h"
 #include "core/cost_model.h"
 #include "core/progress_line.h"
@@ -205,16 +206,16 @@ int RunCompare(const CompareFlags& f) {
     }
   }
 
+  // Before the trace is read: a model that cannot serve is refused at once,
+  // not after minutes of reading.
+  auto model = LoadModelForReplay(f.model, f.block_size, policies);
+  if (!model.ok()) return Fail(model.status());
+
   TraceReadOptions read_options;
   read_options.block_size = f.block_size;
   read_options.lenient = f.lenient;
-  auto trace = ReadMooncakeTrace(f.trace, read_options);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->skipped_lines > 0) {
-    std::cerr << "kvlearn compare: skipped " << trace->skipped_lines << " bad lines (--lenient)\n";
-  }
-  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
-  auto replay = BuildReplayTrace(*trace, *cost);
+  Trace trace;
+  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "compare", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
 
   PoolReplayOptions options;
@@ -222,18 +223,8 @@ int RunCompare(const CompareFlags& f) {
                            ? f.pool_bytes
                            : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   options.eval_from = f.eval_from;
-  if (!f.model.empty()) {
-    auto model = LearnedModel::Load(f.model);
-    if (!model.ok()) return Fail(model.status());
-    options.model = *model;
-    ReportModelFit(**model, f.model, *trace, f.eval_from);
-  }
-  for (const auto& p : policies) {
-    if (PolicyNeedsModel(p) && options.model == nullptr) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--policies: '", p, "' needs a trained model: add --model FILE")));
-    }
-  }
+  options.model = *model;
+  if (*model != nullptr) ReportModelFit(**model, f.model, trace, f.eval_from);
 
   const bool auto_nodes = f.cost.prefill_nodes == "auto";
   auto sized_or = SizePrefillNodes(*replay, *cost, options, auto_nodes, std::cerr);
@@ -242,11 +233,11 @@ int RunCompare(const CompareFlags& f) {
 
   std::cerr << absl::StrFormat(
       "replaying %d requests (%d block accesses) under %d policies on %d prefill instances\n",
-      trace->requests.size(), replay->block_accesses(), policies.size(),
+      trace.requests.size(), replay->block_accesses(), policies.size(),
       sized.hardware().prefill_nodes);
   std::vector<absl::StatusOr<ReplayResult>> results(policies.size(), absl::UnknownError("not run"));
   ProgressLine progress("kvlearn compare: replayed",
-                        uint64_t{trace->requests.size()} * policies.size(), "requests",
+                        uint64_t{trace.requests.size()} * policies.size(), "requests",
                         ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
   options.requests_done = &progress.counter();
   progress.Start();

@@ -1,16 +1,25 @@
 // `kvlearn ctl`: asks a running sidecar over its gRPC API, without writing a
-// client: status (policy, model, log), pools (one line per node and tier), and
-// reload MODEL (ReloadModel). A sidecar that does not answer within
-// --timeout-seconds gets one line naming the address and exit status 1.
+// client: status (policy, model, log), pools (one line per node and tier),
+// reload MODEL (ReloadModel), and metrics (its Prometheus /metrics text, found
+// through GetStatus's metrics_port on the --target host, or at
+// --metrics-address). A sidecar that does not answer within --timeout-seconds
+// gets one line naming the address and exit status 1.
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "cli/command.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 
@@ -21,7 +30,9 @@ struct CtlFlags {
   std::string target = "127.0.0.1:50051";
   std::string token;
   double timeout_seconds = 3;
-  std::string model;  // reload
+  std::string model;                  // reload
+  std::string metrics_address;        // metrics: HOST:PORT, else discovered
+  std::vector<std::string> prefixes;  // metrics: only series named so
 };
 
 int Fail(const std::string& what) {
@@ -80,6 +91,74 @@ int RunStatusOrPools(const CtlFlags& f, bool pools) {
   return 0;
 }
 
+// "HOST:PORT" into its parts; brackets dropped from an IPv6 host.
+bool SplitAddress(const std::string& address, std::string& host, int& port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return absl::SimpleAtoi(address.substr(colon + 1), &port) && port > 0 && port < 65536;
+}
+
+// A line of the exposition text belongs to the series named by a prefix:
+// samples by their name, "# HELP NAME" / "# TYPE NAME" by the name they give.
+bool Wanted(absl::string_view line, const std::vector<std::string>& prefixes) {
+  if (prefixes.empty()) return true;
+  const bool described =
+      absl::ConsumePrefix(&line, "# HELP ") || absl::ConsumePrefix(&line, "# TYPE ");
+  if (!described && absl::StartsWith(line, "#")) return false;
+  for (const std::string& p : prefixes) {
+    if (absl::StartsWith(line, p)) return true;
+  }
+  return false;
+}
+
+int RunMetrics(const CtlFlags& f) {
+  std::string host;
+  int port = 0;
+  if (!f.metrics_address.empty()) {
+    if (!SplitAddress(f.metrics_address, host, port)) {
+      return Fail(absl::StrCat("--metrics-address ", f.metrics_address, ": expected HOST:PORT"));
+    }
+  } else {
+    // Discovered: the sidecar says its /metrics port; the host is --target's
+    // (a sidecar listening for /metrics elsewhere needs --metrics-address).
+    v1::GetStatusResponse r;
+    const grpc::Status s = Stub(f)->GetStatus(Context(f).get(), {}, &r);
+    if (!s.ok()) return FailRpc(f, "GetStatus", s);
+    if (r.metrics_port() == 0) {
+      return Fail(absl::StrCat("the sidecar at ", f.target,
+                               " serves no /metrics (started with --metrics-listen '', or older "
+                               "than GetStatus's metrics_port): give --metrics-address HOST:PORT "
+                               "if it serves them elsewhere"));
+    }
+    if (!SplitAddress(f.target, host, port)) {
+      return Fail(absl::StrCat("--target ", f.target, ": expected HOST:PORT"));
+    }
+    port = static_cast<int>(r.metrics_port());
+  }
+  const std::string url = absl::StrCat("http://", host, ":", port, "/metrics");
+  httplib::Client http(host, port);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000));
+  http.set_connection_timeout(timeout);
+  http.set_read_timeout(timeout);
+  const httplib::Result res = http.Get("/metrics");
+  if (!res || res->status != 200) {
+    return Fail(absl::StrCat(
+        "cannot read ", url, ": ",
+        res ? absl::StrCat("HTTP ", res->status) : httplib::to_string(res.error()),
+        f.metrics_address.empty()
+            ? "; if /metrics listens on another host than --target's, give --metrics-address"
+            : ""));
+  }
+  for (absl::string_view line : absl::StrSplit(res->body, '\n', absl::SkipEmpty())) {
+    if (Wanted(line, f.prefixes)) std::cout << line << "\n";
+  }
+  return 0;
+}
+
 int RunReload(const CtlFlags& f) {
   v1::ReloadModelRequest req;
   req.set_path(f.model);
@@ -95,13 +174,14 @@ int RunReload(const CtlFlags& f) {
 Command AddCtlCommand(CLI::App& root) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* cmd = root.add_subcommand(
-      "ctl", "Ask a running sidecar (kvlearn serve): status, pools, reload MODEL.");
+      "ctl", "Ask a running sidecar (kvlearn serve): status, pools, reload MODEL, metrics.");
   cmd->require_subcommand(1);
   cmd->add_option("--target", f->target, "the sidecar's gRPC address HOST:PORT")
       ->capture_default_str();
   cmd->add_option("--token", f->token,
                   "bearer token of the sidecar's --auth-tokens file (an operator's for status, "
-                  "pools and reload); default: $KVLEARN_TOKEN")
+                  "pools, reload and metrics' GetStatus; /metrics itself takes none); default: "
+                  "$KVLEARN_TOKEN")
       ->envname("KVLEARN_TOKEN");
   cmd->add_option("--timeout-seconds", f->timeout_seconds,
                   "give up, naming the address, when the sidecar has not answered by then")
@@ -119,8 +199,20 @@ Command AddCtlCommand(CLI::App& root) {
       "reload", "load, validate and swap in a model file (a path on the sidecar's machine)");
   reload->add_option("MODEL", f->model, "model file, as the sidecar sees it")->required();
   reload->callback([mode] { *mode = "reload"; });
+  CLI::App* metrics = cmd->add_subcommand(
+      "metrics",
+      "print the sidecar's Prometheus /metrics text (docs/sidecar.md, 'Metrics and status'), "
+      "read from the port GetStatus reports on the --target host");
+  metrics->add_option("PREFIX", f->prefixes,
+                      "only the series whose names start with one of these (with their HELP and "
+                      "TYPE lines), e.g. kvlearn_rpcs_total");
+  metrics->add_option("--metrics-address", f->metrics_address,
+                      "read /metrics at HOST:PORT instead (the sidecar's --metrics-listen, when "
+                      "its host is not --target's); GetStatus is then not called");
+  metrics->callback([mode] { *mode = "metrics"; });
   return {cmd, [f, mode] {
             if (*mode == "reload") return RunReload(*f);
+            if (*mode == "metrics") return RunMetrics(*f);
             return RunStatusOrPools(*f, *mode == "pools");
           }};
 }

@@ -1,5 +1,7 @@
 // `kvlearn train`: records samples from a trace replay, labels them from the
 // future, trains the reuse MLP with LibTorch and writes the model file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,9 +18,12 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/output_path.h"
+#include "cli/replay_input.h"
 #include "cli/trace_traffic.h"
+#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
 #include "features/feature_schema.h"
+#include "learner/blas_kernels.h"
 #include "learner/model_judge.h"
 #include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
@@ -50,6 +55,7 @@ struct TrainFlags {
   std::vector<double> judge_pool_fractions = {0.1};
   bool force = false;
   bool shuffle_labels = false;
+  bool quiet = false;
   std::string command_line;
 };
 
@@ -88,16 +94,18 @@ int RunTrain(const TrainFlags& f) {
   }
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
+  // Recorded in the model: the kernels decide the weights' last bits.
+  const std::string blas = BlasKernels();
+  std::cerr << "matrix kernels: " << blas << "\n";
   TraceReadOptions read_options;
   read_options.block_size = f.block_size;
   read_options.lenient = f.lenient;
-  auto trace = ReadMooncakeTrace(f.trace, read_options);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
-  auto replay = BuildReplayTrace(*trace, *cost);
+  Trace trace;
+  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
+  if (trace.requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
 
-  const auto n = static_cast<uint32_t>(trace->requests.size());
+  const auto n = static_cast<uint32_t>(trace.requests.size());
   const auto train_end = static_cast<uint32_t>(f.train_until * n);
   const auto valid_end = static_cast<uint32_t>(f.valid_until * n);
   if (train_end == 0 || valid_end <= train_end) {
@@ -111,7 +119,7 @@ int RunTrain(const TrainFlags& f) {
   record.pool_bytes = static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
   record.end_request = valid_end;
   const std::vector<double> asked = f.horizon > 0 ? std::vector<double>{f.horizon} : f.horizons;
-  record.horizons_seconds = LearnableHorizons(*trace, train_end, valid_end, asked);
+  record.horizons_seconds = LearnableHorizons(trace, train_end, valid_end, asked);
   if (record.horizons_seconds.size() < asked.size()) {
     std::vector<double> dropped;
     for (const double h : asked) {
@@ -119,7 +127,7 @@ int RunTrain(const TrainFlags& f) {
         dropped.push_back(h);
       }
     }
-    const double label_end_s = trace->requests[valid_end - 1].timestamp_ms / 1000.0;
+    const double label_end_s = trace.requests[valid_end - 1].timestamp_ms / 1000.0;
     std::cerr << absl::StrFormat(
         "dropping horizons %s s: fewer than half of the training requests are followed by that "
         "much trace before the end of the validation split (%.0f s in)\n",
@@ -134,7 +142,12 @@ int RunTrain(const TrainFlags& f) {
       "recording samples: requests [0, %d) of %d under %s, pool %.1f GB, horizons %s s\n",
       valid_end, n, record.policy, record.pool_bytes / 1e9,
       absl::StrJoin(record.horizons_seconds, ","));
+  const bool live = ProgressLine::Wanted(STDERR_FILENO, f.quiet);
+  ProgressLine recording("kvlearn train: recorded", n, "requests", live, std::cerr);
+  record.requests_done = &recording.counter();
+  recording.Start();
   auto samples = RecordSamples(*replay, *cost, record);
+  recording.Finish();
   if (!samples.ok()) return Fail(samples.status());
   if (!f.samples_out.empty()) {
     // About 280 bytes a row: a line per tenth on a write of a million rows or more.
@@ -171,16 +184,22 @@ int RunTrain(const TrainFlags& f) {
   options.seed = f.seed;
   options.max_epochs = f.epochs;
   options.patience = f.patience;
+  // Over the most epochs: early stopping ends it sooner.
+  ProgressLine training("kvlearn train: trained", uint64_t(f.epochs) * train.size(), "samples",
+                        live, std::cerr);
+  options.samples_done = &training.counter();
+  training.Start();
   auto mlp = TrainMlp(train, valid, options, [&](const EpochReport& r) {
-    std::cerr << absl::StrFormat(
+    training.Print(absl::StrFormat(
         "epoch %3d/%d  train loss %.4f  valid loss %.4f  valid AUC %s  %.1f s\n", r.epoch, f.epochs,
         r.train_loss, r.valid_loss,
         absl::StrJoin(r.valid_auc, " ",
                       [](std::string* o, double a) {
                         o->append(std::isnan(a) ? "  -  " : absl::StrFormat("%.3f", a));
                       }),
-        elapsed());
+        elapsed()));
   });
+  training.Finish();
   if (!mlp.ok()) return Fail(mlp.status());
 
   ModelMetadata meta;
@@ -188,10 +207,11 @@ int RunTrain(const TrainFlags& f) {
   meta.horizons_seconds = record.horizons_seconds;
   meta.feature_mean = mlp->feature_mean;
   meta.feature_std = mlp->feature_std;
-  meta.trace_fingerprint = absl::StrFormat("%016x", trace->Fingerprint());
+  meta.trace_fingerprint = absl::StrFormat("%016x", trace.Fingerprint());
   meta.created_by = f.command_line;
+  meta.training_blas = blas;
   for (const auto name : kFeatureNames) meta.feature_names.emplace_back(name);
-  meta.training_traffic = SummarizeTraceTraffic(*trace, 0, train_end);
+  meta.training_traffic = SummarizeTraceTraffic(trace, 0, train_end);
 
   // Judge the model as `compare` would run it, on the validation split.
   auto judged_model = MlpModel::Create(mlp->layers, meta, "judged");
@@ -201,7 +221,14 @@ int RunTrain(const TrainFlags& f) {
   judge.end_request = valid_end;
   judge.pool_fractions = f.judge_pool_fractions;
   judge.distinct_block_bytes = replay->distinct_block_bytes;
-  auto verdicts = JudgeModel(*trace, *cost, *judged_model, judge);
+  ProgressLine judging(
+      "kvlearn train: judged",
+      uint64_t(valid_end) * (1 + JudgingHeuristics().size()) * f.judge_pool_fractions.size(),
+      "requests", live, std::cerr);
+  judge.requests_done = &judging.counter();
+  judging.Start();
+  auto verdicts = JudgeModel(trace, *cost, *judged_model, judge);
+  judging.Finish();
   if (!verdicts.ok()) return Fail(verdicts.status());
   ModelJudgement judgement;
   judgement.first_request = train_end;
@@ -297,6 +324,10 @@ Command AddTrainCommand(CLI::App& root) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(FiniteRange(1e-9, 1e6));
+  cmd->add_flag("--quiet", f->quiet,
+                "no progress lines (drawn on stderr only when it is a terminal: requests "
+                "replayed while recording samples, samples trained over at most --epochs, "
+                "requests replayed while judging; rate, ETA)");
   cmd->add_flag("--force", f->force,
                 "write the model even when it is not fit (its metadata then marks it unfit, "
                 "and compare and serve say so when they load it)");

@@ -46,8 +46,24 @@ void ProgressLine::Draw() {
   drawn_ = true;
 }
 
+void ProgressLine::Print(std::string_view text) {
+  if (!enabled_) {
+    out_ << text << std::flush;
+    return;
+  }
+  // The ticker draws holding mu_: the clear, the text and the redraw are one.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (drawn_) out_ << "\r\x1b[K";
+  drawn_ = false;
+  out_ << text << std::flush;
+  if (!stop_) Draw();
+}
+
 void ProgressLine::Start(std::chrono::milliseconds period) {
   if (!enabled_ || ticker_.joinable()) return;
+  // Drawn at once, here, so even a phase shorter than a period says what it
+  // is doing.
+  Draw();
   ticker_ = std::thread([this, period] {
     std::unique_lock<std::mutex> lock(mu_);
     while (!wake_.wait_for(lock, period, [this] { return stop_; })) Draw();

@@ -1,12 +1,12 @@
 // A live progress line on stderr for commands that can run for more than a few
-// seconds (compare, loadgen, export-log): "LABEL done/total UNIT (P%), R UNIT/s,
+// seconds (compare, loadgen, export-log, train): "LABEL done/total UNIT (P%), R UNIT/s,
 // ETA S s", redrawn in place a few times a second while the work runs, and
 // cleared when it ends. Only when wanted: stderr is a terminal and the command
 // was not given --quiet (Wanted); piped or quiet, it prints nothing at all, so
 // logs and tests see only the commands' own lines.
 //
 // Thread-safety: Add() may be called from any number of threads (one relaxed
-// atomic add); Start(), Draw() and Finish() from the owning thread.
+// atomic add); Start(), Draw(), Print() and Finish() from the owning thread.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace kvlearn {
@@ -37,10 +38,14 @@ class ProgressLine {
   std::atomic<uint64_t>& counter() { return done_; }
   void Add(uint64_t n) { done_.fetch_add(n, std::memory_order_relaxed); }
 
-  // Redraws every `period` on a thread of its own until Finish().
+  // Draws now, then every `period`, on a thread of its own until Finish().
   void Start(std::chrono::milliseconds period = std::chrono::milliseconds(250));
   // Draws the line now (tests call it directly instead of waiting on Start).
   void Draw();
+  // Writes `text` (whole lines, ending in a newline) above the live line:
+  // clears it first, so a command's own lines (train's epochs) do not run
+  // into it, and redraws it after. Plain `text` when not enabled.
+  void Print(std::string_view text);
   // Stops redrawing and clears the line. Idempotent.
   void Finish();
 

@@ -68,6 +68,7 @@ absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const Co
     o.pool_bytes = static_cast<uint64_t>(fraction * options.distinct_block_bytes);
     o.eval_from = eval_from;
     o.model = model;
+    o.requests_done = options.requests_done;
     results[cell] = ReplayPool(*replay, cost, policies[cell % policies.size()], o);
   });
 

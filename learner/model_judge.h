@@ -10,6 +10,7 @@
 // policies in parallel (TBB).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ struct JudgeOptions {
   // the distinct-block bytes of the whole trace file).
   std::vector<double> pool_fractions = {0.1};
   uint64_t distinct_block_bytes = 0;
+  // When set, advanced per request replayed: end_request per policy and pool,
+  // (1 + JudgingHeuristics().size()) * pool_fractions.size() * end_request in all.
+  std::atomic<uint64_t>* requests_done = nullptr;
 };
 
 struct JudgedPolicy {

@@ -157,6 +157,7 @@ absl::StatusOr<SampleSet> RecordSamples(const ReplayTrace& replay, const CostMod
   replay_options.pool_bytes = options.pool_bytes;
   replay_options.model = options.model;
   replay_options.feature_sink = options.policy_feature_sink;
+  replay_options.requests_done = options.requests_done;
   replay_options.make_policy =
       [&](const PolicyEnv& env) -> absl::StatusOr<std::unique_ptr<RetentionPolicy>> {
     auto inner = CreatePolicy(options.policy, env);

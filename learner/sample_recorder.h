@@ -13,6 +13,7 @@
 // pool-dependent features (is_leaf, occupancy, eviction rate).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -54,8 +55,9 @@ struct RecordOptions {
   uint64_t pool_bytes = 0;
   uint32_t end_request = UINT32_MAX;  // record requests before this index
   std::vector<double> horizons_seconds = {15, 30, 60, 120, 240, 480, 960, 1920, 3840};
-  std::shared_ptr<const LearnedModel> model;  // when `policy` is "learned"
-  FeatureSink policy_feature_sink;            // tests: the driving policy's own vectors
+  std::shared_ptr<const LearnedModel> model;       // when `policy` is "learned"
+  FeatureSink policy_feature_sink;                 // tests: the driving policy's own vectors
+  std::atomic<uint64_t>* requests_done = nullptr;  // when set, advanced per request replayed
 };
 
 // The horizons a training split can teach: those for which at least half of

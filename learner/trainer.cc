@@ -150,6 +150,9 @@ absl::StatusOr<TrainedMlp> TrainMlp(const SampleSet& train, const SampleSet& val
       adam.step();
       loss_sum += loss.item<double>();
       ++batches;
+      if (options.samples_done) {
+        options.samples_done->fetch_add(end - start, std::memory_order_relaxed);
+      }
     }
     EpochReport report;
     report.epoch = epoch;

@@ -5,6 +5,7 @@
 // Single-threaded and seeded, so the same inputs give the same weights.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +28,9 @@ struct TrainOptions {
   int batch_size = 512;
   double learning_rate = 1e-3;
   std::vector<int> hidden = {32, 32};
+  // When set, advanced by each batch's training samples (a progress line's
+  // counter: at most max_epochs * train.size() in all).
+  std::atomic<uint64_t>* samples_done = nullptr;
 };
 
 struct EpochReport {

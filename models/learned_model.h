@@ -33,6 +33,9 @@ struct ModelMetadata {
   std::vector<std::string> feature_names;  // one per input, this build's kFeatureNames
   std::string trace_fingerprint;           // of the training trace
   std::string created_by;                  // command line that trained it
+  // The BLAS kernels that trained it (learner/blas_kernels.h); empty in files
+  // written before train recorded them.
+  std::string training_blas;
   // Absent in files written before kvlearn train judged its models, or when
   // the weights judged are not the file's: the model is "not judged".
   std::optional<ModelJudgement> judgement;

@@ -147,14 +147,17 @@ std::string ModelMetadataJson(const ModelMetadata& m) {
     for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", Escaped(n), "\""));
   }
   const std::string created_by = Escaped(m.created_by);
-  return absl::StrCat("{\"schema_version\": ", m.schema_version, ",\n \"label\": \"",
-                      "P(next use of the block within horizons_seconds[k]) per output k",
-                      "\",\n \"horizons_seconds\": [", floats(m.horizons_seconds),
-                      "],\n \"feature_names\": [", absl::StrJoin(names, ", "),
-                      "],\n \"feature_mean\": [", floats(m.feature_mean), "],\n \"feature_std\": [",
-                      floats(m.feature_std), "],\n \"trace_fingerprint\": \"", m.trace_fingerprint,
-                      "\",\n \"created_by\": \"", created_by, "\"", TrainingTrafficJson(m),
-                      JudgementJson(m), "}\n");
+  return absl::StrCat(
+      "{\"schema_version\": ", m.schema_version, ",\n \"label\": \"",
+      "P(next use of the block within horizons_seconds[k]) per output k",
+      "\",\n \"horizons_seconds\": [", floats(m.horizons_seconds), "],\n \"feature_names\": [",
+      absl::StrJoin(names, ", "), "],\n \"feature_mean\": [", floats(m.feature_mean),
+      "],\n \"feature_std\": [", floats(m.feature_std), "],\n \"trace_fingerprint\": \"",
+      m.trace_fingerprint, "\",\n \"created_by\": \"", created_by, "\"",
+      m.training_blas.empty()
+          ? std::string()
+          : absl::StrCat(",\n \"training_blas\": \"", Escaped(m.training_blas), "\""),
+      TrainingTrafficJson(m), JudgementJson(m), "}\n");
 }
 
 absl::StatusOr<ModelMetadata> ParseModelMetadata(std::string_view json, const std::string& path) {
@@ -201,6 +204,7 @@ absl::StatusOr<ModelMetadata> ParseModelMetadata(std::string_view json, const st
   std::string_view text;
   if (!doc["trace_fingerprint"].get(text)) m.trace_fingerprint = std::string(text);
   if (!doc["created_by"].get(text)) m.created_by = std::string(text);
+  if (!doc["training_blas"].get(text)) m.training_blas = std::string(text);
   if (auto s = ParseTrainingTraffic(doc, m, bad); !s.ok()) return s;
   if (auto s = ParseJudgement(doc, m, bad); !s.ok()) return s;
   return m;

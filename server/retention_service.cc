@@ -230,6 +230,7 @@ grpc::Status RetentionService::DoGetStatus(v1::GetStatusResponse* response) {
   response->set_log_next_sequence(log_->next_sequence());
   response->set_log_bytes(log_->retained_bytes());
   response->set_uptime_seconds(NowSeconds() - start_seconds_);
+  response->set_metrics_port(metrics_port_.load(std::memory_order_relaxed));
   pools_->FillStatus(*response);
   return grpc::Status::OK;
 }

@@ -98,6 +98,9 @@ class RetentionService final : public RetentionServiceBase {
 
   void set_model_version(const std::string& version);
   std::string model_version() const;
+  // The /metrics port GetStatus reports (0: none); set once /metrics listens,
+  // which is after the gRPC server starts.
+  void set_metrics_port(int port) { metrics_port_.store(port, std::memory_order_relaxed); }
   // REQUIRES: before the server starts; `access` outlives the service.
   void set_access_control(AccessControl* access) { access_ = access; }
   // Bounds ReportEvents streams per peer (server/peer_stream_slots.h), a
@@ -137,6 +140,7 @@ class RetentionService final : public RetentionServiceBase {
   bool peers_by_principal_ = false;
   CallsInFlight* calls_ = nullptr;
   const double start_seconds_;
+  std::atomic<int> metrics_port_{0};
   mutable absl::Mutex mu_;
   std::string model_version_ ABSL_GUARDED_BY(mu_);
 };

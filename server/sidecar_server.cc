@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine_subscriber.h"
 #include "models/learned_model.h"
+#include "models/model_block_size.h"
 #include "models/model_judgement.h"
 #include "server/access_control.h"
 #include "server/bound_metrics.h"
@@ -146,6 +147,13 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   if (!model_path.empty()) {
     auto loaded = LoadModelForServing(model_path);
     if (loaded.ok()) {
+      // A model of other blocks would judge other traffic: refused at start
+      // (not served without it), as compare refuses it before a replay.
+      if (auto st = CheckModelBlockSize((*loaded)->metadata(), o.block_size, o.model_path,
+                                        "this sidecar counts");
+          !st.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat("--model: ", st.message()));
+      }
       pools.model = *loaded;
       model_version = (*loaded)->version();
     } else {
@@ -392,12 +400,20 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     }
     s->metrics_http_ = *std::move(started);
     s->metrics_port_ = s->metrics_http_->port();
+    s->service_->set_metrics_port(s->metrics_port_);
   }
   return s;
 }
 
 absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) {
   auto model = LoadModelForServing(path);
+  if (model.ok()) {
+    if (auto st = CheckModelBlockSize((*model)->metadata(), options_.block_size, path,
+                                      "this sidecar counts");
+        !st.ok()) {
+      model = st;
+    }
+  }
   if (!model.ok()) {
     metrics_->CountReload(false);
     return model.status();

@@ -7,11 +7,13 @@ trained every epoch and then failed to write; a CSV file given as a trace got "f
 router wrote an empty figure and exited 0; `loadgen` against a dead port waited 10 s
 for "GetStatus: Deadline Exceeded"; `export-log` of a log without request arrivals wrote
 an empty trace with exit status 0, and of several nodes' arrivals gave no hint of
-`--node`. Each is now refused with a one-line error
-naming the flag or file and the fix; a control run with the right input succeeds, so
+`--node`; compare on a trace mixing nodes' numberings gave no hint, and
+`--lenient` still exited 1. Each is now refused with a one-line error
+naming the flag or file and the fix (and `--lenient` skips the requests that
+contradict earlier lines and replays the rest, exit status 0); a control run with the right input succeeds, so
 the refusal is about the input and not the command.
 
-usage: errors_test.py PATH_TO_KVLEARN SAMPLE_TRACE PLOT_TTFT_SCRIPT
+usage: errors_test.py PATH_TO_KVLEARN SAMPLE_TRACE PLOT_TTFT_SCRIPT ENGINE_PUBLISHER
 """
 import json
 import os
@@ -20,11 +22,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from serve_support import head_trace, start_serve
 
-KVLEARN, SAMPLE, PLOT_TTFT = sys.argv[1], sys.argv[2], sys.argv[3]
+KVLEARN, SAMPLE, PLOT_TTFT, PUBLISHER = sys.argv[1:5]
 
 
 def run(args):
@@ -82,6 +85,30 @@ class ErrorsTest(unittest.TestCase):
         self.assert_refused(result, "expected an object, got a boolean")
         self.assertNotIn("CSV", result.stderr)
 
+    def test_mixed_numberings_suggest_node_and_lenient_skips_them(self):
+        # Line 2 numbers its chain its own way: id 2 begins it, but follows 1 on line 1.
+        mixed = os.path.join(self.work, "mixed.jsonl")
+        with open(mixed, "w") as f:
+            for t, ids in enumerate([[1, 2], [2, 3], [1, 2, 4]]):
+                f.write(json.dumps({"timestamp": t, "input_length": 512 * len(ids),
+                                    "output_length": 1, "hash_ids": ids}) + "\n")
+        for extra in [[], ["--cluster", "--prefill-nodes", "1"]]:
+            base = [KVLEARN, "compare", "--trace", mixed, "--policies", "lru"] + extra
+            strict = run(base)
+            self.assert_refused(strict, "mixed.jsonl:2:", "follows nothing here but 1 on line 1",
+                                "kvlearn export-log --node ID", "--lenient")
+            lenient = run(base + ["--lenient"])
+            self.assertEqual(lenient.returncode, 0, lenient.stderr)
+            self.assertIn("skipped 1 requests whose block ids contradict earlier lines' "
+                          "(the first on line 2)", lenient.stderr)
+            self.assertIn("lru", lenient.stdout)
+        # --lenient with nothing left to replay still fails, saying so.
+        bad = os.path.join(self.work, "all-bad.jsonl")
+        with open(bad, "w") as f:
+            f.write("true\n")
+        nothing = run([KVLEARN, "compare", "--trace", bad, "--policies", "lru", "--lenient"])
+        self.assert_refused(nothing, "skipped 1 bad lines", "trace has no requests left")
+
     def test_loadgen_dead_port_names_address_and_serve(self):
         with socket.socket() as s:  # a port nothing listens on once closed
             s.bind(("127.0.0.1", 0))
@@ -117,6 +144,37 @@ class ErrorsTest(unittest.TestCase):
         nobody = run([KVLEARN, "export-log", "--data-dir", two, "--out", out, "--node", "x"])
         self.assert_refused(nobody, "no request arrivals of node x",
                             "nodes with arrivals: loadgen-0, loadgen-1")
+
+    def test_export_log_of_engine_events_only_says_why(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        data = os.path.join(self.work, "engine-only")
+        server, port = start_serve(self, KVLEARN, data, ["--engine-events", f"e1={endpoint}"])
+        published = run([PUBLISHER, "--trace", self.trace, "--requests", "50",
+                         "--endpoint", endpoint, "--replay-endpoint", "", "--capacity-blocks",
+                         "200", "--wait-subscribers", "1", "--linger-ms", "1000"])
+        self.assertEqual(published.returncode, 0, published.stderr)
+        # Until the sidecar has logged what it received and nothing more arrives.
+        logged, last = 0, -1
+        for _ in range(100):
+            status = run([KVLEARN, "ctl", "--target", f"127.0.0.1:{port}", "status"])
+            line = next(l for l in status.stdout.splitlines() if l.startswith("log next sequence"))
+            logged = int(line.split()[3].rstrip(","))
+            if logged > 0 and logged == last:
+                break
+            last = logged
+            time.sleep(0.2)
+        self.assertGreater(logged, 0, "the sidecar logged none of the engine's events")
+        server.terminate()
+        server.wait()
+        out = os.path.join(self.work, "engine-only.jsonl")
+        result = run([KVLEARN, "export-log", "--data-dir", data, "--out", out])
+        self.assert_refused(result, "no request arrivals among", "--engine-events",
+                            "engines do not report requests")
+        among = int(result.stderr.split("no request arrivals among ")[1].split()[0])
+        self.assertGreater(among, 0, result.stderr)  # the engine's events, none a request
+        self.assertFalse(os.path.exists(out))
 
     def test_plot_ttft_unknown_router(self):
         samples = os.path.join(self.work, "s.json")

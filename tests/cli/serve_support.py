@@ -14,10 +14,13 @@ def head_trace(sample, path, requests):
     return path
 
 
-def start_serve(test, kvlearn, data_dir):
-    """(process, port) of `kvlearn serve` on data_dir; stopped at the test's cleanup."""
+def start_serve(test, kvlearn, data_dir, extra=(), metrics=False):
+    """(process, port) of `kvlearn serve` on data_dir with the flags `extra`;
+    stopped at the test's cleanup. With `metrics`, /metrics on a free port
+    (the process's metrics_port)."""
+    listen = "127.0.0.1:0" if metrics else ""
     server = subprocess.Popen([kvlearn, "serve", "--listen", "127.0.0.1:0",
-                               "--metrics-listen", "", "--data-dir", data_dir],
+                               "--metrics-listen", listen, "--data-dir", data_dir] + list(extra),
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     test.addCleanup(server.wait)
     test.addCleanup(server.terminate)
@@ -26,4 +29,5 @@ def start_serve(test, kvlearn, data_dir):
     ready, _, _ = select.select([server.stdout], [], [], 60)
     line = server.stdout.readline().decode() if ready else ""
     test.assertTrue(line.startswith("port "), f"kvlearn serve printed {line!r}")
+    server.metrics_port = line.split()[3]
     return server, line.split()[1]

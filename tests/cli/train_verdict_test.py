@@ -6,7 +6,7 @@ why, and write no file. With --force it writes the file, marked unfit in its met
 (read here straight from the archive's zip, as any tool can), with the validation table
 and the training split's traffic summary, whose numbers are recomputed here from the
 trace. `kvlearn compare --model` on that file prints the unfit line and the drift line,
-and warns on a trace of another block size.
+and refuses a trace of another block size before replaying it.
 
 usage: train_verdict_test.py PATH_TO_KVLEARN
 """
@@ -113,17 +113,18 @@ class TrainVerdictTest(unittest.TestCase):
         drift = [l for l in c.stderr.splitlines() if "traffic drift" in l]
         self.assertEqual(len(drift), 1, c.stderr)
         self.assertIn("block_size 512 / 512 tokens (x1.00)", drift[0])
-        # Another block size is always a warning, whatever the ratios.
+        # Another block size is refused before the replay, whatever the ratios
+        # (model_fit_test checks the refusals of compare and serve in full).
         small = os.path.join(self.work.name, "chat256.jsonl")
         gen = run("gen", "--kind", "chat", "--requests", "300", "--seed", "4", "--block-size",
                   "256", "--out", small)
         self.assertEqual(gen.returncode, 0, gen.stderr)
         c = run("compare", "--trace", small, "--model", out, "--policies", "lru",
                 "--block-size", "256")
-        self.assertEqual(c.returncode, 0, c.stderr)
-        warning = [l for l in c.stderr.splitlines() if "warning" in l]
-        self.assertEqual(len(warning), 1, c.stderr)
-        self.assertIn("block_size", warning[0])
+        self.assertEqual(c.returncode, 1, c.stderr)
+        self.assertIn("trained on 512-token blocks but the trace is read as 256-token blocks",
+                      c.stderr)
+        self.assertEqual(c.stdout, "")
 
 
 if __name__ == "__main__":

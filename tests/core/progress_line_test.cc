@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -18,6 +19,36 @@ TEST(ProgressLineTest, NotWantedOnAPipeOrWhenQuiet) {
   EXPECT_FALSE(ProgressLine::Wanted(fds[1], /*quiet=*/true));
   close(fds[0]);
   close(fds[1]);
+}
+
+TEST(ProgressLineTest, PrintWritesAboveTheLineAndRedrawsIt) {
+  std::ostringstream quiet;
+  ProgressLine off("training", 10, "samples", false, quiet);
+  off.Print("epoch 1\n");
+  EXPECT_EQ(quiet.str(), "epoch 1\n");  // disabled: the text alone
+
+  std::ostringstream out;
+  ProgressLine on("training", 10, "samples", true, out);
+  on.Add(4);
+  on.Draw();
+  const std::string drawn = out.str();
+  on.Print("epoch 1\n");
+  const std::string after = out.str().substr(drawn.size());
+  // Cleared, the text on a line of its own, then the live line again.
+  EXPECT_EQ(after.rfind("\r\x1b[Kepoch 1\n\rtraining 4/10 samples (40%), ", 0), 0u) << after;
+  on.Finish();
+  const size_t finished = out.str().size();
+  on.Print("verdict\n");  // after Finish: no line to clear or redraw
+  EXPECT_EQ(out.str().substr(finished), "verdict\n");
+}
+
+TEST(ProgressLineTest, StartDrawsAtOnce) {
+  // A phase shorter than the period still shows its line once.
+  std::ostringstream out;
+  ProgressLine line("recorded", 10, "requests", true, out);
+  line.Start(std::chrono::hours(1));
+  EXPECT_EQ(out.str().rfind("\rrecorded 0/10 requests (0%)", 0), 0u) << out.str();
+  line.Finish();
 }
 
 TEST(ProgressLineTest, DisabledPrintsNothing) {

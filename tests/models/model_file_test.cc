@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "datasets/workload_generator.h"
+#include "learner/blas_kernels.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
 #include "models/torch_archive.h"
@@ -67,6 +69,7 @@ ModelMetadata Metadata(const TrainedMlp& mlp) {
   m.feature_std = mlp.feature_std;
   m.trace_fingerprint = "00112233deadbeef";
   m.created_by = "model_file_test";
+  m.training_blas = "OpenBLAS \"test\" build; kernels Haswell; OPENBLAS_CORETYPE unset";
   return m;
 }
 
@@ -125,7 +128,21 @@ TEST(ModelFileTest, EigenPathMatchesLibTorch) {
   EXPECT_LE(worst, 1e-5);
   EXPECT_EQ((*model)->metadata().trace_fingerprint, "00112233deadbeef");
   EXPECT_EQ((*model)->metadata().horizons_seconds, (std::vector<double>{60, 600}));
+  EXPECT_EQ((*model)->metadata().training_blas, Metadata(mlp).training_blas);  // quotes too
   fs::remove(path);
+}
+
+TEST(ModelFileTest, BlasKernelsNameTheLibraryTheKernelsAndTheChoice) {
+  // This test links LibTorch, so its BLAS is the one training runs on.
+  const std::string text = BlasKernels();
+  if (text.rfind("not OpenBLAS", 0) == 0) GTEST_SKIP() << text;
+  EXPECT_EQ(text.rfind("OpenBLAS ", 0), 0u) << text;
+  EXPECT_NE(text.find("; kernels "), std::string::npos) << text;
+  const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+  const std::string tail = chosen != nullptr ? std::string("; OPENBLAS_CORETYPE=") + chosen
+                                             : std::string("; OPENBLAS_CORETYPE unset");
+  ASSERT_GE(text.size(), tail.size());
+  EXPECT_EQ(text.substr(text.size() - tail.size()), tail);
 }
 
 TEST(ModelFileTest, RefusesMissingFile) {
