@@ -1,10 +1,7 @@
 // `kvlearn export-log`: turns the sidecar's event log into a Mooncake JSONL
 // trace (one line per request-arrival event) for `kvlearn train` / `compare`,
 // through the reader `kvlearn train --data-dir` uses (cli/logged_trace.h).
-#include <unistd.h>
-
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <string>
 
@@ -12,9 +9,7 @@
 #include "cli/command.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
-#include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
-#include "server/event_log.h"
 
 namespace kvlearn {
 namespace {
@@ -22,10 +17,7 @@ namespace {
 struct ExportFlags {
   std::string data_dir;
   std::string out;
-  std::string node;  // empty: every node
-  uint32_t block_size = 512;
-  int64_t since_ms = std::numeric_limits<int64_t>::min();
-  int64_t until_ms = std::numeric_limits<int64_t>::max();
+  LoggedTraceOptions read;  // --node, --block-size, --since, --until
   bool quiet = false;
 };
 
@@ -35,20 +27,7 @@ int Fail(const absl::Status& s) {
 }
 
 int RunExport(const ExportFlags& f) {
-  auto log = EventLog::OpenReadOnly(f.data_dir);
-  if (!log.ok()) return Fail(log.status());
-  ProgressLine progress("kvlearn export-log: scanned",
-                        (*log)->next_sequence() - (*log)->first_sequence(), "events",
-                        ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
-  LoggedTraceOptions read;
-  read.node = f.node;
-  read.block_size = f.block_size;
-  read.since_ms = f.since_ms;
-  read.until_ms = f.until_ms;
-  read.events_done = &progress.counter();
-  progress.Start();
-  auto logged = ReadLoggedTrace(**log, read);
-  progress.Finish();
+  auto logged = ReadLoggedTraceIn(f.data_dir, f.read, "export-log", f.quiet);
   if (!logged.ok()) return Fail(logged.status());
   if (logged->nodes.size() > 1) {
     // Nodes that number blocks each their own way interleave into a trace
@@ -62,13 +41,13 @@ int RunExport(const ExportFlags& f) {
   trace.source = f.data_dir;
   if (auto s = WriteMooncakeTrace(trace, f.out); !s.ok()) return Fail(s);
   TraceReadOptions back_options;
-  back_options.block_size = f.block_size;
+  back_options.block_size = f.read.block_size;
   auto back = ReadMooncakeTrace(f.out, back_options);
   if (!back.ok()) return Fail(back.status());
   std::cerr << "kvlearn export-log: wrote " << trace.requests.size() << " requests ("
             << trace.hash_ids.size() << " block ids) to " << f.out << " from " << logged->events
             << " logged events (" << logged->other << " not request arrivals"
-            << (f.node.empty() ? "" : " or of other nodes") << ", " << logged->adjusted
+            << (f.read.node.empty() ? "" : " or of other nodes") << ", " << logged->adjusted
             << " with input_length set to whole blocks";
   if (logged->outside > 0) std::cerr << ", " << logged->outside << " outside the window";
   std::cerr << "); sequences " << logged->first_sequence << ".." << logged->next_sequence << "\n";
@@ -85,11 +64,11 @@ Command AddExportLogCommand(CLI::App& root) {
       "compare and train). Works while the server runs.");
   cmd->add_option("--data-dir", f->data_dir, "the server's --data-dir")->required();
   cmd->add_option("--out", f->out, "trace file to write")->required();
-  cmd->add_option("--node", f->node, "only this node's requests");
-  cmd->add_option("--block-size", f->block_size, "tokens per block of the trace")
+  cmd->add_option("--node", f->read.node, "only this node's requests");
+  cmd->add_option("--block-size", f->read.block_size, "tokens per block of the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
-  AddLogWindowFlags(cmd, f->since_ms, f->until_ms);
+  AddLogWindowFlags(cmd, f->read);
   cmd->add_flag("--quiet", f->quiet,
                 "no progress line (drawn on stderr only when it is a terminal: events scanned "
                 "of the log's, rate, ETA)");

@@ -1,11 +1,15 @@
 #include "cli/logged_trace.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <iostream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/progress_line.h"
 #include "kvlearn/v1/retention.pb.h"
 
 namespace kvlearn {
@@ -98,6 +102,23 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
     out.trace.Add(r.timestamp_ms, r.input_length, r.output_length, r.ids, ++line);
   }
   return out;
+}
+
+absl::StatusOr<LoggedTrace> ReadLoggedTraceIn(const std::string& data_dir,
+                                              LoggedTraceOptions options,
+                                              const std::string& command, bool quiet) {
+  // Read-only: a sidecar may be appending to it (what it logs after this
+  // open is not read).
+  auto log = EventLog::OpenReadOnly(data_dir);
+  if (!log.ok()) return log.status();
+  ProgressLine progress(absl::StrCat("kvlearn ", command, ": scanned"),
+                        (*log)->next_sequence() - (*log)->first_sequence(), "events",
+                        ProgressLine::Wanted(STDERR_FILENO, quiet), std::cerr);
+  options.events_done = &progress.counter();
+  progress.Start();
+  auto logged = ReadLoggedTrace(**log, options);
+  progress.Finish();
+  return logged;
 }
 
 }  // namespace kvlearn

@@ -57,4 +57,11 @@ struct LoggedTrace {
 // an empty trace would only be refused later, far from its cause.
 absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log, const LoggedTraceOptions& options);
 
+// Opens the log in `data_dir` read-only and reads it as above, drawing
+// "kvlearn COMMAND: scanned N/M events" on stderr while it reads when
+// ProgressLine::Wanted(stderr, quiet) (options.events_done is then its counter).
+absl::StatusOr<LoggedTrace> ReadLoggedTraceIn(const std::string& data_dir,
+                                              LoggedTraceOptions options,
+                                              const std::string& command, bool quiet);
+
 }  // namespace kvlearn

@@ -12,10 +12,10 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -33,7 +33,6 @@
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "learner/model_judge.h"
 #include "models/model_judgement.h"
-#include "server/event_log.h"
 
 namespace kvlearn {
 namespace {
@@ -45,10 +44,7 @@ struct ModelFlags {
   uint32_t window_requests = 2000;
   uint32_t warmup_requests = 2000;
   double pool_fraction = 0.1;
-  std::string node;
-  int64_t since_ms = std::numeric_limits<int64_t>::min();
-  int64_t until_ms = std::numeric_limits<int64_t>::max();
-  uint32_t block_size = 512;
+  LoggedTraceOptions read;  // --node, --since, --until, --block-size
   CostFlags cost;
   bool force = false;
   std::string by;  // promote, rollback: who (default: user@host)
@@ -136,7 +132,7 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
   const std::string name = absl::StrCat("v", candidate.version);
   std::vector<NamedModel> models;
   auto load = [&](const RegistryEntry& e, const std::string& label) -> absl::Status {
-    auto model = LoadModelForReplay(registry.PathOf(e), f.block_size, {});
+    auto model = LoadModelForReplay(registry.PathOf(e), f.read.block_size, {});
     if (!model.ok()) return model.status();
     models.push_back({label, *model});
     return absl::OkStatus();
@@ -158,20 +154,7 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
     }
   }
 
-  auto log = EventLog::OpenReadOnly(f.data_dir);
-  if (!log.ok()) return log.status();
-  ProgressLine reading(absl::StrCat("kvlearn model ", command, ": scanned"),
-                       (*log)->next_sequence() - (*log)->first_sequence(), "events",
-                       ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
-  LoggedTraceOptions read;
-  read.node = f.node;
-  read.block_size = f.block_size;
-  read.since_ms = f.since_ms;
-  read.until_ms = f.until_ms;
-  read.events_done = &reading.counter();
-  reading.Start();
-  auto logged = ReadLoggedTrace(**log, read);
-  reading.Finish();
+  auto logged = ReadLoggedTraceIn(f.data_dir, f.read, absl::StrCat("model ", command), f.quiet);
   if (!logged.ok()) return logged.status();
   // The newest warm-up + window requests; with fewer, the window keeps its
   // share and the warm-up takes what is left.
@@ -187,7 +170,7 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
     trace.Add(r.timestamp_ms, r.input_length, r.output_length, all.BlocksOf(r), r.line);
   }
   TraceReadOptions options;
-  options.block_size = f.block_size;
+  options.block_size = f.read.block_size;
   auto replay = PrepareTraceForReplay(f.data_dir, options, *cost, absl::StrCat("model ", command),
                                       std::cerr, trace);
   if (!replay.ok()) return replay.status();
@@ -281,20 +264,28 @@ absl::Status ReloadSidecar(const ModelFlags& f, const ModelRegistry& registry,
   return absl::OkStatus();
 }
 
-int RunEvaluate(const ModelFlags& f) {
+// The registry and CANDIDATE's entry, refused when it is damaged.
+absl::StatusOr<std::pair<ModelRegistry, int>> OpenCandidate(const ModelFlags& f) {
   auto version = ParseVersion(f.candidate);
-  if (!version.ok()) return Fail("evaluate", version.status());
+  if (!version.ok()) return version.status();
   auto registry = ModelRegistry::Open(f.data_dir);
-  if (!registry.ok()) return Fail("evaluate", registry.status());
-  auto entry = registry->Check(*version);
-  if (!entry.ok()) return Fail("evaluate", entry.status());
-  auto ev = Evaluate(f, *registry, **entry, "evaluate");
+  if (!registry.ok()) return registry.status();
+  if (auto entry = registry->Check(*version); !entry.ok()) return entry.status();
+  return std::make_pair(*std::move(registry), *version);
+}
+
+int RunEvaluate(const ModelFlags& f) {
+  auto opened = OpenCandidate(f);
+  if (!opened.ok()) return Fail("evaluate", opened.status());
+  auto& [registry, version] = *opened;
+  const RegistryEntry& entry = **registry.Find(version);
+  auto ev = Evaluate(f, registry, entry, "evaluate");
   if (!ev.ok()) return Fail("evaluate", ev.status());
   const std::string why = Refusal(*ev);
-  std::cout << (why.empty() ? absl::StrCat("promotable: v", *version, " costs no more than ",
+  std::cout << (why.empty() ? absl::StrCat("promotable: v", version, " costs no more than ",
                                            ev->serving_cost_s ? "the serving version and " : "",
                                            "lru on this window")
-                            : absl::StrCat("not promotable: v", *version, " ", why))
+                            : absl::StrCat("not promotable: v", version, " ", why))
             << "\n";
   return 0;
 }
@@ -323,29 +314,27 @@ int Switch(const ModelFlags& f, ModelRegistry& registry, const RegistryEntry& to
 }
 
 int RunPromote(const ModelFlags& f) {
-  auto version = ParseVersion(f.candidate);
-  if (!version.ok()) return Fail("promote", version.status());
-  auto registry = ModelRegistry::Open(f.data_dir);
-  if (!registry.ok()) return Fail("promote", registry.status());
-  auto entry = registry->Check(*version);
-  if (!entry.ok()) return Fail("promote", entry.status());
-  if (registry->serving() == *version) {
+  auto opened = OpenCandidate(f);
+  if (!opened.ok()) return Fail("promote", opened.status());
+  auto& [registry, version] = *opened;
+  const RegistryEntry& entry = **registry.Find(version);
+  if (registry.serving() == version) {
     return Fail("promote",
-                absl::FailedPreconditionError(absl::StrCat("v", *version, " already serves")));
+                absl::FailedPreconditionError(absl::StrCat("v", version, " already serves")));
   }
-  auto ev = Evaluate(f, *registry, **entry, "promote");
+  auto ev = Evaluate(f, registry, entry, "promote");
   if (!ev.ok()) return Fail("promote", ev.status());
   const std::string why = Refusal(*ev);
   if (!why.empty() && !f.force) {
     return Fail("promote", absl::FailedPreconditionError(absl::StrCat(
-                               "refused: v", *version, " ", why,
+                               "refused: v", version, " ", why,
                                " on the newest logged window; the serving model stays. Pass "
                                "--force to promote it anyway")));
   }
   if (!why.empty())
-    std::cerr << "kvlearn model promote: --force: v" << *version << " " << why << "\n";
+    std::cerr << "kvlearn model promote: --force: v" << version << " " << why << "\n";
   CrashPoint("after-evaluate");
-  return Switch(f, *registry, **entry, "promote", ev->summary, !why.empty());
+  return Switch(f, registry, entry, "promote", ev->summary, !why.empty());
 }
 
 int RunRollback(const ModelFlags& f) {
@@ -397,9 +386,9 @@ void AddEvaluationFlags(CLI::App* cmd, ModelFlags& f) {
                   "pool size, a share of the distinct-block bytes of the requests replayed")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 1e6));
-  cmd->add_option("--node", f.node, "only this node's requests");
-  AddLogWindowFlags(cmd, f.since_ms, f.until_ms);
-  cmd->add_option("--block-size", f.block_size, "tokens per block of the logged requests")
+  cmd->add_option("--node", f.read.node, "only this node's requests");
+  AddLogWindowFlags(cmd, f.read);
+  cmd->add_option("--block-size", f.read.block_size, "tokens per block of the logged requests")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_flag("--quiet", f.quiet,

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +36,6 @@
 #include "models/model_file.h"
 #include "models/model_judgement.h"
 #include "policies/policy_factory.h"
-#include "server/event_log.h"
 
 namespace kvlearn {
 namespace {
@@ -46,9 +44,7 @@ struct TrainFlags {
   std::string trace;
   // Or the sidecar's event log, and the part of it read (cli/logged_trace.h).
   std::string data_dir;
-  std::string node;
-  int64_t since_ms = std::numeric_limits<int64_t>::min();
-  int64_t until_ms = std::numeric_limits<int64_t>::max();
+  LoggedTraceOptions read;  // --node, --since, --until (block_size: --block-size)
   std::string out;
   std::string samples_out;
   double train_until = 0.6;
@@ -93,22 +89,9 @@ std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
 // The request arrivals of the log in f.data_dir, as export-log reads them.
 template <typename Elapsed>
 absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed) {
-  // Read-only: a sidecar may be appending to it (what it logs after this
-  // open is not read).
-  auto log = EventLog::OpenReadOnly(f.data_dir);
-  if (!log.ok()) return log.status();
-  ProgressLine progress("kvlearn train: scanned",
-                        (*log)->next_sequence() - (*log)->first_sequence(), "events",
-                        ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
-  LoggedTraceOptions read;
-  read.node = f.node;
+  LoggedTraceOptions read = f.read;
   read.block_size = f.block_size;
-  read.since_ms = f.since_ms;
-  read.until_ms = f.until_ms;
-  read.events_done = &progress.counter();
-  progress.Start();
-  auto logged = ReadLoggedTrace(**log, read);
-  progress.Finish();
+  auto logged = ReadLoggedTraceIn(f.data_dir, read, "train", f.quiet);
   if (!logged.ok()) return logged.status();
   const Trace& t = logged->trace;
   std::cerr << absl::StrFormat(
@@ -116,15 +99,16 @@ absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed)
       "request arrivals%s, %d outside --since/--until), %.1f s\n",
       t.requests.size(), t.requests.front().timestamp_ms, t.requests.back().timestamp_ms,
       logged->events, f.data_dir, logged->first_sequence, logged->next_sequence, logged->other,
-      f.node.empty() ? "" : " or of other nodes", logged->outside, elapsed());
+      f.read.node.empty() ? "" : " or of other nodes", logged->outside, elapsed());
   return logged;
 }
 
 LogWindow WindowOf(const TrainFlags& f, const LoggedTrace& logged) {
   LogWindow w;
-  w.node = f.node;
-  if (f.since_ms != std::numeric_limits<int64_t>::min()) w.since_ms = f.since_ms;
-  if (f.until_ms != std::numeric_limits<int64_t>::max()) w.until_ms = f.until_ms;
+  const LoggedTraceOptions every;
+  w.node = f.read.node;
+  if (f.read.since_ms != every.since_ms) w.since_ms = f.read.since_ms;
+  if (f.read.until_ms != every.until_ms) w.until_ms = f.read.until_ms;
   w.first_ms = logged.trace.requests.front().timestamp_ms;
   w.last_ms = logged.trace.requests.back().timestamp_ms;
   w.requests = logged.trace.requests.size();
@@ -146,8 +130,9 @@ int RunTrain(const TrainFlags& f) {
     return Fail(absl::InvalidArgumentError(
         "give --trace FILE or --data-dir DIR (a sidecar's event log), one of them"));
   }
-  if (f.data_dir.empty() && (!f.node.empty() || f.since_ms != std::numeric_limits<int64_t>::min() ||
-                             f.until_ms != std::numeric_limits<int64_t>::max())) {
+  if (const LoggedTraceOptions every;
+      f.data_dir.empty() && (!f.read.node.empty() || f.read.since_ms != every.since_ms ||
+                             f.read.until_ms != every.until_ms)) {
     return Fail(absl::InvalidArgumentError("--node, --since and --until read --data-dir's log"));
   }
   if (auto s = CheckOutputWritable("--out", f.out); !s.ok()) return Fail(s);
@@ -360,8 +345,8 @@ Command AddTrainCommand(CLI::App& root) {
                   "read as export-log reads them (read-only: works while the sidecar runs), and "
                   "register the model in DATA_DIR/models (kvlearn model list)")
       ->excludes(trace);
-  cmd->add_option("--node", f->node, "with --data-dir: only this node's requests");
-  AddLogWindowFlags(cmd, f->since_ms, f->until_ms);
+  cmd->add_option("--node", f->read.node, "with --data-dir: only this node's requests");
+  AddLogWindowFlags(cmd, f->read);
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
   cmd->add_option("--samples-out", f->samples_out,
                   "also write the recorded samples (raw features, labels per horizon, empty "
