@@ -216,6 +216,13 @@ absl::Status ParseRegistry(const std::string& path, const std::string& text,
   return absl::OkStatus();
 }
 
+// The models directory, owner-only as the data directory around it is (its
+// files are created 0600).
+absl::Status CreateOwnerOnly(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create", dir);
+  return absl::OkStatus();
+}
+
 // N of a name "vN.json" (0 if it is not one).
 int VersionOfEntryName(const std::string& name) {
   int n = 0;
@@ -319,9 +326,7 @@ absl::StatusOr<const RegistryEntry*> ModelRegistry::Check(int version) const {
 absl::StatusOr<int> ModelRegistry::Register(const std::string& model_path,
                                             const std::string& created_by,
                                             const std::optional<LogWindow>& window) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+  if (auto s = CreateOwnerOnly(dir_); !s.ok()) return s;
   auto bytes = ReadWholeFile(model_path);
   if (!bytes.ok()) return bytes.status();
   RegistryEntry e;
@@ -348,9 +353,7 @@ absl::StatusOr<int> ModelRegistry::Register(const std::string& model_path,
 }
 
 absl::Status ModelRegistry::Record(ServingChange change) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+  if (auto s = CreateOwnerOnly(dir_); !s.ok()) return s;
   std::vector<ServingChange> history = history_;
   history.push_back(change);
   if (auto s = WriteFileAtomically((fs::path(dir_) / kRegistryFile).string(),

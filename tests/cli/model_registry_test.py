@@ -7,7 +7,8 @@ While the sidecar runs:
   trains the same weights; with --since/--until too.
 - `kvlearn model promote` refuses a model trained on shuffled labels (it costs more than
   the serving model or lru on the newest window); promote and rollback round-trip, the
-  sidecar serving each version as the registry says (`kvlearn ctl status`).
+  sidecar serving each version as the registry says (`kvlearn ctl status`), and again after
+  a restart.
 - A damaged entry (bad JSON, a missing or changed model file) or registry.json is refused
   with a message naming it, and the serving model stays.
 - A promote killed (SIGKILL) at each step leaves the old or the new version serving, in the
@@ -66,11 +67,13 @@ class ModelRegistryTest(unittest.TestCase):
 
     def setUp(self):
         self.data = tempfile.mkdtemp(prefix="data_", dir=self.work)
-        _, self.port = start_serve(self, KVLEARN, self.data,
-                                   ["--policy", "learned", "--model", self.first])
+        self.server, self.port = self.serve()
         load = run("loadgen", "--target", f"127.0.0.1:{self.port}", "--trace", self.trace,
                    "--quiet")
         self.assertEqual(load.returncode, 0, load.stderr)
+
+    def serve(self):
+        return start_serve(self, KVLEARN, self.data, ["--policy", "learned", "--model", self.first])
 
     def train_from_log(self, *extra):
         out = os.path.join(self.data, f"model{len(os.listdir(self.data))}.pt")
@@ -162,6 +165,12 @@ class ModelRegistryTest(unittest.TestCase):
         self.assertEqual(listing.returncode, 0, listing.stderr)
         self.assertRegex(listing.stdout, rf"\n  v{a} +\* ")
         self.assertIn(f"rollback v{a} (from v{b}) by tester", listing.stdout)
+        # A restarted sidecar serves what it served (the reloads are journaled).
+        self.server.terminate()
+        self.server.wait()
+        self.server, self.port = self.serve()
+        self.assertEqual(self.serving(), (a, self.file_version(a)))
+        self.assertEqual(os.stat(os.path.join(self.data, "models")).st_mode & 0o777, 0o700)
         # b's parent is the version serving when it was registered: none yet.
         with open(os.path.join(self.data, "models", f"v{b}.json")) as f:
             entry = json.load(f)
@@ -234,4 +243,4 @@ class ModelRegistryTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=sys.argv[:1])
+    unittest.main(argv=sys.argv[:1] + sys.argv[2:])
