@@ -25,6 +25,7 @@
 #include "absl/strings/strip.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
+#include "cli/flag_checks.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
 #include "cli/model_registry.h"
@@ -368,7 +369,8 @@ void AddSidecarFlags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--token", f.token, "bearer token for the sidecar (its --auth-tokens)")
       ->envname("KVLEARN_TOKEN");
   cmd->add_option("--timeout-seconds", f.timeout_seconds, "how long to wait for the sidecar")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(FiniteRange(0.001, 86400));
   cmd->add_option("--by", f.by, "who changes the serving version (default: user@host)");
 }
 
@@ -385,7 +387,7 @@ void AddEvaluationFlags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--pool-fraction", f.pool_fraction,
                   "pool size, a share of the distinct-block bytes of the requests replayed")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 1e6));
+      ->check(FiniteRange(1e-9, 1e6));
   cmd->add_option("--node", f.read.node, "only this node's requests");
   AddLogWindowFlags(cmd, f.read);
   cmd->add_option("--block-size", f.read.block_size, "tokens per block of the logged requests")
