@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_join.h"
 #include "cli/command.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
@@ -29,14 +28,6 @@ int Fail(const absl::Status& s) {
 int RunExport(const ExportFlags& f) {
   auto logged = ReadLoggedTraceIn(f.data_dir, f.read, "export-log", f.quiet);
   if (!logged.ok()) return Fail(logged.status());
-  if (logged->nodes.size() > 1) {
-    // Nodes that number blocks each their own way interleave into a trace
-    // whose ids are not prefix hashes, which compare refuses.
-    std::cerr << "kvlearn export-log: note: requests of " << logged->nodes.size() << " nodes ("
-              << absl::StrJoin(logged->nodes, ", ")
-              << ") in one trace; if their block ids are not shared prefix hashes, compare "
-                 "and train refuse it: pass --node ID for one node's\n";
-  }
   Trace& trace = logged->trace;
   trace.source = f.data_dir;
   if (auto s = WriteMooncakeTrace(trace, f.out); !s.ok()) return Fail(s);

@@ -118,6 +118,14 @@ absl::StatusOr<LoggedTrace> ReadLoggedTraceIn(const std::string& data_dir,
   progress.Start();
   auto logged = ReadLoggedTrace(**log, options);
   progress.Finish();
+  if (logged.ok() && logged->nodes.size() > 1) {
+    // Nodes that number blocks each their own way interleave into a trace
+    // whose ids are not prefix hashes, which compare and train refuse.
+    std::cerr << "kvlearn " << command << ": note: requests of " << logged->nodes.size()
+              << " nodes (" << absl::StrJoin(logged->nodes, ", ")
+              << ") in one trace; if their block ids are not shared prefix hashes, compare "
+                 "and train refuse it: pass --node ID for one node's\n";
+  }
   return logged;
 }
 

@@ -59,7 +59,8 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log, const LoggedTra
 
 // Opens the log in `data_dir` read-only and reads it as above, drawing
 // "kvlearn COMMAND: scanned N/M events" on stderr while it reads when
-// ProgressLine::Wanted(stderr, quiet) (options.events_done is then its counter).
+// ProgressLine::Wanted(stderr, quiet) (options.events_done is then its counter),
+// and noting on stderr when the requests kept come from several nodes.
 absl::StatusOr<LoggedTrace> ReadLoggedTraceIn(const std::string& data_dir,
                                               LoggedTraceOptions options,
                                               const std::string& command, bool quiet);
