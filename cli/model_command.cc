@@ -85,6 +85,41 @@ std::string WindowSummary(const RegistryEntry& e) {
                          w.node.empty() ? "" : absl::StrCat(", node ", w.node));
 }
 
+std::unique_ptr<v1::Retention::Stub> SidecarStub(const ModelFlags& f) {
+  return v1::Retention::NewStub(grpc::CreateChannel(f.sidecar, grpc::InsecureChannelCredentials()));
+}
+
+// A call's context: the deadline, waiting for a sidecar that is starting, the token.
+std::unique_ptr<grpc::ClientContext> SidecarContext(const ModelFlags& f) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000)));
+  ctx->set_wait_for_ready(true);
+  if (!f.token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.token));
+  return ctx;
+}
+
+// "sidecar ADDR serves MODEL (vN)": the registered version whose checksum the
+// sidecar's model version carries, or what it serves instead.
+absl::Status PrintSidecarModel(const ModelFlags& f, const ModelRegistry& registry) {
+  v1::GetStatusResponse r;
+  const grpc::Status s = SidecarStub(f)->GetStatus(SidecarContext(f).get(), {}, &r);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the sidecar at ", f.sidecar, " did not answer (GetStatus: ", s.error_message(), ")"));
+  }
+  std::string which = "not a registered version";
+  for (const RegistryEntry& e : registry.entries()) {
+    if (e.problem.empty() && r.model_version().ends_with(absl::StrCat("@", e.checksum))) {
+      which = absl::StrCat("v", e.version);
+    }
+  }
+  std::cout << "sidecar " << f.sidecar << " serves "
+            << (r.model_version().empty() ? "no model" : r.model_version()) << " ("
+            << (r.model_version().empty() ? "policy " + r.policy() : which) << ")\n";
+  return absl::OkStatus();
+}
+
 int RunList(const ModelFlags& f) {
   auto registry = ModelRegistry::Open(f.data_dir);
   if (!registry.ok()) return Fail("list", registry.status());
@@ -92,6 +127,9 @@ int RunList(const ModelFlags& f) {
   std::cout << "registry " << registry->dir() << ": " << registry->entries().size()
             << " versions, serving "
             << (serving.has_value() ? absl::StrCat("v", *serving) : std::string("none")) << "\n";
+  if (!f.sidecar.empty()) {
+    if (auto s = PrintSidecarModel(f, *registry); !s.ok()) return Fail("list", s);
+  }
   if (registry->entries().empty()) return 0;
   std::cout << absl::StrFormat("  %-8s %-7s %-20s %-6s %-10s %s\n", "version", "serving",
                                "created (UTC)", "parent", "verdict", "trained on");
@@ -240,17 +278,11 @@ std::string Refusal(const Evaluation& ev) {
 absl::Status ReloadSidecar(const ModelFlags& f, const ModelRegistry& registry,
                            const RegistryEntry& entry) {
   const std::string path = std::filesystem::absolute(registry.PathOf(entry)).string();
-  auto stub =
-      v1::Retention::NewStub(grpc::CreateChannel(f.sidecar, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000)));
-  ctx.set_wait_for_ready(true);
-  if (!f.token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", f.token));
+  auto ctx = SidecarContext(f);
   v1::ReloadModelRequest req;
   req.set_path(path);
   v1::ReloadModelResponse r;
-  const grpc::Status s = stub->ReloadModel(&ctx, req, &r);
+  const grpc::Status s = SidecarStub(f)->ReloadModel(ctx.get(), req, &r);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "the sidecar at ", f.sidecar, " did not take ", path, " (ReloadModel: ", s.error_message(),
@@ -415,6 +447,12 @@ Command AddModelCommand(CLI::App& root) {
       "was registered; verdict = its training verdict, or why the entry is refused; the log "
       "window it was trained on) and the history of promotions and rollbacks.");
   AddDataDir(list, *f);
+  list->add_option("--sidecar", f->sidecar,
+                   "ADDR of a running sidecar: also print the model it serves, and which "
+                   "registered version that is (after a promote killed between the reload and "
+                   "the record, the sidecar is one version ahead of registry.json)");
+  list->add_option("--token", f->token, "bearer token for the sidecar (its --auth-tokens)")
+      ->envname("KVLEARN_TOKEN");
   CLI::App* evaluate = cmd->add_subcommand(
       "evaluate",
       "Price CANDIDATE on the newest logged requests beside the serving version and the online "

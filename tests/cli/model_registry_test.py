@@ -223,9 +223,13 @@ class ModelRegistryTest(unittest.TestCase):
                 registry, sidecar = self.serving()
                 self.assertIn(registry, (old, new))
                 self.assertIn(sidecar, (self.file_version(old), self.file_version(new)))
-                listing = self.model("list")
+                listing = self.model("list", "--sidecar", f"127.0.0.1:{self.port}")
                 self.assertEqual(listing.returncode, 0, listing.stderr)
                 self.assertNotIn("refused", listing.stdout)
+                # list names the registered version the sidecar serves.
+                shown = re.search(r"serves (\S+) \(v(\d+)\)", listing.stdout)
+                self.assertEqual(shown.group(1), sidecar, listing.stdout)
+                self.assertEqual(self.file_version(int(shown.group(2))), sidecar)
                 # Promoting again completes.
                 p = self.promote(new, "--force")
                 self.assertEqual(p.returncode, 0, p.stderr)
