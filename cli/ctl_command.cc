@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "cli/command.h"
+#include "cli/sidecar_call_context.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 
 namespace kvlearn {
@@ -40,14 +41,8 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-// The call's context: deadline, waiting for a server that is starting, token.
 std::unique_ptr<grpc::ClientContext> Context(const CtlFlags& f) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000)));
-  ctx->set_wait_for_ready(true);
-  if (!f.token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.token));
-  return ctx;
+  return SidecarCallContext(f.timeout_seconds, f.token);
 }
 
 int FailRpc(const CtlFlags& f, const std::string& rpc, const grpc::Status& s) {

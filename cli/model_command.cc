@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -30,6 +29,7 @@
 #include "cli/logged_trace.h"
 #include "cli/model_registry.h"
 #include "cli/replay_input.h"
+#include "cli/sidecar_call_context.h"
 #include "core/progress_line.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "learner/model_judge.h"
@@ -89,14 +89,8 @@ std::unique_ptr<v1::Retention::Stub> SidecarStub(const ModelFlags& f) {
   return v1::Retention::NewStub(grpc::CreateChannel(f.sidecar, grpc::InsecureChannelCredentials()));
 }
 
-// A call's context: the deadline, waiting for a sidecar that is starting, the token.
 std::unique_ptr<grpc::ClientContext> SidecarContext(const ModelFlags& f) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000)));
-  ctx->set_wait_for_ready(true);
-  if (!f.token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.token));
-  return ctx;
+  return SidecarCallContext(f.timeout_seconds, f.token);
 }
 
 // "sidecar ADDR serves MODEL (vN)": the registered version whose checksum the
