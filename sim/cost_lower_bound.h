@@ -12,14 +12,18 @@
 //     the true cost for every prefix of hits; the relaxation lets any set of
 //     blocks hit, prefix or not.
 //  2. Admission transfers are free (they only add cost).
-//  3. The pool's capacity holds on average instead of after every request:
-//     a block kept from its access in request r' to its next access in
-//     request r occupies its bytes for r - r' request steps, and the bytes x
-//     steps of all kept intervals may not exceed capacity x (requests - 1).
-// What is left is a fractional knapsack (intervals by saving per byte-step),
-// solved exactly by sorting. This is the PFOO-L bound of Berger, Beckmann and
-// Harchol-Balter (SIGMETRICS '18) priced in cost instead of misses and
-// relaxed over prefix chains.
+//  3. The pool's capacity is priced instead of enforced: a block kept from
+//     its access in request r' to its next access in request r occupies its
+//     bytes over the request steps r' .. r - 1. With a price per byte for
+//     every step, no set of intervals that fits after every request saves
+//     more than capacity x the sum of the prices plus, per interval, its
+//     saving less its bytes x its steps' prices (when positive): the
+//     Lagrangian dual of the interval LP, valid for ANY prices.
+// The prices start at the one price of the fractional knapsack over the
+// capacity held on average (the PFOO-L bound of Berger, Beckmann and
+// Harchol-Balter, SIGMETRICS '18, here priced in cost and relaxed over prefix
+// chains) and take multiplicative steps against the overfill; the least
+// value seen gives the bound.
 #pragma once
 
 #include <cstdint>
