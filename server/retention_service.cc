@@ -237,10 +237,7 @@ grpc::Status RetentionService::DoGetStatus(v1::GetStatusResponse* response) {
 
 grpc::Status RetentionService::DoReloadModel(const v1::ReloadModelRequest& request,
                                              v1::ReloadModelResponse* response) {
-  auto version = reload_(request.path());
-  if (!version.ok()) return ToGrpcStatus(version.status());
-  response->set_model_version(*version);
-  return grpc::Status::OK;
+  return ToGrpcStatus(reload_(request, response));
 }
 
 }  // namespace kvlearn
