@@ -92,7 +92,10 @@ int RunServe(ServeFlags& f) {
             << (o.tls_cert.empty()        ? "plaintext"
                 : o.tls_client_ca.empty() ? "TLS"
                                           : "mutual TLS")
-            << "), policy " << s.policy() << ", event log " << o.data_dir;
+            << "), "
+            << (o.experiment_path.empty() ? "policy " + s.policy()
+                                          : "experiment " + o.experiment_path)
+            << ", event log " << o.data_dir;
   if (s.metrics_port() > 0) {
     std::cerr << ", metrics http://" << o.metrics_listen.substr(0, o.metrics_listen.rfind(':'))
               << ":" << s.metrics_port() << "/metrics";
