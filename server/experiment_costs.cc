@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/request_price.h"
 
 namespace kvlearn {
 namespace {
@@ -44,19 +45,18 @@ const Quantity kQuantities[] = {
 }  // namespace
 
 void CostCounters::Charge(const CostModel& cost, const RequestTally& r) {
-  // The expressions of the pool replay (sim/replay_accounting.h and
+  // Priced and summed as the pool replay does (sim/replay_accounting.h and
   // AddRequest), in its order, so one node's sums are its sums exactly.
-  const double load_ms = cost.TransferMs(r.loaded_bytes);
-  const double prefill_ms = cost.RecomputeMs(r.hit_tokens, r.input_tokens);
-  const double transfer_ms = load_ms + cost.TransferMs(r.admitted_bytes);
+  const RequestPrice p =
+      PriceRequest(cost, r.hit_tokens, r.input_tokens, r.loaded_bytes, r.admitted_bytes);
   requests.fetch_add(1, kRelaxed);
   block_hits.fetch_add(r.hit_blocks, kRelaxed);
   block_misses.fetch_add(r.blocks - r.hit_blocks, kRelaxed);
   loaded_bytes.fetch_add(r.loaded_bytes, kRelaxed);
   admitted_bytes.fetch_add(r.admitted_bytes, kRelaxed);
   recomputed_tokens.fetch_add(r.input_tokens - r.hit_tokens, kRelaxed);
-  prefill_gpu_seconds.fetch_add(cost.GpusPerInstance() * prefill_ms / 1000.0, kRelaxed);
-  transfer_seconds.fetch_add(transfer_ms / 1000.0, kRelaxed);
+  prefill_gpu_seconds.fetch_add(cost.GpusPerInstance() * p.prefill_ms / 1000.0, kRelaxed);
+  transfer_seconds.fetch_add(p.transfer_ms / 1000.0, kRelaxed);
 }
 
 CostCounters* ExperimentCosts::Arm(const std::string& arm) {
