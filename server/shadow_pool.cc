@@ -39,11 +39,20 @@ void ShadowPool::Serve(const BlockCatalog& live, std::span<const BlockIndex> cha
   absl::MutexLock lock(&s.mu);
   // New blocks take from the shared budget first: a request the budget
   // cannot take is skipped whole (a part of a chain would be another request).
-  uint64_t fresh = 0;
-  for (const BlockIndex b : chain) fresh += s.catalog.Find(live[b].hash_id) == kNoBlock;
-  const uint64_t before = budget_->blocks.fetch_add(fresh, std::memory_order_relaxed);
-  if (before + fresh > budget_->max_blocks) {
+  const auto take = [&] {
+    uint64_t fresh = 0;
+    for (const BlockIndex b : chain) fresh += s.catalog.Find(live[b].hash_id) == kNoBlock;
+    const uint64_t before = budget_->blocks.fetch_add(fresh, std::memory_order_relaxed);
+    if (before + fresh <= budget_->max_blocks) return true;
     budget_->blocks.fetch_sub(fresh, std::memory_order_relaxed);
+    return false;
+  };
+  bool fits = take();
+  if (!fits && s.catalog.size() > s.driver.pool().resident_blocks()) {
+    Compact(s, 0, cost, block_size);  // its ghosts go first; its residents stay
+    fits = take();
+  }
+  if (!fits) {
     costs_->requests_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -88,12 +97,17 @@ void ShadowPool::Serve(const BlockCatalog& live, std::span<const BlockIndex> cha
   }
   ++s.requests;
   // Bounded as the live pools are (server/node_pools.h, ghost_blocks).
-  const size_t size = s.catalog.size();
-  if (size - s.driver.pool().resident_blocks() > ghost_blocks) {
-    const ShardImage image = CaptureShard(s, ghost_blocks / 2);
-    RestoreShard(s, image, cost, block_size, env_).IgnoreError();
-    budget_->blocks.fetch_sub(size - s.catalog.size(), std::memory_order_relaxed);
+  if (s.catalog.size() - s.driver.pool().resident_blocks() > ghost_blocks) {
+    Compact(s, ghost_blocks / 2, cost, block_size);
   }
+}
+
+void ShadowPool::Compact(NodePools::Shard& s, size_t keep_ghosts, const CostModel& cost,
+                         uint32_t block_size) {
+  const size_t size = s.catalog.size();
+  const ShardImage image = CaptureShard(s, keep_ghosts);
+  RestoreShard(s, image, cost, block_size, env_).IgnoreError();
+  budget_->blocks.fetch_sub(size - s.catalog.size(), std::memory_order_relaxed);
 }
 
 void ShadowPool::Restart(uint64_t capacity_bytes) {

@@ -15,7 +15,8 @@
 // blocks; its residents are bounded by the pool's configured bytes. On top,
 // every shadow pool of the sidecar draws its new blocks from one shared
 // budget (--shadow-max-blocks): an arrival whose new blocks the budget
-// cannot take is skipped by that shadow and counted, not served.
+// cannot take makes that shadow pool drop all its ghosts and try again; if
+// it still does not fit, the shadow skips it (counted, not served).
 //
 // Thread-safety: the caller holds the live shard's mutex; the shadow's own
 // shard mutex is taken inside (uncontended).
@@ -64,6 +65,9 @@ class ShadowPool {
 
  private:
   ShadowPool() = default;
+  // Rebuilds its pool keeping `keep_ghosts` ghosts (server/shard_image.h)
+  // and gives the blocks dropped back to the budget. REQUIRES: s.mu held.
+  void Compact(NodePools::Shard& s, size_t keep_ghosts, const CostModel& cost, uint32_t block_size);
 
   std::string name_;
   std::string policy_;

@@ -12,6 +12,7 @@
 #include <httplib.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -81,8 +82,8 @@ class ExperimentSidecarTest : public ::testing::Test {
 
   // Starts a sidecar running `experiment` on data directory `data` and
   // replays the trace over `nodes`.
-  SidecarRun Drive(const std::string& experiment, uint32_t nodes,
-                   const std::string& data = "data") {
+  SidecarRun Drive(const std::string& experiment, uint32_t nodes, const std::string& data = "data",
+                   const std::function<void(SidecarOptions&)>& tune = nullptr) {
     SidecarRun run;
     const std::string file = dir_.File("experiment.json");
     WriteFile(file, experiment);
@@ -92,6 +93,7 @@ class ExperimentSidecarTest : public ::testing::Test {
     o.experiment_path = file;
     o.cost = std::make_shared<CostModel>(DefaultCost());
     o.snapshot_every_events = 0;  // the restart test takes its own
+    if (tune) tune(o);
     run.server = StartServer(o);
     if (run.server == nullptr) return run;
     LoadgenOptions lo;
@@ -157,6 +159,55 @@ TEST_F(ExperimentSidecarTest, ShadowsCostWhatTheReplayOfTheirPolicyCosts) {
   EXPECT_EQ(Series(m, "kvlearn_shadow_requests_skipped_total" + other), 0);
   // The two policies differ on this trace, so the check above could fail.
   EXPECT_NE(gdsf.block_hits, lru.block_hits);
+}
+
+// With few --ghost-blocks every pool, the shadows' included, is compacted
+// many times: lru and gdsf keep nothing about blocks out of the pool, so
+// their shadows still count what the replay counts.
+TEST_F(ExperimentSidecarTest, CompactedShadowsStillCostWhatTheReplayCosts) {
+  SidecarRun run = Drive(R"({"arms": [{"name": "live", "policy": "lru", "share": 1}],
+                             "shadows": [{"name": "gdsf", "policy": "gdsf"}]})",
+                         1, "data", [](SidecarOptions& o) { o.ghost_blocks = 64; });
+  ASSERT_NE(run.server, nullptr);
+  ASSERT_GT(replay_.catalog.size(), 64u * 4);  // many compactions
+  const auto m = Scrape(run.server->metrics_port());
+  const ReplayResult gdsf = Compare("gdsf");
+  const std::string labels = R"({shadow="gdsf",arm="live"})";
+  EXPECT_NEAR(Series(m, "kvlearn_shadow_cost_seconds_total" + labels), gdsf.cost_seconds(1), 1e-6);
+  EXPECT_EQ(Series(m, "kvlearn_shadow_block_hits_total" + labels), gdsf.block_hits);
+  EXPECT_NEAR(Series(m, R"(kvlearn_arm_cost_seconds_total{arm="live"})"),
+              Compare("lru").cost_seconds(1), 1e-6);
+}
+
+// Near --shadow-max-blocks a shadow pool forgets its ghosts to make room
+// (an lru shadow then still counts what the live lru arm counts); past it,
+// with its residents alone over the budget, it skips arrivals and counts
+// them, and what it served and skipped make up every arrival.
+TEST_F(ExperimentSidecarTest, AShadowAtTheBlockBudgetDropsGhostsThenSkips) {
+  const std::string json = R"({"arms": [{"name": "live", "policy": "lru", "share": 1}],
+                               "shadows": [{"name": "s", "policy": "lru"}]})";
+  const std::string labels = R"({shadow="s",arm="live"})";
+  const uint64_t residents = pool_bytes_ / (512 * DefaultCost().BytesForTokens(1));
+  ASSERT_LT(residents * 2, replay_.catalog.size());
+  SidecarRun roomy = Drive(json, 1, "roomy", [&](SidecarOptions& o) {
+    o.shadow_max_blocks = residents * 2;  // the residents fit, the ghosts do not
+  });
+  ASSERT_NE(roomy.server, nullptr);
+  auto m = Scrape(roomy.server->metrics_port());
+  EXPECT_EQ(Series(m, "kvlearn_shadow_requests_skipped_total" + labels), 0);
+  EXPECT_NEAR(Series(m, "kvlearn_shadow_cost_seconds_total" + labels),
+              Series(m, R"(kvlearn_arm_cost_seconds_total{arm="live"})"), 1e-6);
+
+  SidecarRun tight =
+      Drive(json, 1, "tight", [&](SidecarOptions& o) { o.shadow_max_blocks = residents / 4; });
+  ASSERT_NE(tight.server, nullptr);
+  m = Scrape(tight.server->metrics_port());
+  const double skipped = Series(m, "kvlearn_shadow_requests_skipped_total" + labels);
+  const double served = Series(m, "kvlearn_shadow_requests_total" + labels);
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(served, 0);
+  EXPECT_EQ(served + skipped, trace_.requests.size());
+  EXPECT_EQ(Series(m, R"(kvlearn_arm_requests_total{arm="live"})"), trace_.requests.size());
 }
 
 // Eight nodes over two arms: each pool runs its arm's policy (as the hash
