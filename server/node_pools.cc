@@ -72,11 +72,13 @@ bool SameModel(const std::shared_ptr<const LearnedModel>& a,
 }
 
 // OK if `policy` can serve in a sidecar with `model` (an offline oracle
-// cannot: it needs the future of a trace). `field` starts the error.
+// cannot: it needs the future of a trace). `field`, when given, starts the
+// error.
 absl::Status CheckServingPolicy(const std::string& field, const std::string& policy,
                                 const std::shared_ptr<const LearnedModel>& model,
                                 const CostModel& cost) {
   const auto named = [&](const absl::Status& st) {
+    if (field.empty()) return st;
     return absl::Status(st.code(), absl::StrCat(field, ": ", st.message()));
   };
   if (auto st = CheckPolicyName(policy); !st.ok()) return named(st);
@@ -110,14 +112,7 @@ NodePools::~NodePools() = default;
 absl::Status NodePools::CheckOptions(const NodePoolsOptions& options) {
   if (options.cost == nullptr) return absl::InvalidArgumentError("no cost model");
   if (options.block_size == 0) return absl::InvalidArgumentError("--block-size must be > 0");
-  if (auto s = CheckPolicyName(options.policy); !s.ok()) return s;
-  if (IsOfflinePolicy(options.policy)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy '", options.policy, "' is an offline oracle: it needs the future of a trace"));
-  }
-  BlockCatalog catalog;
-  PolicyDriver probe(&catalog, 1);
-  return probe.StartPolicy(options.policy, MakePolicyEnv(*options.cost, options.model));
+  return CheckServingPolicy("", options.policy, options.model, *options.cost);
 }
 
 std::shared_ptr<const Experiment> NodePools::experiment() const {

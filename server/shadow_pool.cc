@@ -17,7 +17,6 @@ absl::StatusOr<std::unique_ptr<ShadowPool>> ShadowPool::Start(
   s->name_ = spec.name;
   s->policy_ = spec.policy;
   s->model_ = spec.loaded_model;
-  env.model = spec.loaded_model;
   s->env_ = env;
   s->costs_ = costs;
   s->budget_ = budget;

@@ -8,16 +8,18 @@ nodes. Then, per node,
 replays them at the same pool size: the sums over both nodes of compare's
 cost_seconds, loaded and admitted bytes must be the shadows' /metrics series (and the lru
 shadow's the live arm's). A bad experiment file stops `kvlearn serve` with one
-line naming the field.
+line naming the field; SIGHUP reloads the file.
 
 usage: experiment_export_test.py PATH_TO_KVLEARN
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -86,6 +88,40 @@ class ExperimentExportTest(unittest.TestCase):
             self.assertEqual(got["kvlearn_shadow_admitted_bytes_total" + labels], want[policy][2])
         self.assertAlmostEqual(got['kvlearn_arm_cost_seconds_total{arm="live"}'],
                                want["lru"][0], delta=1e-6)
+
+    def test_sighup_reloads_the_experiment(self):
+        """SIGHUP reads the file again: the renamed arm's series appear (with every pool
+        counted there from then on); a broken file keeps the running experiment."""
+        exp = self.path("x.json")
+        with open(exp, "w") as f:
+            json.dump({"arms": [{"name": "first", "policy": "lru", "share": 1}]}, f)
+        server, port = start_serve(self, KVLEARN, self.path("data"), ["--experiment", exp],
+                                   metrics=True)
+        trace = self.path("chat.jsonl")
+        self.run_ok("gen", "--kind", "chat", "--requests", "50", "--seed", "5", "--out", trace)
+        self.run_ok("loadgen", "--target", f"127.0.0.1:{port}", "--trace", trace, "--quiet")
+        with open(exp, "w") as f:
+            json.dump({"arms": [{"name": "second", "policy": "gdsf", "share": 1}]}, f)
+        server.send_signal(signal.SIGHUP)
+        key = 'kvlearn_arm_requests_total{arm="second"}'
+        deadline = time.monotonic() + 60
+        while key not in metrics(server.metrics_port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = metrics(server.metrics_port)
+        self.assertEqual(got[key], 0)
+        self.assertEqual(got['kvlearn_arm_requests_total{arm="first"}'], 50)
+        self.assertEqual(got['kvlearn_model_reloads_total{result="ok"}'], 1)
+        with open(exp, "w") as f:
+            f.write("{")
+        server.send_signal(signal.SIGHUP)
+        while (metrics(server.metrics_port)['kvlearn_model_reloads_total{result="error"}'] == 0
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(metrics(server.metrics_port)[
+            'kvlearn_model_reloads_total{result="error"}'], 1)
+        pools = subprocess.run([KVLEARN, "ctl", "--target", f"127.0.0.1:{port}", "status"],
+                               capture_output=True, text=True)
+        self.assertIn("policy experiment", pools.stdout)
 
     def test_a_bad_file_stops_the_start_naming_the_field(self):
         with open(self.path("bad.json"), "w") as f:
