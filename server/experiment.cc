@@ -28,7 +28,8 @@ class Parser {
   explicit Parser(std::string_view source) : source_(source) {}
 
   absl::Status Bad(std::string_view field, std::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(source_), ": ", std::string(field), ": ", std::string(what)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source_), ": ", std::string(field), ": ", std::string(what)));
   }
 
   absl::StatusOr<std::string> String(simdjson::dom::element e, std::string_view field) const {
@@ -115,7 +116,8 @@ absl::StatusOr<Experiment> ParseExperiment(std::string_view json, std::string_vi
     size_t i = 0;
     for (simdjson::dom::element e : list) {
       ExperimentArm entry;
-      if (auto st = p.Entry(e, absl::StrCat(std::string(key), "[", i, "]"), arms, entry); !st.ok()) return st;
+      if (auto st = p.Entry(e, absl::StrCat(std::string(key), "[", i, "]"), arms, entry); !st.ok())
+        return st;
       if (arms) {
         x.arms.push_back(std::move(entry));
       } else {
