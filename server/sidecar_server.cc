@@ -224,8 +224,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   EventLog* journal = s->log_.get();
   s->pools_->SetDecisionJournal(
       [journal](std::string_view record) { return journal->AppendDecision(record); });
-  s->metrics_->SetModelInfo(
-      s->pools_->runs_experiment() ? "experiment" : s->pools_->policy_name(), model_version);
+  s->metrics_->SetModelInfo(s->pools_->runs_experiment() ? "experiment" : s->pools_->policy_name(),
+                            model_version);
   s->replayed_from_snapshot_ = replay->from_snapshot;
   s->replay_snapshot_sequence_ = replay->snapshot_sequence;
   s->accepted_base_ = s->pools_->events_accepted();
