@@ -185,8 +185,8 @@ Command AddServeCommand(CLI::App& root) {
           ->excludes(model);
   cmd->add_option("--shadow-max-blocks", o.shadow_max_blocks,
                   "blocks all shadow pools together may remember (~90 B each under lru, as a "
-                  "live pool's); an arrival past it is skipped by that shadow and counted "
-                  "(kvlearn_shadow_requests_skipped_total)")
+                  "live pool's); at it a shadow pool forgets its ghosts, then skips arrivals "
+                  "and counts them (kvlearn_shadow_requests_skipped_total)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   cmd->add_option("--metrics-listen", o.metrics_listen,
