@@ -185,6 +185,7 @@ int RunPlan(const PlanFlags& f) {
   auto sweep = RunPoolSweep(*replay, *sized, *policies, fractions, options);
   progress.Finish();
   if (!sweep.ok()) return Fail(sweep.status());
+  AddCostLowerBounds(*replay, *sized, f.eval_from, f.transfer_weight, *sweep);
 
   Plan plan;
   plan.header.trace = f.trace;

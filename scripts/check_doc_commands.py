@@ -24,7 +24,9 @@ scratch directory (those it writes under build/ land in the build). PATH starts
 with the build's cli/ and clients/. A doc's blocks run in order in one scratch
 directory, so a block may read what an earlier one wrote. Each block runs as
 `bash -e -o pipefail` in its own process group, killed when the block ends (a
-server a block starts with `&` lives as long as that block).
+server a block starts with `&` lives as long as that block). The docs use the
+default ports (50051, 9464, 5557, 5558), so a run holds a lock file in the temp
+directory and runs from other checkouts on the machine wait for it.
 
 Markers, an HTML comment on the line(s) right above a block:
   <!-- doc-test: skip: REASON -->   not run; the reason is printed (required)
@@ -45,6 +47,7 @@ lines) and exits 1 if any block failed or any problem was found, 0 otherwise.
 
 import argparse
 import dataclasses
+import fcntl
 import os
 import re
 import signal
@@ -231,6 +234,9 @@ def output_mismatch(expected, actual, mode):
     return None
 
 
+PORTS_LOCK = os.path.join(tempfile.gettempdir(), "kvlearn-doc-commands.lock")
+
+
 def make_scratch(root, build):
     scratch = tempfile.mkdtemp(prefix="doc-test-")
     for name in os.listdir(root):
@@ -334,7 +340,18 @@ def main():
         print(f"check_doc_commands: no build at {build}: build first or pass --build DIR",
               file=sys.stderr)
         return 2
-    return 1 if run(args.root, build, args.slow, args.doc, args.list) else 0
+    if args.list:
+        return 1 if run(args.root, build, args.slow, args.doc, True) else 0
+    # The documented commands use the default ports (50051, 9464, 5557): runs from
+    # several checkouts on one machine take turns instead of colliding.
+    with open(PORTS_LOCK, "w", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"check_doc_commands: waiting for {PORTS_LOCK} (another run holds the "
+                  "documented ports)", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return 1 if run(args.root, build, args.slow, args.doc) else 0
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+BOUND = "lower bound"
+
+
 def load(path):
     """The plan, with per policy its cost at every pool; exits naming what is wrong."""
     try:
@@ -51,6 +54,9 @@ def load(path):
             rows = {r["policy"]: r["cost_seconds"] for r in size["comparison"]["results"]}
             for p in costs:
                 costs[p].append(rows[p])
+        # Plans written before the bound existed have none.
+        if all(size.get("cost_lower_bound_seconds") is not None for size in plan["sizes"]):
+            costs[BOUND] = [size["cost_lower_bound_seconds"] for size in plan["sizes"]]
     except (KeyError, TypeError) as e:
         sys.exit(f"plot_plan.py: {path}: a size lacks {e} (not kvlearn plan's JSON?)")
     if "lru" not in costs:
@@ -63,6 +69,8 @@ def style(plan, policy):
     place in the plan's list, oracles dashed in dark colours of their own."""
     if policy == "no-cache":
         return {"linestyle": ":", "color": "grey"}
+    if policy == BOUND:
+        return {"linestyle": "-.", "color": "black"}
     oracles = plan.get("oracles", [])
     if policy in oracles:
         return {"linestyle": "--", "color": ["black", "firebrick", "navy"][oracles.index(policy) % 3]}

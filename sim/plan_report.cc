@@ -1,6 +1,9 @@
 #include "sim/plan_report.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +24,65 @@ std::string ColumnName(std::string_view policy) {
 std::string PoolText(const Plan& plan, size_t point) {
   const SweepPoint& p = plan.sweep.points[point];
   return absl::StrFormat("%.1f GB (%.3g%%)", Gb(p.pool_bytes), 100 * p.pool_fraction);
+}
+
+// The share of the cost gap from lru to `floor_cost` that `policy_cost`
+// closes; nullopt when there is no gap.
+std::optional<double> GapShare(double lru_cost, double policy_cost, double floor_cost) {
+  const double gap = lru_cost - floor_cost;
+  if (!(gap > 0)) return std::nullopt;
+  return (lru_cost - policy_cost) / gap;
+}
+
+struct BoundShare {
+  std::string policy;
+  std::optional<double> of_bound;   // share of the lru -> lower bound cost gap closed
+  std::optional<double> of_belady;  // share of the lru -> belady one, when belady ran
+};
+
+// Each policy's (but lru's and no-cache's) share of the cost gap from lru to
+// the lower bound at the user's pool; empty without a bound or lru.
+std::vector<BoundShare> BoundShares(const Plan& plan) {
+  const SweepPoint& point = plan.sweep.points[plan.answers.pool_point];
+  const std::vector<std::string>& policies = plan.sweep.policies;
+  const auto lru = std::find(policies.begin(), policies.end(), "lru");
+  if (!point.cost_bound || lru == policies.end()) return {};
+  const auto belady = std::find(policies.begin(), policies.end(), "belady");
+  const double w = plan.header.transfer_weight;
+  const double lru_cost = point.results[lru - policies.begin()].cost_seconds(w);
+  std::vector<BoundShare> out;
+  for (size_t k = 0; k < policies.size(); ++k) {
+    if (policies[k] == "lru" || policies[k] == "no-cache") continue;
+    const double cost = point.results[k].cost_seconds(w);
+    BoundShare share{policies[k], GapShare(lru_cost, cost, point.cost_bound->cost_seconds), {}};
+    if (belady != policies.end()) {
+      share.of_belady =
+          GapShare(lru_cost, cost, point.results[belady - policies.begin()].cost_seconds(w));
+    }
+    out.push_back(std::move(share));
+  }
+  return out;
+}
+
+std::string BoundSharesText(const Plan& plan) {
+  const std::vector<BoundShare> shares = BoundShares(plan);
+  if (shares.empty()) return "";
+  const std::vector<std::string>& policies = plan.sweep.policies;
+  const bool belady = std::find(policies.begin(), policies.end(), "belady") != policies.end();
+  std::string out = absl::StrFormat(
+      "at the pool of --pool-fraction no policy can cost less than %.1f s (the lower bound); "
+      "share of the cost gap from lru to the bound each policy closes%s:\n",
+      plan.sweep.points[plan.answers.pool_point].cost_bound->cost_seconds,
+      belady ? " (from lru to belady in brackets)" : "");
+  for (const BoundShare& s : shares) {
+    absl::StrAppend(&out, "  ", PaddedTo(ColumnName(s.policy), 17),
+                    s.of_bound ? absl::StrFormat("%7.1f%%", 100 * *s.of_bound) : "      -",
+                    !belady       ? ""
+                    : s.of_belady ? absl::StrFormat("  (%.1f%%)", 100 * *s.of_belady)
+                                  : "  (-)",
+                    "\n");
+  }
+  return out;
 }
 
 std::string AnswersText(const Plan& plan) {
@@ -81,6 +143,16 @@ std::string AnswersJson(const Plan& plan) {
                     ", \"pool_fraction\": ", p ? JsonNumber(p->pool_fraction) : "null",
                     ", \"pool_bytes\": ", p ? absl::StrCat(p->pool_bytes) : "null", "}");
   }
+  const SweepPoint& at_pool = plan.sweep.points[a.pool_point];
+  absl::StrAppend(&out, "], \"cost_lower_bound_seconds\": ",
+                  at_pool.cost_bound ? JsonNumber(at_pool.cost_bound->cost_seconds) : "null",
+                  ", \"bound_gap_closed\": [");
+  const std::vector<BoundShare> shares = BoundShares(plan);
+  for (size_t i = 0; i < shares.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", "{\"policy\": ", JsonString(shares[i].policy),
+                    ", \"share\": ", OptionalJsonNumber(shares[i].of_bound),
+                    ", \"belady_share\": ", OptionalJsonNumber(shares[i].of_belady), "}");
+  }
   absl::StrAppend(&out, "], \"savings_vs_lru\": [");
   for (size_t i = 0; i < a.savings.size(); ++i) {
     const PolicySaving& s = a.savings[i];
@@ -114,14 +186,17 @@ std::string FormatPlanTable(const Plan& plan) {
           : "",
       h.transfer_weight);
   absl::StrAppend(&out,
-                  "cost s by pool (lower is better; * = offline oracle, reads the future; > = "
-                  "the pool of --pool-fraction)\n");
+                  "cost s by pool (lower is better; * = offline oracle, reads the future; bound "
+                  "= the lower bound no policy can cost less than; > = the pool of "
+                  "--pool-fraction)\n");
   std::vector<size_t> widths;
   std::string header = absl::StrFormat("  %8s %9s", "pool %", "pool GB");
   for (const std::string& p : plan.sweep.policies) {
     widths.push_back(std::max<size_t>(9, ColumnName(p).size()));
     absl::StrAppend(&header, " ", absl::StrFormat("%*s", widths.back(), ColumnName(p)));
   }
+  const bool bounded = plan.sweep.points.front().cost_bound.has_value();
+  if (bounded) absl::StrAppend(&header, absl::StrFormat(" %9s", "bound"));
   absl::StrAppend(&out, header, "\n");
   for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
     const SweepPoint& point = plan.sweep.points[i];
@@ -132,6 +207,8 @@ std::string FormatPlanTable(const Plan& plan) {
       absl::StrAppend(&out, absl::StrFormat(" %*.1f", widths[k],
                                             point.results[k].cost_seconds(h.transfer_weight)));
     }
+    if (point.cost_bound)
+      absl::StrAppend(&out, absl::StrFormat(" %9.1f", point.cost_bound->cost_seconds));
     out += "\n";
   }
   std::string saturated;
@@ -141,7 +218,7 @@ std::string FormatPlanTable(const Plan& plan) {
                       absl::StrFormat("at %.3g%%: %s", 100 * point.pool_fraction, rows));
     }
   }
-  absl::StrAppend(&out, SaturatedNote(saturated), "\n", AnswersText(plan));
+  absl::StrAppend(&out, SaturatedNote(saturated), "\n", AnswersText(plan), BoundSharesText(plan));
   return out;
 }
 
@@ -167,9 +244,11 @@ std::string FormatPlanJson(const Plan& plan) {
       ", \"sizes\": [");
   for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
     const SweepPoint& p = plan.sweep.points[i];
-    absl::StrAppend(&out, i ? ", " : "", "{\"pool_fraction\": ", JsonNumber(p.pool_fraction),
-                    ", \"pool_bytes\": ", p.pool_bytes, ", \"comparison\": ",
-                    absl::StripSuffix(FormatJson(ComparisonAt(plan, i)), "\n"), "}");
+    absl::StrAppend(
+        &out, i ? ", " : "", "{\"pool_fraction\": ", JsonNumber(p.pool_fraction),
+        ", \"pool_bytes\": ", p.pool_bytes, ", \"cost_lower_bound_seconds\": ",
+        p.cost_bound ? JsonNumber(p.cost_bound->cost_seconds) : "null",
+        ", \"comparison\": ", absl::StripSuffix(FormatJson(ComparisonAt(plan, i)), "\n"), "}");
   }
   return out + "]}\n";
 }
@@ -182,11 +261,14 @@ std::string FormatPlanCsv(const Plan& plan) {
     bool header = true;
     for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
       if (header) {
-        if (i == 0) absl::StrAppend(&out, "pool_fraction,pool_bytes,", line, "\n");
+        if (i == 0) {
+          absl::StrAppend(&out, "pool_fraction,pool_bytes,cost_lower_bound_seconds,", line, "\n");
+        }
         header = false;
         continue;
       }
-      absl::StrAppend(&out, JsonNumber(p.pool_fraction), ",", p.pool_bytes, ",", line, "\n");
+      absl::StrAppend(&out, JsonNumber(p.pool_fraction), ",", p.pool_bytes, ",",
+                      p.cost_bound ? JsonNumber(p.cost_bound->cost_seconds) : "", ",", line, "\n");
     }
   }
   return out;

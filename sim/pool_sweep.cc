@@ -45,7 +45,7 @@ absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostMode
     results[i] = ReplayPool(replay, cost, policies[i % n], pair);
   });
   for (size_t p = 0; p < fractions.size(); ++p) {
-    SweepPoint point{fractions[p], PoolBytesAt(fractions[p], replay.distinct_block_bytes), {}};
+    SweepPoint point{fractions[p], PoolBytesAt(fractions[p], replay.distinct_block_bytes), {}, {}};
     for (size_t k = 0; k < n; ++k) {
       absl::StatusOr<ReplayResult>& r = results[p * n + k];
       if (!r.ok()) {
@@ -58,6 +58,16 @@ absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostMode
     sweep.points.push_back(std::move(point));
   }
   return sweep;
+}
+
+void AddCostLowerBounds(const ReplayTrace& replay, const CostModel& cost, double eval_from,
+                        double transfer_weight, PoolSweep& sweep) {
+  const auto eval_start = static_cast<uint32_t>(eval_from * replay.trace->requests.size());
+  tbb::parallel_for(size_t{0}, sweep.points.size(), [&](size_t i) {
+    SweepPoint& point = sweep.points[i];
+    point.cost_bound =
+        ComputeCostLowerBound(replay, cost, point.pool_bytes, eval_start, transfer_weight);
+  });
 }
 
 }  // namespace kvlearn

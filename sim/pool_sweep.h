@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cost_model.h"
+#include "sim/cost_lower_bound.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_result.h"
 #include "sim/replay_trace.h"
@@ -38,6 +40,8 @@ struct SweepPoint {
   double pool_fraction = 0;
   uint64_t pool_bytes = 0;
   std::vector<ReplayResult> results;  // one per policy, in the sweep's policy order
+  // What no policy can cost less than at this pool (AddCostLowerBounds).
+  std::optional<CostLowerBound> cost_bound;
 };
 
 struct PoolSweep {
@@ -55,5 +59,10 @@ absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostMode
                                        std::span<const std::string> policies,
                                        std::span<const double> fractions,
                                        const PoolReplayOptions& options);
+
+// Fills every point's cost_bound (sim/cost_lower_bound.h) for the requests
+// from `eval_from` on and cost_seconds' transfer weight, points in parallel.
+void AddCostLowerBounds(const ReplayTrace& replay, const CostModel& cost, double eval_from,
+                        double transfer_weight, PoolSweep& sweep);
 
 }  // namespace kvlearn

@@ -112,6 +112,26 @@ class PlanTest(unittest.TestCase):
             self.assertAlmostEqual(s["gpu_hours_per_hour"], saved / window)
             self.assertIsNone(s["money_per_hour"])  # no --gpu-hour-price
 
+    def test_no_row_is_below_the_lower_bound_and_the_shares_follow(self):
+        for size in self.plan["sizes"]:
+            bound = size["cost_lower_bound_seconds"]
+            self.assertIsNotNone(bound)
+            for policy, row in rows_by_policy(size["comparison"]).items():
+                self.assertGreaterEqual(row["cost_seconds"], bound * (1 - 1e-12),
+                                        f"{policy} at {size['pool_fraction']}")
+        users = rows_by_policy(self.size_at(0.07)["comparison"])
+        bound = self.size_at(0.07)["cost_lower_bound_seconds"]
+        self.assertEqual(self.plan["cost_lower_bound_seconds"], bound)
+        lru = users["lru"]["cost_seconds"]
+        shares = {s["policy"]: s for s in self.plan["bound_gap_closed"]}
+        self.assertEqual(set(shares), set(users) - {"lru", "no-cache"})
+        for policy, s in shares.items():
+            self.assertAlmostEqual(s["share"], (lru - users[policy]["cost_seconds"]) / (lru - bound))
+            self.assertAlmostEqual(
+                s["belady_share"],
+                (lru - users[policy]["cost_seconds"]) / (lru - users["belady"]["cost_seconds"]))
+            self.assertLessEqual(s["share"], 1 + 1e-12, policy)
+
     def test_out_dir_holds_what_stdout_printed(self):
         with open(os.path.join(self.out_dir, "plan.json")) as f:
             self.assertEqual(json.load(f), self.plan)
@@ -119,6 +139,10 @@ class PlanTest(unittest.TestCase):
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), len(self.plan["sizes"]) * len(self.plan["policies"]))
         self.assertEqual({r["policy"] for r in rows}, set(self.plan["policies"]))
+        bounds = {s["pool_fraction"]: s["cost_lower_bound_seconds"] for s in self.plan["sizes"]}
+        for r in rows:
+            self.assertAlmostEqual(float(r["cost_lower_bound_seconds"]),
+                                   bounds[float(r["pool_fraction"])])
 
     def test_table_prices_the_savings_with_a_gpu_hour_price(self):
         table = run(["plan", "--trace", self.trace, "--sizes", "3", "--policies", "lru,belady",

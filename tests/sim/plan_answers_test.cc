@@ -118,7 +118,9 @@ TEST(PlanAnswersTest, RefusesASweepWithoutItsReferenceRowsOrPool) {
   EXPECT_FALSE(AnswerPlan(s, kW, 0.5, 0.9, std::nullopt).ok());  // no no-cache
 }
 
-TEST(PlanReportTest, TableMarksTheUsersPoolAndTheOraclesAndGivesTheAnswers) {
+// The hand sweep with belady at 40 s at every pool, the user's pool at 0.5
+// and, when given, the same lower bound at every pool.
+Plan HandPlan(std::optional<double> bound = std::nullopt) {
   Plan plan;
   plan.header.trace = "hand";
   plan.header.transfer_weight = kW;
@@ -127,10 +129,16 @@ TEST(PlanReportTest, TableMarksTheUsersPoolAndTheOraclesAndGivesTheAnswers) {
   plan.sweep.policies.insert(plan.sweep.policies.begin() + 2, "belady");
   for (SweepPoint& p : plan.sweep.points) {
     p.results.insert(p.results.begin() + 2, Row("belady", 40, 0));
+    if (bound) p.cost_bound = CostLowerBound{.cost_seconds = *bound};
   }
   auto a = AnswerPlan(plan.sweep, kW, 0.5, 0.9, std::nullopt);
-  ASSERT_TRUE(a.ok()) << a.status();
-  plan.answers = *a;
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (a.ok()) plan.answers = *a;
+  return plan;
+}
+
+TEST(PlanReportTest, TableMarksTheUsersPoolAndTheOraclesAndGivesTheAnswers) {
+  const Plan plan = HandPlan();
   const std::string table = FormatPlanTable(plan);
   EXPECT_NE(table.find("belady*"), std::string::npos) << table;
   EXPECT_NE(table.find(">       50 "), std::string::npos) << table;  // the user's pool row
@@ -140,11 +148,30 @@ TEST(PlanReportTest, TableMarksTheUsersPoolAndTheOraclesAndGivesTheAnswers) {
   // rows: gdsf at 0.5 closes (60 - 54) / (60 - 40) of the cost gap.
   const Comparison at = ComparisonAt(plan, 1);
   EXPECT_DOUBLE_EQ(*at.results[1].cost_gap_closed, 0.3);
-  // CSV: one header, then a row per (pool, policy), each led by its pool.
+  EXPECT_EQ(table.find(" bound\n"), std::string::npos) << table;  // no column: none computed
+  // CSV: one header, then a row per (pool, policy), each led by its pool and
+  // the bound there (empty: none computed).
   const std::string csv = FormatPlanCsv(plan);
-  EXPECT_EQ(csv.rfind("pool_fraction,pool_bytes,policy,", 0), 0u) << csv;
+  EXPECT_EQ(csv.rfind("pool_fraction,pool_bytes,cost_lower_bound_seconds,policy,", 0), 0u) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * 4);
-  EXPECT_NE(csv.find("\n0.5,50,gdsf,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n0.5,50,,gdsf,"), std::string::npos) << csv;
+}
+
+// With a lower bound of 30 s at every pool: a column, and at the user's pool
+// (lru 60, gdsf 54, belady 40) gdsf closes 6 / 30 of the lru -> bound gap and
+// 6 / 20 of the lru -> belady one.
+TEST(PlanReportTest, TheBoundIsAColumnAndEachPolicyClosesAShareOfItsGap) {
+  const Plan plan = HandPlan(30);
+  const std::string table = FormatPlanTable(plan);
+  EXPECT_NE(table.find("     bound\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("      30.0\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("no policy can cost less than 30.0 s"), std::string::npos) << table;
+  EXPECT_NE(table.find("gdsf                20.0%  (30.0%)"), std::string::npos) << table;
+  EXPECT_NE(table.find("belady*             66.7%  (100.0%)"), std::string::npos) << table;
+  const std::string json = FormatPlanJson(plan);
+  EXPECT_NE(json.find("\"cost_lower_bound_seconds\": 30,"), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"policy\": \"gdsf\", \"share\": 0.2"), std::string::npos) << json;
+  EXPECT_NE(FormatPlanCsv(plan).find("\n0.5,50,30,gdsf,"), std::string::npos);
 }
 
 }  // namespace
