@@ -19,6 +19,7 @@
 #include "cli/flag_checks.h"
 #include "cli/output_path.h"
 #include "cli/replay_input.h"
+#include "cli/trace_input_flags.h"
 #include "cli/trace_traffic.h"
 #include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
@@ -37,7 +38,7 @@ namespace kvlearn {
 namespace {
 
 struct TrainFlags {
-  std::string trace;
+  TraceInputFlags input;
   std::string out;
   std::string samples_out;
   double train_until = 0.6;
@@ -50,8 +51,6 @@ struct TrainFlags {
   int patience = TrainOptions{}.patience;
   uint64_t seed = 1;
   CostFlags cost;
-  uint32_t block_size = 512;
-  bool lenient = false;
   std::vector<double> judge_pool_fractions = {0.1};
   bool force = false;
   bool shuffle_labels = false;
@@ -97,11 +96,10 @@ int RunTrain(const TrainFlags& f) {
   // Recorded in the model: the kernels decide the weights' last bits.
   const std::string blas = BlasKernels();
   std::cerr << "matrix kernels: " << blas << "\n";
-  TraceReadOptions read_options;
-  read_options.block_size = f.block_size;
-  read_options.lenient = f.lenient;
+  auto read_options = f.input.Resolve();
+  if (!read_options.ok()) return Fail(read_options.status());
   Trace trace;
-  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
+  auto replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "train", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
   if (trace.requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
 
@@ -270,7 +268,7 @@ int RunTrain(const TrainFlags& f) {
 Command AddTrainCommand(CLI::App& root) {
   auto f = std::make_shared<TrainFlags>();
   CLI::App* cmd = root.add_subcommand("train", kTrainDescription);
-  cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from")->required();
+  f->input.Register(cmd, "trace to learn from (Mooncake or Bailian JSONL)")->required();
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
   cmd->add_option("--samples-out", f->samples_out,
                   "also write the recorded samples (raw features, labels per horizon, empty "
@@ -314,9 +312,6 @@ Command AddTrainCommand(CLI::App& root) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")
       ->capture_default_str();
-  cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
-      ->capture_default_str();
-  cmd->add_flag("--lenient", f->lenient, "skip and count bad trace lines instead of failing");
   cmd->add_option("--judge-pool-fractions", f->judge_pool_fractions,
                   "pools the trained model is judged at on the validation split, as shares of "
                   "the trace's distinct-block bytes (compare's --pool-fraction); it is fit when "
@@ -338,7 +333,8 @@ Command AddTrainCommand(CLI::App& root) {
       ->group("");
   f->cost.Register(cmd);
   return {cmd, [f, cmd] {
-            f->command_line = absl::StrCat("kvlearn train --trace ", f->trace, " --out ", f->out);
+            f->command_line =
+                absl::StrCat("kvlearn train --trace ", f->input.trace, " --out ", f->out);
             return RunTrain(*f);
           }};
 }
