@@ -175,7 +175,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   auto cost_or = s.cost.Resolve();
   if (!cost_or.ok()) return Fail(cost_or.status());
   const CostModel& cost = *cost_or;
-  if (s.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
+  if (s.input.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
 
   std::vector<std::string> policies = absl::StrSplit(s.policies, ',', absl::SkipEmpty());
   if (policies.empty()) policies = {"lru"};  // --policies not given: one retention policy
@@ -194,15 +194,15 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   }
 
   // Before the trace is read, so a model that cannot serve is refused at once.
-  auto model = LoadModelForReplay(s.model, s.block_size, policies);
+  auto read_options = s.input.Resolve();
+  if (!read_options.ok()) return Fail(read_options.status());
+  auto model = LoadModelForReplay(s.model, read_options->block_size, policies);
   if (!model.ok()) return Fail(model.status());
 
-  TraceReadOptions read_options;
-  read_options.block_size = s.block_size;
-  read_options.lenient = s.lenient;
   Trace trace;
-  auto replay = ReadTraceForReplay(s.trace, read_options, cost, "compare", std::cerr, trace);
+  auto replay = ReadTraceForReplay(s.input.trace, *read_options, cost, "compare", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
+  if (auto st = CheckModelForTrace(model->get(), s.model, trace); !st.ok()) return Fail(st);
 
   ClusterOptions base;
   FillClusterCapacities(cost, base);
@@ -249,7 +249,7 @@ int RunClusterCompare(const ClusterCompareFlags& c, const SharedCompareFlags& s)
   });
 
   ClusterComparison comparison;
-  comparison.trace = s.trace;
+  comparison.trace = s.input.trace;
   comparison.pool_bytes = base.pool_bytes;
   comparison.prefill_nodes = base.prefill_nodes;
   comparison.decode_nodes = base.decode_nodes;

@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/cost_flags.h"
+#include "cli/trace_input_flags.h"
 #include "sim/router.h"
 
 namespace kvlearn {
@@ -33,14 +34,12 @@ struct ClusterCompareFlags {
 
 // What compare's own flags say, for the cluster path.
 struct SharedCompareFlags {
-  std::string trace;
+  TraceInputFlags input;
   std::string policies;
   double pool_fraction = 0;
   uint64_t pool_bytes = 0;
   CostFlags cost;
   std::string model;
-  uint32_t block_size = 512;
-  bool lenient = false;
   double eval_from = 0;
   std::string format;
   std::string out;

@@ -18,6 +18,7 @@
 #include "cli/flag_checks.h"
 #include "cli/prefill_sizing.h"
 #include "cli/replay_input.h"
+#include "cli/trace_input_flags.h"
 #include "cli/trace_traffic.h"
 #include "core/cost_model.h"
 #include "core/progress_line.h"
@@ -37,14 +38,12 @@ namespace kvlearn {
 namespace {
 
 struct CompareFlags {
-  std::string trace;
+  TraceInputFlags input;
   std::string policies;  // empty: every policy that can run (learned ones need --model)
   double pool_fraction = 0.1;
   uint64_t pool_bytes = 0;
   CostFlags cost;
   std::string model;  // learned model file
-  uint32_t block_size = 512;
-  bool lenient = false;
   double eval_from = 0;
   std::string format = "table";
   std::string out;
@@ -89,7 +88,8 @@ std::string PublishedText() {
   return out;
 }
 
-std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
+// `block_size`: the trace's, or Mooncake's when no trace is given.
+std::string ConfigText(const CompareFlags& f, const CostModel& cost, uint32_t block_size) {
   const ModelProfile& m = cost.model();
   const HardwareProfile& h = cost.hardware();
   std::string out;
@@ -100,8 +100,11 @@ std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
                       m.name, m.layers, m.query_heads, m.kv_heads, m.head_dim, m.dtype_bytes,
                       m.params_billions),
       absl::StrFormat("kv bytes per token  %d B\n", m.KvBytesPerToken()),
-      absl::StrFormat("block size          %d tokens (%d B per full block)\n", f.block_size,
-                      m.KvBytesPerToken() * f.block_size),
+      absl::StrFormat("block size          %d tokens (%d B per full block)%s\n", block_size,
+                      m.KvBytesPerToken() * block_size,
+                      f.input.trace.empty() && f.input.block_size == 0
+                          ? " (Mooncake's; a Bailian trace's are 16)"
+                          : ""),
       absl::StrFormat("hardware profile    %s\n", h.name));
   if (cost.form() == RecomputeForm::kFlops) {
     absl::StrAppend(
@@ -130,7 +133,7 @@ std::string ConfigText(const CompareFlags& f, const CostModel& cost) {
                         h.calibrated_params_billions));
   }
   absl::StrAppend(
-      &out, CurveText(cost, f.block_size),
+      &out, CurveText(cost, block_size),
       absl::StrFormat("RDMA                %g GB/s (pool <-> prefill node)\n", h.rdma_gb_per_s),
       absl::StrFormat("PCIe / NVMe / HBM   %g / %g / %g GB/s\n", h.pcie_gb_per_s, h.nvme_gb_per_s,
                       h.hbm_gb_per_s),
@@ -188,11 +191,20 @@ void ReportModelFit(const LearnedModel& model, const std::string& path, const Tr
 int RunCompare(const CompareFlags& f) {
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
+  TraceReadOptions read_options;
+  if (!f.input.trace.empty()) {
+    auto resolved = f.input.Resolve();
+    if (!resolved.ok()) return Fail(resolved.status());
+    read_options = *resolved;
+  }
   if (f.print_config) {
-    std::cout << ConfigText(f, *cost);
+    const uint32_t block_size = read_options.block_size ? read_options.block_size
+                                : f.input.block_size    ? f.input.block_size
+                                                        : DefaultBlockSize(TraceFormat::kMooncake);
+    std::cout << ConfigText(f, *cost, block_size);
     return 0;
   }
-  if (f.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
+  if (f.input.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
 
   std::vector<std::string> policies = absl::StrSplit(f.policies, ',', absl::SkipEmpty());
   if (f.policies.empty()) {
@@ -208,15 +220,13 @@ int RunCompare(const CompareFlags& f) {
 
   // Before the trace is read: a model that cannot serve is refused at once,
   // not after minutes of reading.
-  auto model = LoadModelForReplay(f.model, f.block_size, policies);
+  auto model = LoadModelForReplay(f.model, read_options.block_size, policies);
   if (!model.ok()) return Fail(model.status());
 
-  TraceReadOptions read_options;
-  read_options.block_size = f.block_size;
-  read_options.lenient = f.lenient;
   Trace trace;
-  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "compare", std::cerr, trace);
+  auto replay = ReadTraceForReplay(f.input.trace, read_options, *cost, "compare", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
+  if (auto s = CheckModelForTrace(model->get(), f.model, trace); !s.ok()) return Fail(s);
 
   PoolReplayOptions options;
   options.pool_bytes = f.pool_bytes
@@ -247,7 +257,7 @@ int RunCompare(const CompareFlags& f) {
   progress.Finish();
 
   Comparison comparison;
-  comparison.trace = f.trace;
+  comparison.trace = f.input.trace;
   comparison.pool_bytes = options.pool_bytes;
   comparison.cost_model = std::string(RecomputeFormName(sized.form()));
   comparison.prefill_nodes = sized.hardware().prefill_nodes;
@@ -290,7 +300,7 @@ Command AddCompareCommand(CLI::App& root) {
       "the table, a line for 'learned' gives its leader switches over the whole replay and the "
       "expert (lru, gdsf, learned-model) that led the largest share of the evaluated requests "
       "(JSON/CSV: leader_switches, main_leader, main_leader_share; null for other policies).");
-  cmd->add_option("--trace", flags->trace, "Mooncake JSONL trace to replay");
+  flags->input.Register(cmd, "trace to replay (Mooncake or Bailian JSONL)");
   cmd->add_option("--policies", flags->policies,
                   absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),
                                " (default: all; those needing a model only with --model)"))
@@ -306,10 +316,6 @@ Command AddCompareCommand(CLI::App& root) {
   cmd->add_option("--model", flags->model,
                   "learned model file from `kvlearn train`: needed by 'learned-model'; 'learned' "
                   "follows lru and gdsf without one, and the model too with one");
-  cmd->add_option("--block-size", flags->block_size, "tokens per block in the trace")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_flag("--lenient", flags->lenient, "skip and count bad trace lines instead of failing");
   cmd->add_flag("--quiet", flags->quiet,
                 "no progress line (drawn on stderr only when it is a terminal: requests replayed "
                 "over all policies, rate, ETA)");
@@ -333,9 +339,8 @@ Command AddCompareCommand(CLI::App& root) {
             const CompareFlags& f = *flags;
             return cluster->enabled
                        ? RunClusterCompare(
-                             *cluster, {f.trace, f.policies, f.pool_fraction, f.pool_bytes, f.cost,
-                                        f.model, f.block_size, f.lenient, f.eval_from, f.format,
-                                        f.out, f.transfer_weight})
+                             *cluster, {f.input, f.policies, f.pool_fraction, f.pool_bytes, f.cost,
+                                        f.model, f.eval_from, f.format, f.out, f.transfer_weight})
                        : RunCompare(f);
           }};
 }

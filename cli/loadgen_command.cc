@@ -16,10 +16,11 @@
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/prefill_sizing.h"
+#include "cli/replay_input.h"
+#include "cli/trace_input_flags.h"
 #include "clients/load_generator.h"
 #include "core/cost_model.h"
 #include "core/progress_line.h"
-#include "datasets/mooncake_reader.h"
 #include "sim/comparison_report.h"
 #include "sim/replay_trace.h"
 
@@ -28,7 +29,7 @@ namespace {
 
 struct LoadgenFlags {
   std::string target = "127.0.0.1:50051";
-  std::string trace;
+  TraceInputFlags input;
   uint32_t nodes = 1;
   uint32_t concurrency = 1;
   double pool_fraction = 0.1;
@@ -37,7 +38,6 @@ struct LoadgenFlags {
   std::string format = "table";
   bool quiet = false;
   CostFlags cost;
-  uint32_t block_size = 512;
   std::string tls_ca, tls_cert, tls_key;
   std::string token;
 };
@@ -60,12 +60,10 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   if (!resolved.ok()) return Fail(resolved.status());
   const CostModel& cost = *resolved;
 
-  TraceReadOptions read;
-  read.block_size = f.block_size;
-  auto trace = ReadMooncakeTrace(f.trace, read);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
-  auto replay = BuildReplayTrace(*trace, cost);
+  auto read_options = f.input.Resolve();
+  if (!read_options.ok()) return Fail(read_options.status());
+  Trace trace;
+  auto replay = ReadTraceForReplay(f.input.trace, *read_options, cost, "loadgen", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
 
   LoadgenOptions o;
@@ -97,7 +95,7 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   std::cerr << absl::StrFormat(
       "loadgen: %d requests (%d block accesses) over %d node(s), %d thread(s), pool %d bytes "
       "per node, target %s\n",
-      trace->requests.size(), replay->block_accesses(), o.nodes, o.concurrency, o.pool_bytes,
+      trace.requests.size(), replay->block_accesses(), o.nodes, o.concurrency, o.pool_bytes,
       o.target);
   // The prefill instances compare would size for this trace and pool, so the
   // header, the JSON and the TTFT accounting all use the count that runs.
@@ -107,7 +105,7 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   const bool auto_nodes = f.cost.prefill_nodes == "auto";
   auto sized = SizePrefillNodes(*replay, cost, sizing, auto_nodes, std::cerr);
   if (!sized.ok()) return Fail(sized.status());
-  ProgressLine progress("kvlearn loadgen: served", trace->requests.size(), "requests",
+  ProgressLine progress("kvlearn loadgen: served", trace.requests.size(), "requests",
                         ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
   o.requests_done = &progress.counter();
   progress.Start();
@@ -116,7 +114,7 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   if (!result.ok()) return Fail(result.status());
 
   Comparison c;
-  c.trace = f.trace;
+  c.trace = f.input.trace;
   c.cost_model = std::string(RecomputeFormName(sized->form()));
   c.prefill_nodes = sized->hardware().prefill_nodes;
   c.prefill_nodes_auto = auto_nodes;
@@ -138,7 +136,7 @@ Command AddLoadgenCommand(CLI::App& root) {
       "Play N serving nodes (each with its own pool) replaying a trace against a running "
       "sidecar over gRPC; print compare's columns plus RPC latency percentiles.");
   cmd->add_option("--target", f->target, "sidecar address HOST:PORT")->capture_default_str();
-  cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to replay")->required();
+  f->input.Register(cmd, "trace to replay (Mooncake or Bailian JSONL)")->required();
   cmd->add_option("--nodes", f->nodes, "serving nodes (request i goes to node i mod N)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 16));
@@ -163,9 +161,6 @@ Command AddLoadgenCommand(CLI::App& root) {
                 "no progress line (drawn on stderr only when it is a terminal: requests served, "
                 "rate, ETA)");
   f->cost.Register(cmd);  // the same cost model as compare (block bytes, TTFT)
-  cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--tls-ca", f->tls_ca, "CA (PEM) to verify the server with: use TLS");
   cmd->add_option("--tls-cert", f->tls_cert, "client certificate (PEM), for mutual TLS");
   cmd->add_option("--tls-key", f->tls_key, "client private key (PEM), for mutual TLS");

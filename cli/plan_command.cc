@@ -20,8 +20,9 @@
 #include "cli/flag_checks.h"
 #include "cli/output_path.h"
 #include "cli/prefill_sizing.h"
+#include "cli/replay_input.h"
+#include "cli/trace_input_flags.h"
 #include "core/progress_line.h"
-#include "datasets/mooncake_reader.h"
 #include "models/learned_model.h"
 #include "models/model_judgement.h"
 #include "policies/policy_factory.h"
@@ -37,7 +38,7 @@ namespace {
 constexpr std::string_view kAlwaysRun[] = {"lru", "no-cache"};
 
 struct PlanFlags {
-  std::string trace;
+  TraceInputFlags input;
   std::string policies;  // empty: every policy that can run (learned-model needs --model)
   std::string model;
   uint32_t sizes = 16;
@@ -47,8 +48,6 @@ struct PlanFlags {
   double target = 0.9;
   double gpu_hour_price = -1;  // negative: not given
   CostFlags cost;
-  uint32_t block_size = 0;  // 0: the trace format's default
-  bool lenient = false;
   double eval_from = 0;
   double transfer_weight = 1;
   std::string format = "table";
@@ -131,7 +130,7 @@ absl::Status PrepareOutDir(const std::string& dir) {
 int RunPlan(const PlanFlags& f) {
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
-  if (f.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
+  if (f.input.trace.empty()) return Fail(absl::InvalidArgumentError("--trace is required"));
   if (auto s = CheckSweepFlags(f); !s.ok()) return Fail(s);
   auto policies = PolicyList(f);
   if (!policies.ok()) return Fail(policies.status());
@@ -139,28 +138,24 @@ int RunPlan(const PlanFlags& f) {
     if (auto s = PrepareOutDir(f.out_dir); !s.ok()) return Fail(s);
   }
 
+  // The model before the trace: one of other blocks is refused at once.
+  auto read_options = f.input.Resolve();
+  if (!read_options.ok()) return Fail(read_options.status());
+  auto model = LoadModelForReplay(f.model, read_options->block_size, *policies);
+  if (!model.ok()) return Fail(model.status());
   PoolReplayOptions options;
   options.eval_from = f.eval_from;
-  if (!f.model.empty()) {
-    auto model = LearnedModel::Load(f.model);
-    if (!model.ok()) return Fail(model.status());
-    options.model = *model;
+  options.model = *model;
+  if (*model != nullptr) {
     if (const std::string unfit = UnfitModelLine((*model)->metadata(), f.model); !unfit.empty()) {
       std::cerr << "kvlearn plan: " << unfit << "\n";
     }
   }
 
-  TraceReadOptions read_options;
-  read_options.block_size = f.block_size;
-  read_options.lenient = f.lenient;
-  auto trace = ReadMooncakeTrace(f.trace, read_options);
-  if (!trace.ok()) return Fail(trace.status());
-  if (trace->skipped_lines > 0) {
-    std::cerr << "kvlearn plan: skipped " << trace->skipped_lines << " bad lines (--lenient)\n";
-  }
-  if (trace->requests.empty()) return Fail(absl::InvalidArgumentError("trace has no requests"));
-  auto replay = BuildReplayTrace(*trace, *cost);
+  Trace trace;
+  auto replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "plan", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
+  if (auto s = CheckModelForTrace(model->get(), f.model, trace); !s.ok()) return Fail(s);
 
   // Prefill instances are sized once, at the user's pool as `compare` sizes
   // them there, and kept at every size: cost does not depend on the count,
@@ -175,10 +170,10 @@ int RunPlan(const PlanFlags& f) {
   std::cerr << absl::StrFormat(
       "replaying %d requests (%d block accesses) under %d policies at %d pool sizes on %d "
       "prefill instances\n",
-      trace->requests.size(), replay->block_accesses(), policies->size(), fractions.size(),
+      trace.requests.size(), replay->block_accesses(), policies->size(), fractions.size(),
       sized->hardware().prefill_nodes);
   ProgressLine progress("kvlearn plan: replayed",
-                        uint64_t{trace->requests.size()} * policies->size() * fractions.size(),
+                        uint64_t{trace.requests.size()} * policies->size() * fractions.size(),
                         "requests", ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
   options.requests_done = &progress.counter();
   progress.Start();
@@ -188,7 +183,7 @@ int RunPlan(const PlanFlags& f) {
   AddCostLowerBounds(*replay, *sized, f.eval_from, f.transfer_weight, *sweep);
 
   Plan plan;
-  plan.header.trace = f.trace;
+  plan.header.trace = f.input.trace;
   plan.header.requests = sweep->points.front().results.front().requests;
   plan.header.block_accesses = sweep->points.front().results.front().block_accesses;
   plan.header.cost_model = std::string(RecomputeFormName(sized->form()));
@@ -236,7 +231,7 @@ Command AddPlanCommand(CLI::App& root) {
       "/ the evaluated window's seconds = GPU-hours per hour (GPU-h/h), times "
       "--gpu-hour-price = money per hour (per h). lru and no-cache always run. JSON holds "
       "every pool as `compare --format json` prints it; docs/planning.md.");
-  cmd->add_option("--trace", flags->trace, "trace to plan for (Mooncake or Bailian JSONL)");
+  flags->input.Register(cmd, "trace to plan for (Mooncake or Bailian JSONL)");
   cmd->add_option("--policies", flags->policies,
                   absl::StrCat("comma-separated policies, from: ", JoinedPolicyNames(","),
                                " (default: all; learned-model only with --model)"));
@@ -267,11 +262,6 @@ Command AddPlanCommand(CLI::App& root) {
                   "price of one GPU-hour (any currency): adds money per hour to the savings")
       ->check(FiniteRange(0, 1e9));
   flags->cost.Register(cmd);
-  cmd->add_option("--block-size", flags->block_size,
-                  "tokens per block in the trace (default: its format's, 512 for Mooncake's, 16 "
-                  "for Bailian's; the format is detected from the first line)")
-      ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_flag("--lenient", flags->lenient, "skip and count bad trace lines instead of failing");
   cmd->add_option("--eval-from", flags->eval_from,
                   "share of requests used only to warm the pool; costs cover the rest")
       ->capture_default_str()

@@ -13,10 +13,12 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForReplay(
   if (!path.empty()) {
     auto loaded = LearnedModel::Load(path);
     if (!loaded.ok()) return loaded.status();
-    if (auto st =
-            CheckModelBlockSize((*loaded)->metadata(), block_size, path, "the trace is read as");
-        !st.ok()) {
-      return st;
+    if (block_size != 0) {
+      if (auto st =
+              CheckModelBlockSize((*loaded)->metadata(), block_size, path, "the trace is read as");
+          !st.ok()) {
+        return st;
+      }
     }
     model = *loaded;
   }
@@ -27,6 +29,12 @@ absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForReplay(
     }
   }
   return model;
+}
+
+absl::Status CheckModelForTrace(const LearnedModel* model, const std::string& path,
+                                const Trace& trace) {
+  if (model == nullptr) return absl::OkStatus();
+  return CheckModelBlockSize(model->metadata(), trace.block_size, path, "the trace is read as");
 }
 
 absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,

@@ -25,10 +25,16 @@
 namespace kvlearn {
 
 // The model at `path` (nullptr when `path` is empty), refused when it was
-// trained on another block size than `block_size`, or when one of `policies`
-// needs a model and none is given.
+// trained on another block size than `block_size` (0: not known before the
+// trace is read, as for a stream; CheckModelForTrace checks it then), or when
+// one of `policies` needs a model and none is given.
 absl::StatusOr<std::shared_ptr<const LearnedModel>> LoadModelForReplay(
     const std::string& path, uint32_t block_size, const std::vector<std::string>& policies);
+
+// After the trace is read: `model` (from `path`; nullptr: none) refused when
+// it was trained on another block size than the trace was read at.
+absl::Status CheckModelForTrace(const LearnedModel* model, const std::string& path,
+                                const Trace& trace);
 
 // Reads `path` into `trace` and builds its replay; notes go to `err`, each
 // line prefixed "kvlearn COMMAND: ". Fails when the trace cannot be read, has

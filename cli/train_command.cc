@@ -23,6 +23,7 @@
 #include "cli/model_registry.h"
 #include "cli/output_path.h"
 #include "cli/replay_input.h"
+#include "cli/trace_input_flags.h"
 #include "cli/trace_traffic.h"
 #include "core/progress_line.h"
 #include "datasets/mooncake_reader.h"
@@ -41,7 +42,7 @@ namespace kvlearn {
 namespace {
 
 struct TrainFlags {
-  std::string trace;
+  TraceInputFlags input;
   // Or the sidecar's event log, and the part of it read (cli/logged_trace.h).
   std::string data_dir;
   LoggedTraceOptions read;  // --node, --since, --until (block_size: --block-size)
@@ -57,8 +58,6 @@ struct TrainFlags {
   int patience = TrainOptions{}.patience;
   uint64_t seed = 1;
   CostFlags cost;
-  uint32_t block_size = 512;
-  bool lenient = false;
   std::vector<double> judge_pool_fractions = {0.1};
   bool force = false;
   bool shuffle_labels = false;
@@ -86,11 +85,16 @@ std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
   return out;
 }
 
+// A log's blocks are the sidecar's --block-size; unnamed, its default.
+uint32_t LogBlockSize(const TrainFlags& f) {
+  return f.input.block_size != 0 ? f.input.block_size : 512;
+}
+
 // The request arrivals of the log in f.data_dir, as export-log reads them.
 template <typename Elapsed>
 absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed) {
   LoggedTraceOptions read = f.read;
-  read.block_size = f.block_size;
+  read.block_size = LogBlockSize(f);
   auto logged = ReadLoggedTraceIn(f.data_dir, read, "train", f.quiet);
   if (!logged.ok()) return logged.status();
   const Trace& t = logged->trace;
@@ -126,7 +130,7 @@ int RunTrain(const TrainFlags& f) {
     return Fail(absl::InvalidArgumentError(
         "need 0 < --train-until < --valid-until <= 1 (shares of the trace's requests)"));
   }
-  if (f.trace.empty() == f.data_dir.empty()) {
+  if (f.input.trace.empty() == f.data_dir.empty()) {
     return Fail(absl::InvalidArgumentError(
         "give --trace FILE or --data-dir DIR (a sidecar's event log), one of them"));
   }
@@ -144,20 +148,24 @@ int RunTrain(const TrainFlags& f) {
   // Recorded in the model: the kernels decide the weights' last bits.
   const std::string blas = BlasKernels();
   std::cerr << "matrix kernels: " << blas << "\n";
-  TraceReadOptions read_options;
-  read_options.block_size = f.block_size;
-  read_options.lenient = f.lenient;
+  // The file's format is peeked from its first line; a log is read in blocks
+  // of the sidecar's size.
+  absl::StatusOr<TraceReadOptions> read_options =
+      f.data_dir.empty()
+          ? f.input.Resolve()
+          : TraceReadOptions{.block_size = LogBlockSize(f), .lenient = f.input.lenient};
+  if (!read_options.ok()) return Fail(read_options.status());
   Trace trace;
   std::optional<LogWindow> window;
   absl::StatusOr<ReplayTrace> replay = absl::UnknownError("not read");
   if (f.data_dir.empty()) {
-    replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
+    replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "train", std::cerr, trace);
   } else {
     auto logged = ReadLog(f, elapsed);
     if (!logged.ok()) return Fail(logged.status());
     window = WindowOf(f, *logged);
     trace = std::move(logged->trace);
-    replay = PrepareTraceForReplay(f.data_dir, read_options, *cost, "train", std::cerr, trace);
+    replay = PrepareTraceForReplay(f.data_dir, *read_options, *cost, "train", std::cerr, trace);
   }
   if (!replay.ok()) return Fail(replay.status());
   if (trace.requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
@@ -339,7 +347,8 @@ int RunTrain(const TrainFlags& f) {
 Command AddTrainCommand(CLI::App& root) {
   auto f = std::make_shared<TrainFlags>();
   CLI::App* cmd = root.add_subcommand("train", kTrainDescription);
-  auto* trace = cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from");
+  auto* trace =
+      f->input.Register(cmd, "trace to learn from (Mooncake or Bailian JSONL, or - for stdin)");
   cmd->add_option("--data-dir", f->data_dir,
                   "or a sidecar's --data-dir: learn from the request arrivals in its event log, "
                   "read as export-log reads them (read-only: works while the sidecar runs), and "
@@ -390,9 +399,6 @@ Command AddTrainCommand(CLI::App& root) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--seed", f->seed, "seed for initialisation and shuffling")
       ->capture_default_str();
-  cmd->add_option("--block-size", f->block_size, "tokens per block in the trace")
-      ->capture_default_str();
-  cmd->add_flag("--lenient", f->lenient, "skip and count bad trace lines instead of failing");
   cmd->add_option("--judge-pool-fractions", f->judge_pool_fractions,
                   "pools the trained model is judged at on the validation split, as shares of "
                   "the trace's distinct-block bytes (compare's --pool-fraction); it is fit when "
@@ -416,7 +422,7 @@ Command AddTrainCommand(CLI::App& root) {
   return {cmd, [f, cmd] {
             f->command_line =
                 absl::StrCat("kvlearn train ", f->data_dir.empty() ? "--trace " : "--data-dir ",
-                             f->data_dir.empty() ? f->trace : f->data_dir, " --out ", f->out);
+                             f->data_dir.empty() ? f->input.trace : f->data_dir, " --out ", f->out);
             return RunTrain(*f);
           }};
 }

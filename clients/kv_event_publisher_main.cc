@@ -39,11 +39,11 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   using namespace kvlearn;
   CLI::App app{
-      "Replays a Mooncake trace as an engine publishing KV cache events "
+      "Replays a trace (Mooncake or Bailian JSONL) as an engine publishing KV cache events "
       "(vLLM/SGLang ZMQ wire format)."};
   std::string trace_path;
   size_t max_requests = 0;
-  uint32_t block_size = 512;
+  uint32_t block_size = 0;  // 0: the trace format's
   size_t capacity_blocks = 4096;
   std::string endpoint = "tcp://*:5557";
   std::string replay_endpoint = "tcp://*:5558";
@@ -61,10 +61,14 @@ int main(int argc, char** argv) {
   std::string medium = "GPU";
   int64_t dp_rank = -1;
 
-  app.add_option("--trace", trace_path, "Mooncake JSONL trace")->required();
+  app.add_option("--trace", trace_path,
+                 "trace to replay, Mooncake or Bailian JSONL (told apart by the first line)")
+      ->required();
   app.add_option("--requests", max_requests, "replay only the first N requests (0 = all)");
-  app.add_option("--block-size", block_size, "tokens per block of the trace")
-      ->capture_default_str();
+  app.add_option("--block-size", block_size,
+                 "tokens per block of the trace (default: the format's, 512 for Mooncake's, 16 "
+                 "for Bailian's)")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--capacity-blocks", capacity_blocks, "blocks the engine's prefix cache holds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
 
   PrefixCacheEngineOptions engine_options;
   engine_options.capacity_blocks = capacity_blocks;
-  engine_options.block_size = block_size;
+  engine_options.block_size = trace->block_size;
   engine_options.medium = medium.empty() ? KvMedium::kUnspecified : ParseKvMedium(medium);
   PrefixCacheEngine engine(engine_options);
 

@@ -64,6 +64,10 @@ class Node {
     arrival->set_request_id(running_);
     arrival->set_input_length(r.input_length);
     arrival->set_output_length(r.output_length);
+    static_assert(static_cast<int>(RequestType::kFile) == v1::REQUEST_TYPE_FILE &&
+                  static_cast<int>(RequestType::kOther) == v1::REQUEST_TYPE_OTHER);
+    arrival->set_request_type(static_cast<v1::RequestType>(r.type));  // numbered alike
+    arrival->set_turn(r.turn);
     for (uint32_t i = 0; i < r.num_blocks; ++i) {
       arrival->add_block_ids(catalog[chain[i]].hash_id);
       arrival->add_block_tokens(catalog[chain[i]].tokens);

@@ -1,7 +1,8 @@
 // The blocks a pool can hold, with the static facts every policy may use:
-// parent in the prefix tree, depth, tokens, bytes and marginal recompute
-// cost. Blocks are addressed by a dense BlockIndex assigned in order of first
-// appearance, so per-block state lives in plain vectors instead of hash maps.
+// parent in the prefix tree, depth, tokens, bytes, marginal recompute cost,
+// and the type and turn of the request that brought it. Blocks are
+// addressed by a dense BlockIndex assigned in order of first appearance, so
+// per-block state lives in plain vectors instead of hash maps.
 //
 // Not thread-safe for writers; concurrent readers are fine once built.
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "core/block_id_index.h"
 #include "core/check.h"
+#include "core/request_type.h"
 
 namespace kvlearn {
 
@@ -22,6 +24,11 @@ struct BlockMeta {
   BlockIndex parent = kNoBlock;  // kNoBlock for the first block of a chain
   uint32_t depth = 0;            // position in its chain; 0 = first block
   uint32_t tokens = 0;
+  // The type and conversation turn of the request that first named the
+  // block (kUnknown and 0 when its trace or client does not say, as
+  // Mooncake's format does not): reuse differs by both (Wang et al., ATC '25).
+  RequestType origin_type = RequestType::kUnknown;
+  uint16_t origin_turn = 0;
   uint64_t bytes = 0;  // KV bytes of its tokens
   // What recomputing this block given its prefix costs, in cost_seconds' units:
   // marginal prefill time x the instance's GPUs (CostModel::RecomputeGpuMs).

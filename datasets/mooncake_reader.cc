@@ -516,6 +516,28 @@ TraceFormat DetectTraceFormat(std::string_view jsonl) {
   return TraceFormat::kMooncake;
 }
 
+absl::StatusOr<TraceFormat> PeekTraceFormat(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat info;
+  if (fstat(fileno(file.get()), &info) != 0 || !S_ISREG(info.st_mode)) return TraceFormat::kAuto;
+  // Reads until a line that is not blank is whole: the key that tells the
+  // formats apart comes first in Bailian's lines, but a line may be long.
+  std::string head;
+  char chunk[1 << 16];
+  size_t got;
+  while ((got = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
+    head.append(chunk, got);
+    const size_t content = head.find_first_not_of(" \t\r\n");
+    if (content != std::string::npos && head.find('\n', content) != std::string::npos) break;
+  }
+  if (std::ferror(file.get()))
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
+  return DetectTraceFormat(head);
+}
+
 absl::StatusOr<Trace> ReadTrace(const std::string& path, const TraceReadOptions& options) {
   absl::StatusOr<simdjson::padded_string> buffer = LoadPadded(path);
   if (!buffer.ok()) return buffer.status();

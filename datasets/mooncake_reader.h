@@ -48,6 +48,13 @@ absl::StatusOr<Trace> ParseTrace(std::string_view jsonl, std::string_view source
 // is none).
 TraceFormat DetectTraceFormat(std::string_view jsonl);
 
+// The format of the trace file at `path`, from its first line that is not
+// blank, read before the whole file is: what a command needs to know the
+// block size before it reads minutes of trace. kAuto for a stream (a pipe
+// cannot be read twice: the reader detects its format as it reads). Fails
+// when `path` cannot be opened or read.
+absl::StatusOr<TraceFormat> PeekTraceFormat(const std::string& path);
+
 // Writes `trace` as `format` (kAuto writes Mooncake). Bailian lines carry the
 // requests' own chat ids, or their index when a request has none.
 absl::Status WriteTrace(const Trace& trace, const std::string& path,

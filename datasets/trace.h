@@ -15,26 +15,9 @@
 #include <vector>
 
 #include "core/fnv1a.h"
+#include "core/request_type.h"
 
 namespace kvlearn {
-
-// What a request asked for, as the Bailian trace labels it (Mooncake's format
-// does not say: kUnknown). Reuse differs by type (Wang et al., ATC '25).
-enum class RequestType : uint8_t { kUnknown = 0, kText, kSearch, kImage, kFile, kOther };
-inline constexpr int kRequestTypes = 6;
-
-// "text", "search", "image", "file"; "other" for a label outside those
-// four, "" when not known.
-inline const char* RequestTypeName(RequestType type) {
-  constexpr const char* kNames[kRequestTypes] = {"", "text", "search", "image", "file", "other"};
-  return kNames[static_cast<int>(type)];
-}
-inline RequestType RequestTypeFromName(std::string_view name) {
-  for (int i = 1; i < kRequestTypes - 1; ++i) {
-    if (name == RequestTypeName(static_cast<RequestType>(i))) return static_cast<RequestType>(i);
-  }
-  return RequestType::kOther;
-}
 
 struct TraceRequest {
   int64_t timestamp_ms = 0;    // arrival, milliseconds from trace start

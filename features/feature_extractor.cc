@@ -81,6 +81,14 @@ void FeatureExtractor::Extract(BlockIndex b, int64_t now_ms, const BlockCatalog&
   out[kForkRunsLog] = Log1pCount(fork.children);
   out[kForkReusedLog] = Log1pCount(fork.reused_children);
   out[kForkGapLog] = fork.kept >= 2 ? Log1p(GapSeconds(fork, 0)) : kMissingGapLog1p;
+  out[kOriginTurnLog] = Log1pCount(m.origin_turn);
+  // One-hot over text..file, which RequestType lists in the features' order.
+  static_assert(kOriginFile - kOriginText ==
+                static_cast<int>(RequestType::kFile) - static_cast<int>(RequestType::kText));
+  const int type = static_cast<int>(m.origin_type) - static_cast<int>(RequestType::kText);
+  for (int t = 0; t <= kOriginFile - kOriginText; ++t) {
+    out[kOriginText + t] = type == t ? 1.0f : 0.0f;
+  }
 }
 
 }  // namespace kvlearn

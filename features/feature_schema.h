@@ -10,12 +10,15 @@
 
 namespace kvlearn {
 
+// Version 5: the request that first named the block, as the Bailian trace
+// labels requests: its conversation turn and a one-hot of its type (all 0
+// when the trace does not say, as Mooncake's does not).
 // Version 4: recompute_ms_log and saving_ms_log price recompute in GPU-ms
 // (the instance's prefill time x its GPUs, as cost_seconds does); before,
 // in the instance's wall time, which under a multi-GPU profile such as
 // llama3.3-70b (4 GPUs) valued a hit at a quarter of what it saves. Profiles
 // of one GPU per instance compute the same values as version 3.
-inline constexpr uint32_t kFeatureSchemaVersion = 4;
+inline constexpr uint32_t kFeatureSchemaVersion = 5;
 
 // Index of each feature in a feature vector. Logs are natural logs of 1 + x.
 enum Feature : uint32_t {
@@ -57,6 +60,14 @@ enum Feature : uint32_t {
   kForkRunsLog,    // log1p(children of the fork)
   kForkReusedLog,  // log1p(children of the fork accessed more than once)
   kForkGapLog,     // log1p(seconds between the fork's last two accesses)
+  // Version 5: the request that first named the block (BlockMeta's origin):
+  // whether a conversation goes on depends on its turn and on what it asked
+  // for (Wang et al., ATC '25).
+  kOriginTurnLog,  // log1p(its turn; 0: not known)
+  kOriginText,     // 1 if its type is text...
+  kOriginSearch,   // ...search
+  kOriginImage,    // ...image
+  kOriginFile,     // ...file (all four 0: another or no label)
   kNumFeatures
 };
 
@@ -89,6 +100,11 @@ inline constexpr std::array<std::string_view, kNumFeatures> kFeatureNames = {
     "fork_runs_log",
     "fork_reused_log",
     "fork_gap_log",
+    "origin_turn_log",
+    "origin_text",
+    "origin_search",
+    "origin_image",
+    "origin_file",
 };
 
 }  // namespace kvlearn

@@ -117,7 +117,13 @@ absl::StatusOr<TrainedMlp> TrainMlp(const SampleSet& train, const SampleSet& val
 
   std::vector<torch::nn::Linear> linears;
   torch::nn::Sequential net;
-  int64_t width = kNumFeatures;
+  // The first layer is drawn as schema 4's was, over its inputs only; the
+  // inputs schema 5 added start from zero weights. On traffic that does not
+  // label requests (they read 0 throughout, so their gradients are 0 too)
+  // training then gives schema 4's network with zero columns added (equal to
+  // float rounding: the products are summed in another order), rather than
+  // one drawn afresh from another random stream.
+  int64_t width = kOriginTurnLog;
   for (const int h : options.hidden) {
     linears.emplace_back(width, h);
     net->push_back(linears.back());
@@ -126,6 +132,12 @@ absl::StatusOr<TrainedMlp> TrainMlp(const SampleSet& train, const SampleSet& val
   }
   linears.emplace_back(width, k);
   net->push_back(linears.back());
+  {
+    torch::NoGradGuard guard;
+    torch::Tensor& first = linears.front()->weight;
+    first.set_data(torch::cat(
+        {first, torch::zeros({first.size(0), int64_t{kNumFeatures} - kOriginTurnLog})}, 1));
+  }
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(options.learning_rate));
 
   std::mt19937_64 rng(options.seed);

@@ -286,10 +286,21 @@ namespace {
 // Marks `b` as seen now, for the compaction's choice of recent ghosts.
 void Touch(NodePools::Shard& s, BlockIndex b) { s.last_seen[b] = ++s.touch_clock; }
 
+// The type a request arrival names, numbered as RequestType numbers it; a
+// value this build does not know is another type.
+RequestType OriginType(v1::RequestType type) {
+  static_assert(static_cast<int>(RequestType::kFile) == v1::REQUEST_TYPE_FILE &&
+                static_cast<int>(RequestType::kOther) == v1::REQUEST_TYPE_OTHER &&
+                kRequestTypes == v1::REQUEST_TYPE_OTHER + 1);
+  return type >= 0 && type < kRequestTypes ? static_cast<RequestType>(type) : RequestType::kOther;
+}
+
 // Adds a block to the shard's catalog (or returns the known one, whose
-// parent the caller has checked).
+// parent the caller has checked); a block a request arrival names first
+// keeps that request's type and turn (`origin`).
 BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_size, uint64_t id,
-                    BlockIndex parent, uint32_t tokens, uint64_t bytes, PoolCounters& counters) {
+                    BlockIndex parent, uint32_t tokens, uint64_t bytes, PoolCounters& counters,
+                    const v1::RequestArrival* origin = nullptr) {
   BlockIndex b = s.catalog.Find(id);
   if (b != kNoBlock) {
     Touch(s, b);
@@ -302,6 +313,10 @@ BlockIndex AddBlock(NodePools::Shard& s, const CostModel& cost, uint32_t block_s
   meta.tokens = tokens;
   meta.bytes = bytes;
   meta.recompute_gpu_ms = cost.BlockRecomputeGpuMs(meta.depth, tokens, block_size);
+  if (origin != nullptr) {
+    meta.origin_type = OriginType(origin->request_type());
+    meta.origin_turn = static_cast<uint16_t>(std::min<uint32_t>(origin->turn(), UINT16_MAX));
+  }
   b = s.catalog.Add(meta);
   s.last_seen.push_back(0);
   Touch(s, b);
@@ -607,7 +622,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
           }
           const uint64_t bytes =
               r.block_bytes().empty() ? cost.BytesForTokens(tokens) : r.block_bytes(i);
-          chain[i] = AddBlock(s, cost, bs, r.block_ids(i), parent, tokens, bytes, counters_);
+          chain[i] = AddBlock(s, cost, bs, r.block_ids(i), parent, tokens, bytes, counters_, &r);
         }
         parent = chain[i];
         Touch(s, chain[i]);

@@ -9,8 +9,11 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 11;
-// The current layout without the in-flight requests' arrival times.
+constexpr char kFormat = 12;
+// The current layout without the blocks' origins (BlockMeta's request type
+// and turn: they read as not known)...
+constexpr char kFormatWithoutOrigins = 11;
+// ...and without the in-flight requests' arrival times either.
 constexpr char kFormatWithoutArrivalTimes = 10;
 constexpr char kFormatWithoutPolicyState = 2;
 // Policy states of an older layout: 3 (access histories without forks), 4
@@ -19,6 +22,7 @@ constexpr char kFormatWithoutPolicyState = 2;
 // without its served shares), 8 (learned with an ARC expert in a node's HBM
 // and DRAM too), 9 (learned with the latest request's chain only).
 bool HasOldPolicyStates(char format) { return format >= 3 && format <= 9; }
+bool HasArrivalTimes(char format) { return format == kFormat || format == kFormatWithoutOrigins; }
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());
@@ -96,7 +100,8 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
   // else the current one.
   const char format = snapshot.format == kFormatWithoutPolicyState ||
                               HasOldPolicyStates(snapshot.format) ||
-                              snapshot.format == kFormatWithoutArrivalTimes
+                              snapshot.format == kFormatWithoutArrivalTimes ||
+                              snapshot.format == kFormatWithoutOrigins
                           ? snapshot.format
                           : kFormat;
   const bool with_state = format != kFormatWithoutPolicyState;
@@ -122,6 +127,10 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
       PutVarint(out, meta.bytes);
       PutDouble(out, meta.recompute_gpu_ms);
       PutVarint(out, m.last_seen[b]);
+      if (format == kFormat) {
+        PutVarint(out, static_cast<uint64_t>(meta.origin_type));
+        PutVarint(out, meta.origin_turn);
+      }
     }
     PutList(out, m.residents);
     PutList(out, m.proposals);
@@ -135,7 +144,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
     if (!with_state) continue;
     PutVarint(out, m.policy_state.has_value() ? 1 : 0);
     if (m.policy_state) PutString(out, *m.policy_state);
-    for (size_t r = 0; format == kFormat && r < m.requests_in_flight.size(); ++r) {
+    for (size_t r = 0; HasArrivalTimes(format) && r < m.requests_in_flight.size(); ++r) {
       const int64_t arrival =
           r < m.request_arrival_us.size() ? m.request_arrival_us[r] : m.last_timestamp_us;
       PutVarint(out, static_cast<uint64_t>(arrival));
@@ -154,8 +163,9 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutArrivalTimes &&
-                        !HasOldPolicyStates(bytes[0]) && bytes[0] != kFormatWithoutPolicyState)) {
+  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutOrigins &&
+                        bytes[0] != kFormatWithoutArrivalTimes && !HasOldPolicyStates(bytes[0]) &&
+                        bytes[0] != kFormatWithoutPolicyState)) {
     return bad("unknown format");
   }
   Reader in(bytes.substr(1));
@@ -199,6 +209,15 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       meta.bytes = in.Varint();
       meta.recompute_gpu_ms = in.Double();
       m.last_seen[b] = in.Varint();
+      if (snapshot.format == kFormat) {
+        const uint64_t type = in.Varint();
+        const uint64_t turn = in.Varint();
+        if (type >= kRequestTypes || turn > UINT16_MAX) {
+          return bad(absl::StrCat("pool ", p, ": block ", b, " has an origin out of range"));
+        }
+        meta.origin_type = static_cast<RequestType>(type);
+        meta.origin_turn = static_cast<uint16_t>(turn);
+      }
     }
     m.residents = in.List(blocks);
     m.proposals = in.List(blocks);
@@ -219,7 +238,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       // Saved by a build whose policies' layout differs: not loadable.
       if (HasOldPolicyStates(snapshot.format)) m.policy_state.reset();
     }
-    if (snapshot.format == kFormat) {
+    if (HasArrivalTimes(snapshot.format)) {
       for (size_t r = 0; r < m.requests_in_flight.size() && in.ok(); ++r) {
         // Event timestamps are never negative: a larger value is damage, and
         // would overflow the timeout's arithmetic.

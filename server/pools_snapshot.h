@@ -5,16 +5,17 @@
 // model swap, so a restart loads it and replays only the log after it
 // (server/log_replay.h).
 //
-// Encoding (little-endian doubles, varints elsewhere): a format byte (11), the
+// Encoding (little-endian doubles, varints elsewhere): a format byte (12), the
 // model-swap record, the pool count, and per pool its node, tier, capacity,
 // counters, blocks (hash id, parent + 1, depth, tokens, bytes, recompute
-// cost, last seen), the resident blocks and proposals as block numbers, the
+// cost, last seen, origin type and turn), the resident blocks and proposals as block numbers, the
 // proposals' scores, the in-flight requests (id, chain), the last request
 // without an id, and the policy state: 1 and its bytes
 // (core/policy_state.h), or 0 for a policy that cannot save one (its
 // residents are then in eviction order), then each in-flight request's
-// arrival timestamp (for --request-timeout-seconds). Format 10 is the same
-// without the arrival times (its requests count from the pool's latest
+// arrival timestamp (for --request-timeout-seconds). Format 11 is the same
+// without the blocks' origins (they decode as not known), format 10 without
+// the arrival times too (its requests count from the pool's latest
 // event when loaded). Formats 9 down to 3 are format 10,
 // their policy states of older layouts (server/pools_snapshot.cc lists them):
 // they decode with them dropped, residents in catalog order. Format 2,
@@ -37,10 +38,11 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 11; 10 down to 2 as decoded from an older snapshot (10: no arrival
-  // times; 9 to 2: no policy state to load). Encoding 2 to 10 writes that
-  // format's layout (tests); any other value encodes format 11.
-  char format = 11;
+  // 12; 11 down to 2 as decoded from an older snapshot (11: no block
+  // origins; 10: no arrival times either; 9 to 2: no policy state to load).
+  // Encoding 2 to 11 writes that format's layout (tests); any other value
+  // encodes format 12.
+  char format = 12;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

@@ -23,6 +23,8 @@ absl::StatusOr<ReplayTrace> BuildReplayTrace(const Trace& trace, const CostModel
         meta.parent = parent;
         meta.depth = i;
         meta.tokens = trace.TokensOfBlock(r, i);
+        meta.origin_type = r.type;
+        meta.origin_turn = r.turn;
         meta.bytes = cost.BytesForTokens(meta.tokens);
         meta.recompute_gpu_ms = cost.BlockRecomputeGpuMs(i, meta.tokens, trace.block_size);
         b = out.catalog.Add(meta);

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/test_model.h"
@@ -45,6 +47,52 @@ TEST(SampleRecorderTest, LearnableHorizonsNeedHalfTheTrainingSplitLabelled) {
   // first 4, 5 s only t = 0.
   EXPECT_EQ(LearnableHorizons(trace, 4, 5, std::vector<double>{4, 5}), (std::vector<double>{4}));
   EXPECT_TRUE(LearnableHorizons(trace, 0, 6, asked).empty());
+}
+
+// A Bailian trace's type and turn reach the features of the blocks its
+// requests bring (16-token blocks: 20 tokens are 2 blocks, 40 are 3); a block
+// a later request only reuses keeps the request that brought it. The
+// Mooncake hand trace says neither: its five read 0.
+TEST(SampleRecorderTest, BailianTypeAndTurnReachTheFeatures) {
+  const std::string jsonl =
+      "{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 0.0, \"input_length\": 20, "
+      "\"output_length\": 4, \"type\": \"search\", \"turn\": 1, \"hash_ids\": [5, 6]}\n"
+      "{\"chat_id\": 2, \"parent_chat_id\": 1, \"timestamp\": 1.5, \"input_length\": 40, "
+      "\"output_length\": 4, \"type\": \"image\", \"turn\": 2, \"hash_ids\": [5, 6, 7]}\n";
+  auto trace = ParseTrace(jsonl, "hand.jsonl", {});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->block_size, 16u);
+  const CostModel cost = DefaultCost();
+  auto replay = BuildReplayTrace(*trace, cost);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  RecordOptions o;
+  o.pool_bytes = 1ull << 40;
+  o.horizons_seconds = {1};
+  auto s = RecordSamples(*replay, cost, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 5u);
+  for (size_t i = 0; i < s->size(); ++i) {
+    const float* f = &s->features[i * kNumFeatures];
+    const bool brought_by_second = replay->catalog[s->block[i]].hash_id == 7;
+    SCOPED_TRACE(testing::Message() << "sample " << i);
+    EXPECT_FLOAT_EQ(f[kOriginTurnLog], std::log1p(brought_by_second ? 2.0f : 1.0f));
+    EXPECT_EQ(f[kOriginText], 0.0f);
+    EXPECT_EQ(f[kOriginSearch], brought_by_second ? 0.0f : 1.0f);
+    EXPECT_EQ(f[kOriginImage], brought_by_second ? 1.0f : 0.0f);
+    EXPECT_EQ(f[kOriginFile], 0.0f);
+  }
+
+  const Trace mooncake = HandTrace();
+  auto plain = BuildReplayTrace(mooncake, cost);
+  ASSERT_TRUE(plain.ok());
+  auto unlabelled = RecordSamples(*plain, cost, o);
+  ASSERT_TRUE(unlabelled.ok());
+  ASSERT_GT(unlabelled->size(), 0u);
+  for (size_t i = 0; i < unlabelled->size(); ++i) {
+    for (uint32_t k = kOriginTurnLog; k <= kOriginFile; ++k) {
+      EXPECT_EQ(unlabelled->features[i * kNumFeatures + k], 0.0f) << kFeatureNames[k];
+    }
+  }
 }
 
 TEST(SampleRecorderTest, LabelsComeFromTheNextUse) {

@@ -227,7 +227,13 @@ class GhostCompactionTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(GhostCompactionTest, KeptGhostsStayGhostsAndForgottenOnesAreGone) {
   constexpr uint64_t kBytes = 1 << 20;
   BlockCatalog old;
-  for (uint64_t id = 0; id < 6; ++id) old.Add({100 + id, kNoBlock, 0, 16, kBytes, 1.0});
+  for (uint64_t id = 0; id < 6; ++id)
+    old.Add({.hash_id = 100 + id,
+             .parent = kNoBlock,
+             .depth = 0,
+             .tokens = 16,
+             .bytes = kBytes,
+             .recompute_gpu_ms = 1.0});
   PolicyDriver original(&old, 4 * kBytes);
   ASSERT_TRUE(original.StartPolicy(GetParam(), Env(GetParam())).ok());
   AccessInfo access;

@@ -20,13 +20,21 @@
 namespace kvlearn {
 namespace {
 
+// Its requests labelled with every type and several turns, as a Bailian
+// trace's are: the sidecar's features (of `learned` and kvlearn-cars) read
+// what the simulator's do only if the request arrivals carry both.
 Trace SmallChatTrace() {
   ChatWorkloadOptions o;
   o.seed = 7;
   o.requests = 250;
   o.sessions_per_second = 3;
   o.mean_think_time_s = 5;
-  return GenerateChatTrace(o);
+  Trace trace = GenerateChatTrace(o);
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    trace.requests[i].type = static_cast<RequestType>(i % kRequestTypes);
+    trace.requests[i].turn = static_cast<uint16_t>(i % 5);
+  }
+  return trace;
 }
 
 // Every name the factory knows. Offline oracles read the trace's future,

@@ -302,9 +302,18 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   PoolsSnapshot s;
   PoolsSnapshot::Pool pool;
   pool.node = "n";
-  pool.image.blocks = {BlockMeta{11, kNoBlock, 0, 512, 1 << 20, 1.5},
-                       BlockMeta{12, 0, 1, 512, 1 << 20, 2.5},
-                       BlockMeta{13, 1, 2, 512, 1 << 20, 3.5}};
+  const auto block = [](uint64_t id, BlockIndex parent, uint32_t depth, double recompute_gpu_ms) {
+    return BlockMeta{.hash_id = id,
+                     .parent = parent,
+                     .depth = depth,
+                     .tokens = 512,
+                     .bytes = 1 << 20,
+                     .recompute_gpu_ms = recompute_gpu_ms};
+  };
+  pool.image.blocks = {block(11, kNoBlock, 0, 1.5), block(12, 0, 1, 2.5), block(13, 1, 2, 3.5)};
+  // The second block came with a Bailian request: its origin is kept.
+  pool.image.blocks[1].origin_type = RequestType::kSearch;
+  pool.image.blocks[1].origin_turn = 3;
   pool.image.last_seen = {3, 4, 5};
   pool.image.residents = {1, 0};
   pool.image.proposals = {2};  // under resident block 1
@@ -318,6 +327,9 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   ASSERT_EQ(back->pools.size(), 1u);
   EXPECT_EQ(back->pools[0].image.blocks[1].parent, 0u);
   EXPECT_EQ(back->pools[0].image.blocks[1].recompute_gpu_ms, 2.5);
+  EXPECT_EQ(back->pools[0].image.blocks[1].origin_type, RequestType::kSearch);
+  EXPECT_EQ(back->pools[0].image.blocks[1].origin_turn, 3);
+  EXPECT_EQ(back->pools[0].image.blocks[0].origin_type, RequestType::kUnknown);
   EXPECT_EQ(back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
   EXPECT_EQ(back->pools[0].image.proposals, (std::vector<BlockIndex>{2}));
   EXPECT_EQ(back->pools[0].image.proposal_scores, (std::vector<double>{0.25}));
@@ -328,15 +340,24 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as format 10 (no arrival times), as formats 3 to 9
-  // (format 10's bytes, states of older layouts: dropped); and as format 2
-  // (which leaves the state out).
+  // With a policy state; as format 11 (no origins: they read as not known),
+  // as format 10 (no arrival times either), as formats 3 to 9 (format 10's
+  // bytes, states of older layouts: dropped); and as format 2 (which leaves
+  // the state out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
+  EXPECT_EQ(state_back->format, 12);
+  EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  with_state.format = 11;
+  state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+  ASSERT_TRUE(state_back.ok()) << state_back.status();
   EXPECT_EQ(state_back->format, 11);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  EXPECT_EQ(state_back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
+  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_type, RequestType::kUnknown);
+  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_turn, 0);
   for (const char old : {char{3}, char{4}, char{5}, char{6}, char{7}, char{8}, char{9}, char{10}}) {
     with_state.format = old;
     state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));

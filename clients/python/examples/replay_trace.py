@@ -109,7 +109,9 @@ class EngineNode:
             self.configured = True
         request_id = f"r{self.requests}"
         self.client.report_arrival(chain, input_length, request.get("output_length", 0),
-                                   tokens, nbytes, request_id=request_id)
+                                   tokens, nbytes, request_id=request_id,
+                                   request_type=request.get("type", ""),
+                                   turn=request.get("turn", 0))
         self.pinned.clear()
         hits = 0
         while hits < len(chain) and chain[hits] in self.parent:
@@ -248,7 +250,9 @@ class FollowedEngine:
         hits, evicted = self.mirror.serve(chain)
         self.hit_blocks += hits
         self.client.report_arrival(chain, request.get("input_length", 0),
-                                   request.get("output_length", 0), request_id=request_id)
+                                   request.get("output_length", 0), request_id=request_id,
+                                   request_type=request.get("type", ""),
+                                   turn=request.get("turn", 0))
         self.client.report_hits(list(reversed(chain[:hits])))
         if evicted:
             ranked = self.client.rank_eviction(len(evicted) * self.block_bytes)

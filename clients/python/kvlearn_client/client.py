@@ -62,6 +62,16 @@ from kvlearn.v1 import retention_pb2_grpc as pb_grpc
 
 from .fallback_lru import FallbackLru, FallbackVictim
 
+
+def _request_type(label: str) -> int:
+    """The RequestArrival.request_type of a trace's type label."""
+    if not label:
+        return pb.REQUEST_TYPE_UNSPECIFIED
+    known = {"text": pb.REQUEST_TYPE_TEXT, "search": pb.REQUEST_TYPE_SEARCH,
+             "image": pb.REQUEST_TYPE_IMAGE, "file": pb.REQUEST_TYPE_FILE}
+    return known.get(label, pb.REQUEST_TYPE_OTHER)
+
+
 REPORT_EVENTS = "ReportEvents"
 ADMIT = "Admit"
 RANK_EVICTION = "RankEviction"
@@ -242,13 +252,17 @@ class RetentionClient:
     def report_arrival(self, block_ids: Sequence[int], input_length: int = 0,
                        output_length: int = 0, block_tokens: Sequence[int] = (),
                        block_bytes: Sequence[int] = (), request_id: str = "",
-                       served_above: int = 0) -> None:
+                       served_above: int = 0, request_type: str = "",
+                       turn: int = 0) -> None:
         """A request arrived needing `block_ids` (root first). Send block_tokens
         and block_bytes when the sidecar's model profile does not give them.
         With a request_id its blocks stay pinned until report_finished(id);
         without one, until the next arrival. served_above: how many leading
         blocks a cache in front of this pool served (the engine's own prefix
-        cache, for a KV store behind it)."""
+        cache, for a KV store behind it). request_type ("text", "search",
+        "image", "file"; another label is sent as other) and turn (1 for a
+        conversation's first), as a Bailian trace labels requests, reach the
+        learned policy's features; "" and 0: not known."""
         with self._lock:
             self._fallback.begin_request()
             event = self._new_event()
@@ -261,6 +275,8 @@ class RetentionClient:
                 a.block_bytes.extend(block_bytes)
                 a.request_id = request_id
                 a.served_above = served_above
+                a.request_type = _request_type(request_type)
+                a.turn = turn
 
     def report_finished(self, request_id: str) -> None:
         """The request reported with this id ended: its blocks may be proposed."""
