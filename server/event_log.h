@@ -124,6 +124,10 @@ class EventLog {
   };
   absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count,
                                         std::span<const EngineSequence> sequences = {});
+  // Writes `sequences` alone (no event), durable as Append is: for a source
+  // whose latest messages were all refused, so that a restart does not ask
+  // for them again.
+  absl::Status RecordEngineSequences(std::span<const EngineSequence> sequences);
   // The last engine sequence AppendFramed logged for `node`. NOT_FOUND when
   // there is none, DATA_LOSS when its record is damaged.
   absl::StatusOr<uint64_t> LoggedEngineSequence(std::string_view node) const;

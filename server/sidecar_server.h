@@ -52,6 +52,7 @@ class LearnedModel;
 class EngineSubscriber;
 class EventLog;
 class MetricsHttpServer;
+class NatsIngest;
 class NodePools;
 class PeerStreamSlots;
 class RetentionService;
@@ -128,6 +129,12 @@ struct SidecarOptions {
   std::string engine_events;
   std::string engine_replay;
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
+  // NATS JetStream block events (server/nats_ingest.h): empty nats_url means
+  // none, and nothing of NATS is touched.
+  std::string nats_url;
+  std::string nats_stream = "KVLEARN_EVENTS";
+  std::string nats_subject_prefix = "kvlearn.events";
+  std::string nats_durable = "kvlearn-serve";
   // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
   // anyone who reaches the port, without credentials). Off unless asked.
   bool reflection = false;
@@ -179,6 +186,8 @@ class SidecarServer {
   // kvlearn events from engine streams applied and logged, and refused.
   uint64_t engine_events_applied() const;
   uint64_t engine_events_rejected() const;
+  // The NATS ingest when --nats was given, else nullptr.
+  const NatsIngest* nats_ingest() const { return nats_ingest_.get(); }
 
   // Stops accepting calls, lets the ones in flight finish for
   // shutdown_grace_seconds, then cancels the rest (idle streams included),
@@ -208,6 +217,7 @@ class SidecarServer {
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;
+  std::unique_ptr<NatsIngest> nats_ingest_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
