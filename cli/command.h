@@ -32,5 +32,6 @@ Command AddServeCommand(CLI::App& root);
 Command AddLoadgenCommand(CLI::App& root);
 Command AddExportLogCommand(CLI::App& root);
 Command AddCtlCommand(CLI::App& root);
+Command AddBridgeCommand(CLI::App& root);  // cli/bridge_command.cc
 
 }  // namespace kvlearn

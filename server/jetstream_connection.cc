@@ -82,17 +82,24 @@ JetStreamConnection::~JetStreamConnection() {
   }
 }
 
-absl::StatusOr<uint64_t> JetStreamConnection::Publish(const std::string& subject,
-                                                      std::string_view payload,
-                                                      const std::string& msg_id, int attempts) {
+absl::StatusOr<uint64_t> JetStreamConnection::Publish(
+    const std::string& subject, std::string_view payload, const std::string& msg_id, int attempts,
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    const std::atomic<bool>* cancel) {
   jsPubOptions po;
   jsPubOptions_Init(&po);
   if (!msg_id.empty()) po.MsgId = msg_id.c_str();
   for (int attempt = 1;; ++attempt) {
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, payload.data(),
+                                  static_cast<int>(payload.size()));
+    for (const auto& [key, value] : headers) {
+      if (s == NATS_OK) s = natsMsgHeader_Set(msg, key.c_str(), value.c_str());
+    }
     jsPubAck* ack = nullptr;
     jsErrCode err = static_cast<jsErrCode>(0);
-    const natsStatus s = js_Publish(&ack, js_, subject.c_str(), payload.data(),
-                                    static_cast<int>(payload.size()), &po, &err);
+    if (s == NATS_OK) s = js_PublishMsg(&ack, js_, msg, &po, &err);
+    natsMsg_Destroy(msg);
     if (s == NATS_OK) {
       const uint64_t sequence = ack->Sequence;
       jsPubAck_Destroy(ack);
@@ -100,6 +107,9 @@ absl::StatusOr<uint64_t> JetStreamConnection::Publish(const std::string& subject
     }
     absl::Status status = NatsStatus(s, err, absl::StrCat("publish on ", subject));
     if (!absl::IsUnavailable(status) || (attempts > 0 && attempt >= attempts)) return status;
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) {
+      return absl::CancelledError(absl::StrCat("publish on ", subject, ": stopped"));
+    }
     publish_retries_.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(Millis(options_.reconnect_wait_seconds)));
   }

@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,8 +69,12 @@ class JetStreamConnection {
   // succeeds), every reconnect_wait_seconds; with `msg_id` (the Nats-Msg-Id
   // header) the stream keeps one copy of a message retried within its
   // duplicate window (2 minutes by default).
-  absl::StatusOr<uint64_t> Publish(const std::string& subject, std::string_view payload,
-                                   const std::string& msg_id = "", int attempts = 0);
+  // `headers` go with the message; `cancel`, when set, ends the retries
+  // (CANCELLED).
+  absl::StatusOr<uint64_t> Publish(
+      const std::string& subject, std::string_view payload, const std::string& msg_id = "",
+      int attempts = 0, const std::vector<std::pair<std::string, std::string>>& headers = {},
+      const std::atomic<bool>* cancel = nullptr);
   // Publish calls retried (counted once per retry).
   uint64_t publish_retries() const { return publish_retries_.load(std::memory_order_relaxed); }
 

@@ -23,7 +23,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "datasets/mooncake_reader.h"
+#include "engine/engine_publisher.h"
+#include "engine/kv_event_encoder.h"
 #include "engine/prefix_cache_engine.h"
+#include "server/engine_bridge.h"
 #include "server/engine_ingest.h"
 #include "server/jetstream_connection.h"
 #include "tests/server/nats_server_process.h"
@@ -218,6 +221,81 @@ TEST_F(NatsIngestTest, AnEmptyDataDirectoryIsRebuiltFromTheStream) {
   auto ref_stub = Connect(reference->port());
   auto nats_stub = Connect(server->port());
   ExpectSamePools(*ref_stub, *nats_stub);
+}
+
+// `kvlearn bridge`'s library between a ZMQ engine and the stream, restarted
+// while the engine goes on: every engine batch reaches the stream once (the
+// second bridge resumes after the last sequence the stream holds, from the
+// engine's replay socket), and the sidecar's pools are those of the same
+// events over ReportEvents.
+TEST_F(NatsIngestTest, BridgedEngineEventsReachThePoolsOnceAcrossABridgeRestart) {
+  auto trace = ReadMooncakeTrace(kShippedTrace, {});
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto publisher = EnginePublisher::Start({.replay_endpoint = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  PrefixCacheEngine engine({.capacity_blocks = 200, .block_size = 512});
+  absl::flat_hash_set<int> tiers;
+  std::vector<Published> expected;
+  const auto serve = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const TraceRequest& r = trace->requests[i];
+      EngineEventBatch batch =
+          engine.Serve(trace->BlocksOf(r), r.input_length, r.timestamp_ms / 1e3);
+      if (batch.events.empty()) continue;
+      (*publisher)->Publish(EncodeKvEventBatch(batch, {}));
+      std::vector<v1::Event> events;
+      ToKvlearnEvents(kEngines[0], batch, {.block_size = 512, .cost = &DefaultCost()}, tiers,
+                      events);
+      Published& p = expected.emplace_back();
+      p.node = kEngines[0];
+      for (v1::Event& e : events) *p.batch.add_events() = std::move(e);
+    }
+    (*publisher)->Flush();
+  };
+  const auto bridge_options = [&] {
+    EngineBridgeOptions o;
+    o.connection.url = nats_->url();
+    o.mapping = {.block_size = 512, .cost = &DefaultCost()};
+    auto endpoints = ParseEngineEndpoints(std::string(kEngines[0]) + "=" + (*publisher)->endpoint(),
+                                          (*publisher)->replay_endpoint());
+    EXPECT_TRUE(endpoints.ok()) << endpoints.status();
+    o.subscriber.endpoints = *endpoints;
+    o.subscriber.start_sequence = 0;
+    return o;
+  };
+  {
+    auto bridge = EngineBridge::Start(bridge_options());
+    ASSERT_TRUE(bridge.ok()) << bridge.status();
+    ASSERT_TRUE((*publisher)->WaitForSubscribers(1, std::chrono::seconds(120)));
+    serve(0, 300);
+    ASSERT_TRUE(WaitUntil([&] { return (*bridge)->messages_published() == expected.size(); }));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return (*publisher)->stats().subscriptions == 0; }));
+  const size_t first_bridge = expected.size();
+  serve(300, 400);  // no bridge listens: the engine's replay buffer keeps them
+  auto bridge = EngineBridge::Start(bridge_options());
+  ASSERT_TRUE(bridge.ok()) << bridge.status();
+  ASSERT_TRUE((*publisher)->WaitForSubscribers(1, std::chrono::seconds(120)));
+  serve(400, 600);
+  ASSERT_TRUE(
+      WaitUntil([&] { return (*bridge)->messages_published() >= expected.size() - first_bridge; }));
+  EXPECT_EQ((*bridge)->messages_published(), expected.size() - first_bridge);
+  EXPECT_EQ((*bridge)->publish_failures(), 0u);
+
+  auto reference = Reference(reference_dir_.path(), expected);
+  ASSERT_NE(reference, nullptr);
+  auto server = StartServer(NatsOptions(dir_.path(), *nats_));
+  ASSERT_NE(server, nullptr);
+  const NatsIngest& ingest = *server->nats_ingest();
+  ASSERT_TRUE(WaitUntil([&] { return ingest.messages_consumed() >= expected.size(); }));
+  EXPECT_EQ(ingest.messages_consumed(), expected.size());
+  EXPECT_EQ(ingest.messages_refused(), 0u) << ingest.last_refusal();
+  auto ref_stub = Connect(reference->port());
+  auto nats_stub = Connect(server->port());
+  // One engine here: the second's pools are empty on both sides.
+  EXPECT_EQ(PoolsOf(*nats_stub), PoolsOf(*ref_stub));
+  EXPECT_FALSE(Drain(*ref_stub, kEngines[0]).empty());
+  EXPECT_EQ(Drain(*nats_stub, kEngines[0]), Drain(*ref_stub, kEngines[0]));
 }
 
 // The log's next sequence as GetStatus tells it; 0 when it does not answer.
