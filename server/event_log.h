@@ -26,7 +26,9 @@
 // events are in the log (value = 8 bytes big-endian). AppendFramed writes
 // them in the same RocksDB write (one WAL record) as those events, so after a
 // restart each engine's stream resumes right after what was logged
-// (server/engine_ingest.h). Readers of events, decisions and snapshots never
+// (server/engine_ingest.h). `serve --nats` keeps its stream's last consumed
+// sequence there too, under a key with a space, which no node id has
+// (server/nats_ingest.h). Readers of events, decisions and snapshots never
 // iterate it, and trimming leaves it alone.
 //
 // Durability: Append writes its entry through RocksDB's write-ahead log before

@@ -8,7 +8,9 @@
 // (server/log_replay.h); the port opens after that. Each engine of
 // engine_events is then followed from the sequence after the last one logged
 // (server/engine_ingest.h); a damaged record of it is a startup_notes() line,
-// and that engine is followed from 0.
+// and that engine is followed from 0. With nats_url, block events are also
+// consumed from a JetStream stream (server/nats_ingest.h); without it
+// nothing of NATS is touched.
 //
 // A listen address that is not loopback (server/loopback_address.h) needs
 // callers to authenticate: auth_tokens_file and/or tls_client_ca
