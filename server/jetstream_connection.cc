@@ -13,14 +13,6 @@ namespace {
 
 int64_t Millis(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e3)); }
 
-void OnDisconnected(natsConnection*, void* closure) {
-  static_cast<std::atomic<uint64_t>*>(closure)->fetch_add(1, std::memory_order_relaxed);
-}
-
-void OnReconnected(natsConnection*, void* closure) {
-  static_cast<std::atomic<uint64_t>*>(closure)->fetch_add(1, std::memory_order_relaxed);
-}
-
 // Owns a natsOptions for the length of Connect.
 struct OptionsHolder {
   ~OptionsHolder() { natsOptions_Destroy(opts); }
@@ -58,8 +50,6 @@ absl::StatusOr<std::unique_ptr<JetStreamConnection>> JetStreamConnection::Connec
   if (s == NATS_OK) {
     s = natsOptions_SetReconnectWait(o.opts, Millis(options.reconnect_wait_seconds));
   }
-  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o.opts, OnDisconnected, &c->disconnects_);
-  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o.opts, OnReconnected, &c->reconnects_);
   if (s != NATS_OK) return NatsStatus(s, 0, absl::StrCat(where, ": options"));
   s = natsConnection_Connect(&c->nc_, o.opts);
   if (s != NATS_OK) {
@@ -113,6 +103,21 @@ absl::StatusOr<uint64_t> JetStreamConnection::Publish(
     publish_retries_.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(Millis(options_.reconnect_wait_seconds)));
   }
+}
+
+uint64_t JetStreamConnection::reconnects() const {
+  // From the client's statistics, not a reconnected callback: the client
+  // may run a callback after the connection is closed, when this object
+  // is gone.
+  natsStatistics* stats = nullptr;
+  uint64_t in_msgs = 0, in_bytes = 0, out_msgs = 0, out_bytes = 0, reconnects = 0;
+  if (nc_ != nullptr && natsStatistics_Create(&stats) == NATS_OK) {
+    if (natsConnection_GetStats(nc_, stats) == NATS_OK) {
+      natsStatistics_GetCounts(stats, &in_msgs, &in_bytes, &out_msgs, &out_bytes, &reconnects);
+    }
+    natsStatistics_Destroy(stats);
+  }
+  return reconnects;
 }
 
 bool JetStreamConnection::connected() const {

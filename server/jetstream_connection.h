@@ -80,8 +80,7 @@ class JetStreamConnection {
 
   bool connected() const;
   // Times the connection came back after a loss.
-  uint64_t reconnects() const { return reconnects_.load(std::memory_order_relaxed); }
-  uint64_t disconnects() const { return disconnects_.load(std::memory_order_relaxed); }
+  uint64_t reconnects() const;
 
  private:
   explicit JetStreamConnection(JetStreamOptions options) : options_(std::move(options)) {}
@@ -89,8 +88,6 @@ class JetStreamConnection {
   JetStreamOptions options_;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
-  std::atomic<uint64_t> reconnects_{0};
-  std::atomic<uint64_t> disconnects_{0};
   std::atomic<uint64_t> publish_retries_{0};
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
+#include "server/framed_record.h"
 #include "server/node_pools.h"
 #include "server/retried_batches.h"
 #include "server/sidecar_metrics.h"
@@ -22,15 +23,6 @@ constexpr int64_t kFetchWaitMs = 200;
 // Between attempts when NATS or the log is unavailable.
 constexpr auto kRetryPause = std::chrono::milliseconds(100);
 
-// Protobuf's varint, for the log's record framing.
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
-
 int64_t Nanos(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
 
 }  // namespace
@@ -42,12 +34,7 @@ class NatsIngest::Group {
  public:
   ~Group() { Reset(); }
   void Accept(const v1::Event& e) {
-    const size_t size = e.ByteSizeLong();
-    records_.push_back('\x0a');
-    PutVarint(records_, size);
-    const size_t at = records_.size();
-    records_.resize(at + size);
-    e.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(records_.data() + at));
+    AppendFramedRecord(records_, e);
     ++accepted_;
   }
   void Took(uint64_t sequence) { last_ = std::max(last_, sequence); }
