@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/splitmix64.h"
 
 namespace kvlearn {
 namespace {
@@ -29,13 +30,7 @@ uint64_t ReplicaGroup::Score(std::string_view member, std::string_view node) {
   for (char c : member) mix(c);
   mix('\0');
   for (char c : node) mix(c);
-  // SplitMix64's finalizer: FNV's low bits alone spread poorly.
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
+  return SplitMix64Mix(h);  // FNV's low bits alone spread poorly
 }
 
 ReplicaMember ReplicaGroup::Owner(const std::vector<ReplicaMember>& members,
