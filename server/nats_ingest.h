@@ -104,6 +104,7 @@ class NatsIngest {
   // acknowledged; 0 before any.
   uint64_t logged_sequence() const { return logged_sequence_.load(std::memory_order_acquire); }
   uint64_t events_applied() const { return events_applied_.load(std::memory_order_relaxed); }
+  uint64_t events_rejected() const { return events_rejected_.load(std::memory_order_relaxed); }
   uint64_t messages_consumed() const { return consumed_.load(std::memory_order_relaxed); }
   uint64_t messages_redelivered() const { return redelivered_.load(std::memory_order_relaxed); }
   uint64_t messages_refused() const { return refused_.load(std::memory_order_relaxed); }
