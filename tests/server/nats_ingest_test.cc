@@ -12,6 +12,7 @@
 #include "server/nats_ingest.h"
 
 #include <gtest/gtest.h>
+#include <nats/nats.h>
 
 #include <atomic>
 #include <csignal>
@@ -195,6 +196,91 @@ TEST_F(NatsIngestTest, StreamEventsReachThePoolsReportEventsWould) {
   ASSERT_NE(server, nullptr);
   nats_stub = Connect(server->port());
   EXPECT_EQ(server->nats_ingest()->logged_sequence(), last);
+  ExpectSamePools(*ref_stub, *nats_stub);
+}
+
+// Messages delivered but never acknowledged nor processed (lost in flight,
+// as on a reconnect) leave a gap before the next delivery: the sidecar reads
+// them straight from the stream, in order, instead of waiting for their
+// redelivery, and the pools come out the same.
+TEST_F(NatsIngestTest, AGapInTheDeliveryIsReadStraightFromTheStream) {
+  auto reference = Reference(reference_dir_.path(), batches_);
+  ASSERT_NE(reference, nullptr);
+  auto publisher = Publisher(*nats_);
+  ASSERT_NE(publisher, nullptr);
+  const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
+  // The sidecar's durable consumer, made here, with 10 messages taken by
+  // someone who vanished: pending, redelivered only after the ack wait.
+  jsConsumerConfig cc;
+  jsConsumerConfig_Init(&cc);
+  cc.Durable = "kvlearn-serve";
+  cc.AckPolicy = js_AckAll;
+  cc.AckWait = int64_t{600} * 1'000'000'000;  // beyond the test
+  cc.FilterSubject = "kvlearn.events.>";
+  jsConsumerInfo* ci = nullptr;
+  ASSERT_EQ(js_AddConsumer(&ci, publisher->js(), "KVLEARN_EVENTS", &cc, nullptr, nullptr), NATS_OK);
+  jsConsumerInfo_Destroy(ci);
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = "KVLEARN_EVENTS";
+  so.Consumer = "kvlearn-serve";
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(js_PullSubscribe(&sub, publisher->js(), "kvlearn.events.>", "kvlearn-serve", nullptr,
+                             &so, nullptr),
+            NATS_OK);
+  natsMsgList taken{};
+  ASSERT_EQ(natsSubscription_Fetch(&taken, sub, 10, 5000, nullptr), NATS_OK);
+  EXPECT_EQ(taken.Count, 10);
+  natsMsgList_Destroy(&taken);
+  natsSubscription_Destroy(sub);
+
+  auto server = StartServer(NatsOptions(dir_.path(), *nats_));
+  ASSERT_NE(server, nullptr);
+  const NatsIngest& ingest = *server->nats_ingest();
+  ASSERT_TRUE(WaitUntil([&] { return ingest.logged_sequence() >= last; }));
+  EXPECT_EQ(ingest.messages_fetched_directly(), 10u);
+  EXPECT_EQ(ingest.messages_consumed(), batches_.size());
+  EXPECT_EQ(ingest.messages_missing(), 0u);
+  auto ref_stub = Connect(reference->port());
+  auto nats_stub = Connect(server->port());
+  ExpectSamePools(*ref_stub, *nats_stub);
+}
+
+// Every message delivered again after it was logged (here: the consumer
+// replaced by one that starts from the stream's first message, as a lost
+// acknowledgement or a crash between the log write and the ack would
+// redeliver) is acknowledged without being applied: the pools and the log
+// stay as they were.
+TEST_F(NatsIngestTest, MessagesDeliveredAgainAreNotAppliedTwice) {
+  auto reference = Reference(reference_dir_.path(), batches_);
+  ASSERT_NE(reference, nullptr);
+  auto publisher = Publisher(*nats_);
+  ASSERT_NE(publisher, nullptr);
+  const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
+  {
+    auto first = StartServer(NatsOptions(dir_.path(), *nats_));
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(WaitUntil([&] { return first->nats_ingest()->logged_sequence() >= last; }));
+  }
+  ASSERT_EQ(js_DeleteConsumer(publisher->js(), "KVLEARN_EVENTS", "kvlearn-serve", nullptr, nullptr),
+            NATS_OK);
+  jsConsumerConfig cc;
+  jsConsumerConfig_Init(&cc);
+  cc.Durable = "kvlearn-serve";
+  cc.AckPolicy = js_AckAll;
+  cc.FilterSubject = "kvlearn.events.>";
+  jsConsumerInfo* ci = nullptr;
+  ASSERT_EQ(js_AddConsumer(&ci, publisher->js(), "KVLEARN_EVENTS", &cc, nullptr, nullptr), NATS_OK);
+  jsConsumerInfo_Destroy(ci);
+  auto server = StartServer(NatsOptions(dir_.path(), *nats_));
+  ASSERT_NE(server, nullptr);
+  const NatsIngest& ingest = *server->nats_ingest();
+  ASSERT_TRUE(WaitUntil([&] { return ingest.messages_redelivered() >= batches_.size(); }));
+  EXPECT_EQ(ingest.messages_redelivered(), batches_.size());
+  EXPECT_EQ(ingest.messages_consumed(), 0u);
+  EXPECT_EQ(ingest.events_applied(), 0u);
+  auto ref_stub = Connect(reference->port());
+  auto nats_stub = Connect(server->port());
   ExpectSamePools(*ref_stub, *nats_stub);
 }
 
