@@ -8,7 +8,9 @@
 // RankEviction cases run twice: on an LRU sidecar and on a learned one
 // (the tests' small model, written to a model file at start-up; the learned
 // policy ranks from each block's stored reuse curve, so the model's size
-// does not enter the ranking).
+// does not enter the ranking). RankEviction64ShadowsOverEmpty runs the
+// LRU sidecar as a one-arm experiment with two shadow policies (lru and
+// gdsf, server/shadow_pool.h), each replaying the 40,000 arrivals.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <vector>
 
@@ -105,6 +108,9 @@ void Store(v1::Retention::Stub& stub, const std::vector<uint64_t>& ids) {
   if (!w->Finish().ok() || summary.rejected() > 0) std::abort();
 }
 
+// A one-arm experiment: lru live, shadows lru and gdsf.
+constexpr char kShadowsExperiment[] = "shadows";
+
 Fixture* StartFixture(const std::string& policy) {
   auto* fx = new Fixture;
   std::string tmpl = (std::filesystem::temp_directory_path() / "kvlearn_bench_XXXXXX").string();
@@ -116,6 +122,12 @@ Fixture* StartFixture(const std::string& policy) {
   o.policy = policy;
   if (policy == "learned") {
     o.model_path = WriteRankBenchModel(fx->dir);
+  }
+  if (policy == kShadowsExperiment) {
+    o.policy.clear();
+    o.experiment_path = fx->dir + "/experiment.json";
+    std::ofstream(o.experiment_path) << R"({"arms": [{"name": "live", "policy": "lru", "share": 1}],
+               "shadows": [{"name": "lru", "policy": "lru"}, {"name": "gdsf", "policy": "gdsf"}]})";
   }
   fx->server = std::move(*SidecarServer::Start(o));
   fx->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(fx->server->port()),
@@ -148,6 +160,11 @@ Fixture& PairedLru() {
 
 Fixture& PairedLearned() {
   static Fixture* f = StartFixture("learned");
+  return *f;
+}
+
+Fixture& PairedShadows() {
+  static Fixture* f = StartFixture(kShadowsExperiment);
   return *f;
 }
 
@@ -299,6 +316,9 @@ void BM_RankEviction64LearnedOverEmpty(benchmark::State& state) {
   RankEvictionOverEmpty(state, PairedLearned());
 }
 void BM_RankEviction64Learned(benchmark::State& state) { RankEviction64(state, SharedLearned()); }
+void BM_RankEviction64ShadowsOverEmpty(benchmark::State& state) {
+  RankEvictionOverEmpty(state, PairedShadows());
+}
 
 // The decision alone, in-process (no gRPC): NodePools::RankEviction with
 // the same pool and candidate shape, under `policy`.
@@ -406,6 +426,7 @@ BENCHMARK(BM_EmptyCall)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_GetStatusOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64OverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64LearnedOverEmpty)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_RankEviction64ShadowsOverEmpty)->Iterations(20000)->UseRealTime();
 BENCHMARK(BM_RankEviction64InProcess)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessLearned)->Iterations(20000);
 BENCHMARK(BM_RankEviction64InProcessArc)->Iterations(20000);

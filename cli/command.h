@@ -21,7 +21,9 @@ Command AddGenCommand(CLI::App& root);
 // the only one linking LibTorch: the forwarder (in kvlearn) runs it with the
 // same arguments, so no other command loads LibTorch's ~280 libraries.
 inline constexpr char kTrainDescription[] =
-    "Train the learned retention model from a trace: replay it (under --record-policy), label "
+    "Train the learned retention model from a trace, or from a sidecar's event log "
+    "(--data-dir, registering the model there: kvlearn model --help): replay it (under "
+    "--record-policy), label "
     "every block access from the future, fit an MLP with LibTorch, judge it on the validation "
     "split against lru and the other heuristics (table on stdout: cost s = prefill GPU-s + "
     "transfer s of the validation requests, vs lru % = (cost - lru's) / lru's x 100; "
@@ -32,6 +34,7 @@ Command AddServeCommand(CLI::App& root);
 Command AddLoadgenCommand(CLI::App& root);
 Command AddExportLogCommand(CLI::App& root);
 Command AddCtlCommand(CLI::App& root);
+Command AddModelCommand(CLI::App& root);   // cli/model_command.cc
 Command AddBridgeCommand(CLI::App& root);  // cli/bridge_command.cc
 
 }  // namespace kvlearn

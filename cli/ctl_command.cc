@@ -1,7 +1,8 @@
 // `kvlearn ctl`: asks a running sidecar over its gRPC API, without writing a
 // client: status (policy, model, log), pools (one line per node and tier),
-// reload MODEL (ReloadModel), and metrics (its Prometheus /metrics text, found
-// through GetStatus's metrics_port on the --target host, or at
+// reload MODEL (ReloadModel), reload-experiment (ReloadModel with
+// experiment set: the server's --experiment file read again), and metrics (its Prometheus /metrics
+// text, found through GetStatus's metrics_port on the --target host, or at
 // --metrics-address). A sidecar that does not answer within --timeout-seconds
 // gets one line naming the address and exit status 1.
 #include <grpcpp/grpcpp.h>
@@ -21,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "cli/command.h"
+#include "cli/sidecar_call_context.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 
 namespace kvlearn {
@@ -40,14 +42,8 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-// The call's context: deadline, waiting for a server that is starting, token.
 std::unique_ptr<grpc::ClientContext> Context(const CtlFlags& f) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(f.timeout_seconds * 1000)));
-  ctx->set_wait_for_ready(true);
-  if (!f.token.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", f.token));
-  return ctx;
+  return SidecarCallContext(f.timeout_seconds, f.token);
 }
 
 int FailRpc(const CtlFlags& f, const std::string& rpc, const grpc::Status& s) {
@@ -169,12 +165,24 @@ int RunReload(const CtlFlags& f) {
   return 0;
 }
 
+int RunReloadExperiment(const CtlFlags& f) {
+  v1::ReloadModelRequest req;
+  req.set_experiment(true);
+  v1::ReloadModelResponse r;
+  const grpc::Status s = Stub(f)->ReloadModel(Context(f).get(), req, &r);
+  if (!s.ok()) return FailRpc(f, "ReloadModel", s);
+  std::cout << "reloaded the experiment: arms " << r.experiment_arms() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 Command AddCtlCommand(CLI::App& root) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* cmd = root.add_subcommand(
-      "ctl", "Ask a running sidecar (kvlearn serve): status, pools, reload MODEL, metrics.");
+      "ctl",
+      "Ask a running sidecar (kvlearn serve): status, pools, reload MODEL, reload-experiment, "
+      "metrics.");
   cmd->require_subcommand(1);
   cmd->add_option("--target", f->target, "the sidecar's gRPC address HOST:PORT")
       ->capture_default_str();
@@ -199,6 +207,10 @@ Command AddCtlCommand(CLI::App& root) {
       "reload", "load, validate and swap in a model file (a path on the sidecar's machine)");
   reload->add_option("MODEL", f->model, "model file, as the sidecar sees it")->required();
   reload->callback([mode] { *mode = "reload"; });
+  cmd->add_subcommand("reload-experiment",
+                      "read the sidecar's --experiment file again and run it "
+                      "(docs/experiments.md); prints its arms as name=policy[:model version]")
+      ->callback([mode] { *mode = "reload-experiment"; });
   CLI::App* metrics = cmd->add_subcommand(
       "metrics",
       "print the sidecar's Prometheus /metrics text (docs/sidecar.md, 'Metrics and status'), "
@@ -212,6 +224,7 @@ Command AddCtlCommand(CLI::App& root) {
   metrics->callback([mode] { *mode = "metrics"; });
   return {cmd, [f, mode] {
             if (*mode == "reload") return RunReload(*f);
+            if (*mode == "reload-experiment") return RunReloadExperiment(*f);
             if (*mode == "metrics") return RunMetrics(*f);
             return RunStatusOrPools(*f, *mode == "pools");
           }};

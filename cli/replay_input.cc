@@ -36,6 +36,13 @@ absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,
   auto read = ReadTrace(path, options);
   if (!read.ok()) return read.status();
   trace = *std::move(read);
+  return PrepareTraceForReplay(path, options, cost, command, err, trace);
+}
+
+absl::StatusOr<ReplayTrace> PrepareTraceForReplay(const std::string& path,
+                                                  const TraceReadOptions& options,
+                                                  const CostModel& cost, std::string_view command,
+                                                  std::ostream& err, Trace& trace) {
   if (trace.skipped_lines > 0) {
     err << "kvlearn " << command << ": skipped " << trace.skipped_lines
         << " bad lines (--lenient)\n";

@@ -39,4 +39,11 @@ absl::StatusOr<ReplayTrace> ReadTraceForReplay(const std::string& path,
                                                const CostModel& cost, std::string_view command,
                                                std::ostream& err, Trace& trace);
 
+// The same for a trace already in `trace` (read from an event log: `path`
+// names it in messages): --lenient's skipped requests, the replay.
+absl::StatusOr<ReplayTrace> PrepareTraceForReplay(const std::string& path,
+                                                  const TraceReadOptions& options,
+                                                  const CostModel& cost, std::string_view command,
+                                                  std::ostream& err, Trace& trace);
+
 }  // namespace kvlearn

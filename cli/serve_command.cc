@@ -1,5 +1,6 @@
 // `kvlearn serve`: the gRPC retention sidecar (server/sidecar_server.h).
-// Runs until SIGINT or SIGTERM; SIGHUP reloads the --model file (the
+// Runs until SIGINT or SIGTERM; SIGHUP reloads the --experiment file, or
+// without one the --model file (the
 // --auth-tokens file is re-read when it changes, without a signal). At start it
 // replays its event log (progress on stderr about once a second).
 #include <malloc.h>
@@ -91,7 +92,10 @@ int RunServe(ServeFlags& f) {
             << (o.tls_cert.empty()        ? "plaintext"
                 : o.tls_client_ca.empty() ? "TLS"
                                           : "mutual TLS")
-            << "), policy " << s.policy() << ", event log " << o.data_dir;
+            << "), "
+            << (o.experiment_path.empty() ? "policy " + s.policy()
+                                          : "experiment " + o.experiment_path)
+            << ", event log " << o.data_dir;
   if (s.metrics_port() > 0) {
     std::cerr << ", metrics http://" << o.metrics_listen.substr(0, o.metrics_listen.rfind(':'))
               << ":" << s.metrics_port() << "/metrics";
@@ -103,6 +107,17 @@ int RunServe(ServeFlags& f) {
   while (true) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP && !s.experiment_path().empty()) {
+      auto arms = s.ReloadExperiment();
+      if (arms.ok()) {
+        std::cerr << "kvlearn serve: SIGHUP: running experiment " << s.experiment_path()
+                  << ", arms " << *arms << "\n";
+      } else {
+        std::cerr << "kvlearn serve: SIGHUP: kept the current experiment: "
+                  << arms.status().message() << "\n";
+      }
+      continue;
+    }
     if (sig == SIGHUP) {
       if (s.model_path().empty()) {
         std::cerr << "kvlearn serve: SIGHUP: no --model to reload\n";
@@ -149,16 +164,31 @@ Command AddServeCommand(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "serve",
       "Run the gRPC retention sidecar: serving nodes stream block events and ask Admit / "
-      "RankEviction (docs/sidecar.md). SIGHUP reloads --model; SIGINT/SIGTERM stop.");
+      "RankEviction (docs/sidecar.md). SIGHUP reloads --experiment, else --model; SIGINT/SIGTERM "
+      "stop.");
   cmd->add_option("--listen", o.listen, "gRPC address HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "directory of the RocksDB event log")->required();
-  cmd->add_option("--policy", o.policy,
-                  absl::StrCat("retention policy (", JoinedPolicyNames(", "),
-                               "); default learned with --model, else lru"));
-  cmd->add_option("--model", o.model_path,
-                  "model file for the learned policies ('learned' runs without one, on lru and "
-                  "gdsf; 'learned-model' needs one)");
+  auto* policy = cmd->add_option("--policy", o.policy,
+                                 absl::StrCat("retention policy (", JoinedPolicyNames(", "),
+                                              "); default learned with --model, else lru"));
+  auto* model =
+      cmd->add_option("--model", o.model_path,
+                      "model file for the learned policies ('learned' runs without one, on lru and "
+                      "gdsf; 'learned-model' needs one)");
+  auto* experiment =
+      cmd->add_option("--experiment", o.experiment_path,
+                      "A/B experiment JSON file: live arms (name, policy, model, share of nodes) "
+                      "and shadow policies, with per-arm and per-shadow cost on /metrics; "
+                      "reloaded by SIGHUP (docs/experiments.md)")
+          ->excludes(policy)
+          ->excludes(model);
+  cmd->add_option("--shadow-max-blocks", o.shadow_max_blocks,
+                  "blocks all shadow pools together may remember (~90 B each under lru, as a "
+                  "live pool's); at it a shadow pool forgets its ghosts, then skips arrivals "
+                  "and counts them (kvlearn_shadow_requests_skipped_total)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   cmd->add_option("--metrics-listen", o.metrics_listen,
                   "Prometheus /metrics address HOST:PORT (empty: off); a port another "
                   "process listens on is refused at start")

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/log_window_flags.h"
+#include "cli/logged_trace.h"
+#include "cli/model_registry.h"
 #include "cli/output_path.h"
 #include "cli/replay_input.h"
 #include "cli/trace_traffic.h"
@@ -38,6 +42,9 @@ namespace {
 
 struct TrainFlags {
   std::string trace;
+  // Or the sidecar's event log, and the part of it read (cli/logged_trace.h).
+  std::string data_dir;
+  LoggedTraceOptions read;  // --node, --since, --until (block_size: --block-size)
   std::string out;
   std::string samples_out;
   double train_until = 0.6;
@@ -79,6 +86,37 @@ std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
   return out;
 }
 
+// The request arrivals of the log in f.data_dir, as export-log reads them.
+template <typename Elapsed>
+absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed) {
+  LoggedTraceOptions read = f.read;
+  read.block_size = f.block_size;
+  auto logged = ReadLoggedTraceIn(f.data_dir, read, "train", f.quiet);
+  if (!logged.ok()) return logged.status();
+  const Trace& t = logged->trace;
+  std::cerr << absl::StrFormat(
+      "read %d requests (%d..%d ms) from %d logged events of %s (sequences %d..%d; %d not "
+      "request arrivals%s, %d outside --since/--until), %.1f s\n",
+      t.requests.size(), t.requests.front().timestamp_ms, t.requests.back().timestamp_ms,
+      logged->events, f.data_dir, logged->first_sequence, logged->next_sequence, logged->other,
+      f.read.node.empty() ? "" : " or of other nodes", logged->outside, elapsed());
+  return logged;
+}
+
+LogWindow WindowOf(const TrainFlags& f, const LoggedTrace& logged) {
+  LogWindow w;
+  const LoggedTraceOptions every;
+  w.node = f.read.node;
+  if (f.read.since_ms != every.since_ms) w.since_ms = f.read.since_ms;
+  if (f.read.until_ms != every.until_ms) w.until_ms = f.read.until_ms;
+  w.first_ms = logged.trace.requests.front().timestamp_ms;
+  w.last_ms = logged.trace.requests.back().timestamp_ms;
+  w.requests = logged.trace.requests.size();
+  w.first_sequence = logged.first_sequence;
+  w.next_sequence = logged.next_sequence;
+  return w;
+}
+
 int RunTrain(const TrainFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
@@ -87,6 +125,15 @@ int RunTrain(const TrainFlags& f) {
   if (!(0 < f.train_until && f.train_until < f.valid_until && f.valid_until <= 1)) {
     return Fail(absl::InvalidArgumentError(
         "need 0 < --train-until < --valid-until <= 1 (shares of the trace's requests)"));
+  }
+  if (f.trace.empty() == f.data_dir.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "give --trace FILE or --data-dir DIR (a sidecar's event log), one of them"));
+  }
+  if (const LoggedTraceOptions every;
+      f.data_dir.empty() && (!f.read.node.empty() || f.read.since_ms != every.since_ms ||
+                             f.read.until_ms != every.until_ms)) {
+    return Fail(absl::InvalidArgumentError("--node, --since and --until read --data-dir's log"));
   }
   if (auto s = CheckOutputWritable("--out", f.out); !s.ok()) return Fail(s);
   if (!f.samples_out.empty()) {
@@ -101,7 +148,17 @@ int RunTrain(const TrainFlags& f) {
   read_options.block_size = f.block_size;
   read_options.lenient = f.lenient;
   Trace trace;
-  auto replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
+  std::optional<LogWindow> window;
+  absl::StatusOr<ReplayTrace> replay = absl::UnknownError("not read");
+  if (f.data_dir.empty()) {
+    replay = ReadTraceForReplay(f.trace, read_options, *cost, "train", std::cerr, trace);
+  } else {
+    auto logged = ReadLog(f, elapsed);
+    if (!logged.ok()) return Fail(logged.status());
+    window = WindowOf(f, *logged);
+    trace = std::move(logged->trace);
+    replay = PrepareTraceForReplay(f.data_dir, read_options, *cost, "train", std::cerr, trace);
+  }
   if (!replay.ok()) return Fail(replay.status());
   if (trace.requests.size() < 10) return Fail(absl::InvalidArgumentError("trace too short"));
 
@@ -262,6 +319,18 @@ int RunTrain(const TrainFlags& f) {
   std::cout << absl::StrFormat("wrote %s: best epoch %d of %d, valid loss %.4f, %.1f s\n", f.out,
                                mlp->best_epoch, mlp->history.size(),
                                mlp->history[mlp->best_epoch - 1].valid_loss, elapsed());
+  if (!f.data_dir.empty()) {
+    // A model of the log joins its registry, to be evaluated and promoted.
+    auto registry = ModelRegistry::Open(f.data_dir);
+    if (!registry.ok()) return Fail(registry.status());
+    auto version = registry->Register(f.out, f.command_line, window);
+    if (!version.ok()) return Fail(version.status());
+    std::cout << absl::StrFormat(
+        "registered as v%d in %s (parent %s); kvlearn model evaluate %d --data-dir %s\n", *version,
+        registry->dir(),
+        registry->serving().has_value() ? absl::StrCat("v", *registry->serving()) : "none",
+        *version, f.data_dir);
+  }
   return 0;
 }
 
@@ -270,7 +339,14 @@ int RunTrain(const TrainFlags& f) {
 Command AddTrainCommand(CLI::App& root) {
   auto f = std::make_shared<TrainFlags>();
   CLI::App* cmd = root.add_subcommand("train", kTrainDescription);
-  cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from")->required();
+  auto* trace = cmd->add_option("--trace", f->trace, "Mooncake JSONL trace to learn from");
+  cmd->add_option("--data-dir", f->data_dir,
+                  "or a sidecar's --data-dir: learn from the request arrivals in its event log, "
+                  "read as export-log reads them (read-only: works while the sidecar runs), and "
+                  "register the model in DATA_DIR/models (kvlearn model list)")
+      ->excludes(trace);
+  cmd->add_option("--node", f->read.node, "with --data-dir: only this node's requests");
+  AddLogWindowFlags(cmd, f->read);
   cmd->add_option("--out", f->out, "model file to write (TorchScript, .pt)")->required();
   cmd->add_option("--samples-out", f->samples_out,
                   "also write the recorded samples (raw features, labels per horizon, empty "
@@ -338,7 +414,9 @@ Command AddTrainCommand(CLI::App& root) {
       ->group("");
   f->cost.Register(cmd);
   return {cmd, [f, cmd] {
-            f->command_line = absl::StrCat("kvlearn train --trace ", f->trace, " --out ", f->out);
+            f->command_line =
+                absl::StrCat("kvlearn train ", f->data_dir.empty() ? "--trace " : "--data-dir ",
+                             f->data_dir.empty() ? f->trace : f->data_dir, " --out ", f->out);
             return RunTrain(*f);
           }};
 }

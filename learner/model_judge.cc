@@ -39,9 +39,9 @@ std::vector<std::string> JudgingHeuristics() {
   return names;
 }
 
-absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const CostModel& cost,
-                                                    std::shared_ptr<const LearnedModel> model,
-                                                    const JudgeOptions& options) {
+absl::StatusOr<std::vector<std::vector<JudgedPolicy>>> PriceModels(
+    const Trace& trace, const CostModel& cost, const std::vector<NamedModel>& models,
+    const JudgeOptions& options) {
   if (!(options.first_request < options.end_request &&
         options.end_request <= trace.requests.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -51,11 +51,14 @@ absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const Co
   if (options.pool_fractions.empty()) {
     return absl::InvalidArgumentError("judging needs at least one pool fraction");
   }
+  if (models.empty()) return absl::InvalidArgumentError("judging needs at least one model");
   const Trace head = Head(trace, options.end_request);
   auto replay = BuildReplayTrace(head, cost);
   if (!replay.ok()) return replay.status();
 
-  std::vector<std::string> policies = {kLearned};
+  // Row i < models.size() is the learned policy with models[i].
+  std::vector<std::string> policies;
+  for (const NamedModel& m : models) policies.push_back(m.name);
   for (std::string& h : JudgingHeuristics()) policies.push_back(std::move(h));
   const size_t cells = policies.size() * options.pool_fractions.size();
   std::vector<absl::StatusOr<ReplayResult>> results(cells, absl::UnknownError("not run"));
@@ -64,33 +67,49 @@ absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const Co
   const double eval_from = (options.first_request + 0.5) / options.end_request;
   tbb::parallel_for(size_t{0}, cells, [&](size_t cell) {
     const double fraction = options.pool_fractions[cell / policies.size()];
+    const size_t row = cell % policies.size();
     PoolReplayOptions o;
     o.pool_bytes = static_cast<uint64_t>(fraction * options.distinct_block_bytes);
     o.eval_from = eval_from;
-    o.model = model;
     o.requests_done = options.requests_done;
-    results[cell] = ReplayPool(*replay, cost, policies[cell % policies.size()], o);
+    if (row < models.size()) o.model = models[row].model;
+    results[cell] = ReplayPool(*replay, cost, row < models.size() ? kLearned : policies[row], o);
   });
 
+  std::vector<std::vector<JudgedPolicy>> tables;
+  for (size_t p = 0; p < options.pool_fractions.size(); ++p) {
+    std::vector<JudgedPolicy> rows;
+    for (size_t i = 0; i < policies.size(); ++i) {
+      const auto& r = results[p * policies.size() + i];
+      if (!r.ok()) return r.status();
+      rows.push_back({policies[i], r->cost_seconds(1.0)});
+    }
+    tables.push_back(std::move(rows));
+  }
+  return tables;
+}
+
+absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const CostModel& cost,
+                                                    std::shared_ptr<const LearnedModel> model,
+                                                    const JudgeOptions& options) {
+  auto tables = PriceModels(trace, cost, {{kLearned, std::move(model)}}, options);
+  if (!tables.ok()) return tables.status();
   std::vector<PoolVerdict> verdicts;
   for (size_t p = 0; p < options.pool_fractions.size(); ++p) {
     PoolVerdict v;
     v.judgement.pool_fraction = options.pool_fractions[p];
     v.judgement.pool_bytes =
         static_cast<uint64_t>(options.pool_fractions[p] * options.distinct_block_bytes);
-    for (size_t i = 0; i < policies.size(); ++i) {
-      const auto& r = results[p * policies.size() + i];
-      if (!r.ok()) return r.status();
-      const double c = r->cost_seconds(1.0);
-      v.rows.push_back({policies[i], c});
-      if (policies[i] == kLearned) {
-        v.judgement.learned_cost_s = c;
+    v.rows = std::move((*tables)[p]);
+    for (const JudgedPolicy& row : v.rows) {
+      if (row.policy == kLearned) {
+        v.judgement.learned_cost_s = row.cost_s;
         continue;
       }
-      if (policies[i] == "lru") v.judgement.lru_cost_s = c;
-      if (v.judgement.best_heuristic.empty() || c < v.judgement.best_heuristic_cost_s) {
-        v.judgement.best_heuristic = policies[i];
-        v.judgement.best_heuristic_cost_s = c;
+      if (row.policy == "lru") v.judgement.lru_cost_s = row.cost_s;
+      if (v.judgement.best_heuristic.empty() || row.cost_s < v.judgement.best_heuristic_cost_s) {
+        v.judgement.best_heuristic = row.policy;
+        v.judgement.best_heuristic_cost_s = row.cost_s;
       }
     }
     verdicts.push_back(std::move(v));

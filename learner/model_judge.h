@@ -41,6 +41,12 @@ struct JudgedPolicy {
   double cost_s = 0;  // cost_seconds with transfer weight 1
 };
 
+// A model to price under the learned policy, and the row name it gets.
+struct NamedModel {
+  std::string name;
+  std::shared_ptr<const LearnedModel> model;
+};
+
 struct PoolVerdict {
   PoolJudgement judgement;
   std::vector<JudgedPolicy> rows;  // learned first, then the heuristics in PolicyNames order
@@ -49,6 +55,17 @@ struct PoolVerdict {
 // The online policies a model is judged against: every policy that reads
 // neither the future nor a model, other than the recompute bound (no-cache).
 std::vector<std::string> JudgingHeuristics();
+
+// The cost table behind a verdict, for several models at once (`kvlearn model
+// evaluate` prices a candidate beside the serving model): per pool fraction,
+// in order, one row per entry of `models` (the learned policy with that model,
+// named as the entry), then one per JudgingHeuristics() policy. When set,
+// options.requests_done reaches (models.size() + JudgingHeuristics().size()) *
+// pool_fractions.size() * end_request.
+// REQUIRES: as JudgeModel; `models` not empty.
+absl::StatusOr<std::vector<std::vector<JudgedPolicy>>> PriceModels(
+    const Trace& trace, const CostModel& cost, const std::vector<NamedModel>& models,
+    const JudgeOptions& options);
 
 // One PoolVerdict per pool fraction, in order.
 // REQUIRES: first_request < end_request <= trace.requests.size().

@@ -13,11 +13,8 @@
 #include "features/feature_schema.h"
 
 namespace kvlearn {
-namespace {
 
-// A JSON string's contents: quotes and backslashes escaped, control
-// characters dropped.
-std::string Escaped(std::string_view text) {
+std::string JsonEscaped(std::string_view text) {
   std::string out;
   for (char c : text) {
     if (c == '"' || c == '\\') out += '\\';
@@ -25,6 +22,8 @@ std::string Escaped(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 // Doubles that read back to the same value.
 std::string Exact(double x) { return absl::StrFormat("%.17g", x); }
@@ -48,12 +47,12 @@ std::string JudgementJson(const ModelMetadata& m) {
         &pools, pools.empty() ? "" : ", ", "{\"pool_fraction\": ", Exact(p.pool_fraction),
         ", \"pool_bytes\": ", p.pool_bytes, ", \"learned_cost_s\": ", Exact(p.learned_cost_s),
         ", \"lru_cost_s\": ", Exact(p.lru_cost_s), ", \"best_heuristic\": \"",
-        Escaped(p.best_heuristic),
+        JsonEscaped(p.best_heuristic),
         "\", \"best_heuristic_cost_s\": ", Exact(p.best_heuristic_cost_s), "}");
   }
   return absl::StrCat(",\n \"judgement\": {\"verdict\": \"", j.fit() ? "fit" : "unfit",
                       "\", \"validation_requests\": [", j.first_request, ", ", j.end_request,
-                      "], \"weights_fingerprint\": \"", Escaped(j.weights_fingerprint),
+                      "], \"weights_fingerprint\": \"", JsonEscaped(j.weights_fingerprint),
                       "\", \"pools\": [", pools, "]}");
 }
 
@@ -142,11 +141,11 @@ std::string ModelMetadataJson(const ModelMetadata& m) {
   // This build's names unless the metadata says otherwise (tests write others).
   std::vector<std::string> names;
   if (m.feature_names.empty()) {
-    for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", Escaped(n), "\""));
+    for (const auto n : kFeatureNames) names.push_back(absl::StrCat("\"", JsonEscaped(n), "\""));
   } else {
-    for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", Escaped(n), "\""));
+    for (const auto& n : m.feature_names) names.push_back(absl::StrCat("\"", JsonEscaped(n), "\""));
   }
-  const std::string created_by = Escaped(m.created_by);
+  const std::string created_by = JsonEscaped(m.created_by);
   return absl::StrCat(
       "{\"schema_version\": ", m.schema_version, ",\n \"label\": \"",
       "P(next use of the block within horizons_seconds[k]) per output k",
@@ -156,7 +155,7 @@ std::string ModelMetadataJson(const ModelMetadata& m) {
       m.trace_fingerprint, "\",\n \"created_by\": \"", created_by, "\"",
       m.training_blas.empty()
           ? std::string()
-          : absl::StrCat(",\n \"training_blas\": \"", Escaped(m.training_blas), "\""),
+          : absl::StrCat(",\n \"training_blas\": \"", JsonEscaped(m.training_blas), "\""),
       TrainingTrafficJson(m), JudgementJson(m), "}\n");
 }
 

@@ -19,4 +19,8 @@ std::string ModelMetadataJson(const ModelMetadata& metadata);
 // INVALID_ARGUMENT naming `path` and the field otherwise.
 absl::StatusOr<ModelMetadata> ParseModelMetadata(std::string_view json, const std::string& path);
 
+// A JSON string's contents: quotes and backslashes escaped, control
+// characters dropped (the model registry writes its files with it too).
+std::string JsonEscaped(std::string_view text);
+
 }  // namespace kvlearn

@@ -14,6 +14,7 @@
 #include "server/node_shard.h"
 #include "server/pools_snapshot.h"
 #include "server/request_validation.h"
+#include "server/shadow_pool.h"
 #include "server/shard_image.h"
 
 namespace kvlearn {
@@ -64,6 +65,33 @@ absl::Status SplitRecord(std::string_view record, char* kind, uint64_t* shard_ev
   return absl::OkStatus();
 }
 
+// Whether two models are the same file's (their version is its fingerprint).
+bool SameModel(const std::shared_ptr<const LearnedModel>& a,
+               const std::shared_ptr<const LearnedModel>& b) {
+  return a == b || (a != nullptr && b != nullptr && a->version() == b->version());
+}
+
+// OK if `policy` can serve in a sidecar with `model` (an offline oracle
+// cannot: it needs the future of a trace). `field`, when given, starts the
+// error.
+absl::Status CheckServingPolicy(const std::string& field, const std::string& policy,
+                                const std::shared_ptr<const LearnedModel>& model,
+                                const CostModel& cost) {
+  const auto named = [&](const absl::Status& st) {
+    if (field.empty()) return st;
+    return absl::Status(st.code(), absl::StrCat(field, ": ", st.message()));
+  };
+  if (auto st = CheckPolicyName(policy); !st.ok()) return named(st);
+  if (IsOfflinePolicy(policy)) {
+    return named(absl::InvalidArgumentError(absl::StrCat(
+        "policy '", policy, "' is an offline oracle: it needs the future of a trace")));
+  }
+  BlockCatalog catalog;
+  PolicyDriver probe(&catalog, 1);
+  if (auto st = probe.StartPolicy(policy, MakePolicyEnv(cost, model)); !st.ok()) return named(st);
+  return absl::OkStatus();
+}
+
 AccessInfo Access(const NodePools::Shard& s, int64_t timestamp_us) {
   AccessInfo a;
   a.time_ms = timestamp_us / 1000;
@@ -73,20 +101,110 @@ AccessInfo Access(const NodePools::Shard& s, int64_t timestamp_us) {
 
 }  // namespace
 
-NodePools::NodePools(NodePoolsOptions options) : options_(std::move(options)) {}
+NodePools::NodePools(NodePoolsOptions options)
+    : options_(std::move(options)),
+      experiment_(
+          std::make_shared<Experiment>(SingleArmExperiment(options_.policy, options_.model))) {
+  shadow_budget_.max_blocks = options_.shadow_max_blocks;
+}
 NodePools::~NodePools() = default;
 
 absl::Status NodePools::CheckOptions(const NodePoolsOptions& options) {
   if (options.cost == nullptr) return absl::InvalidArgumentError("no cost model");
   if (options.block_size == 0) return absl::InvalidArgumentError("--block-size must be > 0");
-  if (auto s = CheckPolicyName(options.policy); !s.ok()) return s;
-  if (IsOfflinePolicy(options.policy)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy '", options.policy, "' is an offline oracle: it needs the future of a trace"));
+  return CheckServingPolicy("", options.policy, options.model, *options.cost);
+}
+
+std::shared_ptr<const Experiment> NodePools::experiment() const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  return experiment_;
+}
+
+bool NodePools::runs_experiment() const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  return experiment_set_;
+}
+
+absl::Status NodePools::JoinExperimentLocked(Shard& s, const Experiment& x, bool started) {
+  const ExperimentArm& arm = x.arms[x.ArmOf(s.node)];
+  const PolicyEnv env = ShardEnv(*options_.cost, arm.loaded_model, s.tier);
+  if (!started) {
+    if (auto st = s.driver.StartPolicy(arm.policy, env); !st.ok()) return st;
+    s.policy = arm.policy;
+    s.model = arm.loaded_model;
+  } else if (s.policy != arm.policy || !SameModel(s.model, arm.loaded_model)) {
+    // The new policy on the blocks the node holds, in the old one's
+    // eviction order (its saved state would mean nothing to another policy).
+    const ShardImage image = CaptureShard(s, SIZE_MAX, /*policy_state=*/false);
+    if (auto st = s.driver.StartPolicy(arm.policy, env); !st.ok()) return st;
+    if (auto st = RestoreShard(s, image, *options_.cost, options_.block_size, env); !st.ok()) {
+      return st;
+    }
+    s.policy = arm.policy;
+    s.model = arm.loaded_model;
   }
-  BlockCatalog catalog;
-  PolicyDriver probe(&catalog, 1);
-  return probe.StartPolicy(options.policy, MakePolicyEnv(*options.cost, options.model));
+  s.arm = arm.name;
+  s.arm_costs = costs_.Arm(arm.name);
+  std::vector<std::unique_ptr<ShadowPool>> shadows;
+  for (const ExperimentPolicy& spec : x.shadows) {
+    CostCounters* costs = costs_.Shadow(spec.name, arm.name);
+    auto kept = std::find_if(s.shadows.begin(), s.shadows.end(), [&](const auto& p) {
+      return p != nullptr && p->name() == spec.name && p->policy() == spec.policy &&
+             SameModel(p->model(), spec.loaded_model);
+    });
+    if (kept != s.shadows.end()) {
+      (*kept)->set_costs(costs);
+      shadows.push_back(std::move(*kept));
+      continue;
+    }
+    auto shadow = ShadowPool::Start(spec, s.node, s.tier, s.driver.pool().capacity_bytes(),
+                                    ShardEnv(*options_.cost, spec.loaded_model, s.tier), costs,
+                                    &shadow_budget_);
+    if (!shadow.ok()) return shadow.status();
+    shadows.push_back(*std::move(shadow));
+  }
+  s.shadows = std::move(shadows);
+  return absl::OkStatus();
+}
+
+absl::Status NodePools::SetExperiment(std::shared_ptr<const Experiment> x) {
+  for (size_t i = 0; i < x->arms.size(); ++i) {
+    const ExperimentArm& a = x->arms[i];
+    if (auto st = CheckServingPolicy(absl::StrCat("arms[", i, "].policy"), a.policy, a.loaded_model,
+                                     *options_.cost);
+        !st.ok()) {
+      return st;
+    }
+  }
+  for (size_t i = 0; i < x->shadows.size(); ++i) {
+    const ExperimentPolicy& p = x->shadows[i];
+    if (auto st = CheckServingPolicy(absl::StrCat("shadows[", i, "].policy"), p.policy,
+                                     p.loaded_model, *options_.cost);
+        !st.ok()) {
+      return st;
+    }
+  }
+  // As SwapModel: no pool created meanwhile, every pool held in key order.
+  absl::MutexLock creating(&create_mu_);
+  const std::vector<Shard*> shards = LockAllPools();
+  {
+    absl::WriterMutexLock lock(&table_mu_);
+    experiment_ = x;
+    experiment_set_ = true;
+  }
+  absl::Status status;
+  for (Shard* s : shards) {
+    // Checked above, so only a policy that refuses its rebuild fails here.
+    if (auto st = JoinExperimentLocked(*s, *x, true); !st.ok() && status.ok()) status = st;
+  }
+  UnlockAllPools(shards);
+  return status;
+}
+
+void NodePools::CloseTallyLocked(Shard& s) {
+  if (!s.tally_open) return;
+  s.tally_open = false;
+  s.arm_costs->Charge(*options_.cost, s.tally);
 }
 
 NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const {
@@ -145,16 +263,7 @@ absl::Status NodePools::WithShard(const std::string& node, v1::Tier tier, const 
       node, tier, options_.default_pool_bytes ? options_.default_pool_bytes : kUnbounded);
   {
     absl::MutexLock lock(&shard->mu);
-    std::shared_ptr<const LearnedModel> model;
-    {
-      absl::ReaderMutexLock table(&table_mu_);
-      model = options_.model;
-    }
-    if (auto st = shard->driver.StartPolicy(options_.policy, ShardEnv(*options_.cost, model, tier));
-        !st.ok()) {
-      return st;
-    }
-    shard->model = std::move(model);
+    if (auto st = JoinExperimentLocked(*shard, *experiment(), false); !st.ok()) return st;
     if (auto st = fn(*shard); !st.ok()) return st;
     CompactIfOverLocked(*shard);
   }
@@ -506,6 +615,28 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       const std::span<const BlockIndex> blocks(chain.data(), chain.size());
       s.current_request = s.next_request++;
       ++s.requests;
+      // Charged as the pool replay charges a request: what the node held of
+      // the chain when it arrived hits (server/experiment_costs.h).
+      CloseTallyLocked(s);
+      s.tally = RequestTally();
+      s.tally.blocks = static_cast<uint32_t>(n);
+      for (const BlockIndex b : blocks) {
+        if (!InView(s, b)) break;
+        ++s.tally.hit_blocks;
+        s.tally.hit_tokens += s.catalog[b].tokens;
+        s.tally.loaded_bytes += s.catalog[b].bytes;
+      }
+      uint64_t input_tokens = r.input_length() > 0 ? static_cast<uint64_t>(r.input_length()) : 0;
+      if (input_tokens == 0) {
+        for (const BlockIndex b : blocks) input_tokens += s.catalog[b].tokens;
+      }
+      s.tally.input_tokens = std::max(input_tokens, s.tally.hit_tokens);
+      s.tally_open = true;
+      s.tally_request = id;
+      for (auto& shadow : s.shadows) {
+        shadow->Serve(s.catalog, blocks, s.tally.input_tokens, e.timestamp_us(), cost, bs,
+                      options_.ghost_blocks);
+      }
       const AccessInfo access = Access(s, e.timestamp_us());
       // Any arrival ends the pins of a request without an id (one request
       // at a time, as before ids existed).
@@ -541,6 +672,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
                                                 ShardName(s.node, s.tier)));
       }
       EndRequest(s, it);
+      if (s.tally_open && s.tally_request == id) CloseTallyLocked(s);
       return absl::OkStatus();
     }
     case Event::kBlockHit: {
@@ -586,6 +718,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         // Its parent may be a proposal the node keeps after all.
         if (parent != kNoBlock && s.proposal_score.contains(parent)) Withdraw(s, parent, access);
         InsertInView(s, b, access, counters_);
+        if (s.tally_open) s.tally.admitted_bytes += s.catalog[b].bytes;
       }
       return absl::OkStatus();
     }
@@ -629,6 +762,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         return st;
       }
       s.HoldInFlight();
+      for (auto& shadow : s.shadows) shadow->Restart(capacity);
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
@@ -647,6 +781,8 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       }
       // Everything just became a ghost: keep at most the compaction's share.
       CompactLocked(s);
+      // The node lost its cache (a restart, say): so would have the shadows.
+      for (auto& shadow : s.shadows) shadow->Restart(s.driver.pool().capacity_bytes());
       return absl::OkStatus();
     }
     default:
@@ -692,7 +828,8 @@ absl::StatusOr<v1::AdmitResponse> NodePools::AdmitLocked(Shard& s,
   bool admitting = parent == kNoBlock || InView(s, parent);
   const AccessInfo access = Access(s, request.timestamp_us());
   v1::AdmitResponse response;
-  response.set_policy(options_.policy);
+  response.set_policy(s.policy);
+  response.set_arm(s.arm);
   for (int i = 0; i < n; ++i) {
     const auto& c = request.candidates(i);
     const BlockIndex b =
@@ -729,7 +866,8 @@ absl::StatusOr<v1::RankResponse> NodePools::RankEvictionLocked(Shard& s,
   const auto want = static_cast<uint64_t>(request.bytes_to_free());
   uint64_t freed = 0;
   v1::RankResponse response;
-  response.set_policy(options_.policy);
+  response.set_policy(s.policy);
+  response.set_arm(s.arm);
   auto answer = [&](BlockIndex b, double score) {
     auto* v = response.add_victims();
     v->set_block_id(s.catalog[b].hash_id);
@@ -847,11 +985,17 @@ void NodePools::FillStatus(v1::GetStatusResponse& response) const {
     p->set_evictions(s->removals);
     p->set_requests_in_flight(s->requests_in_flight.size());
     p->set_proposed_blocks(s->proposals.size());
+    p->set_arm(s->arm);
+    p->set_policy(s->policy);
   }
 }
 
 absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
                                   std::string_view path) {
+  if (runs_experiment()) {
+    return absl::FailedPreconditionError(
+        "this sidecar runs an experiment: its arms name their models (reload the experiment)");
+  }
   {
     // Ask a throwaway policy first, so a policy without a model refuses even
     // before any node has shown up.
@@ -897,6 +1041,10 @@ absl::Status NodePools::SwapModel(std::shared_ptr<const LearnedModel> model,
 void NodePools::SetModelForNewPools(std::shared_ptr<const LearnedModel> model) {
   absl::WriterMutexLock lock(&table_mu_);
   options_.model = std::move(model);
+  if (!experiment_set_) {
+    experiment_ =
+        std::make_shared<Experiment>(SingleArmExperiment(options_.policy, options_.model));
+  }
 }
 
 absl::Status NodePools::SwapPoolModel(const std::string& node, v1::Tier tier,
@@ -948,11 +1096,7 @@ bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* ou
 }
 
 absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* note) {
-  std::shared_ptr<const LearnedModel> model;
-  {
-    absl::ReaderMutexLock lock(&table_mu_);
-    model = options_.model;
-  }
+  const std::shared_ptr<const Experiment> x = experiment();
   for (const auto& pool : snapshot.pools) {
     {
       // A restart with a lower --max-nodes rebuilds no more nodes than it
@@ -970,14 +1114,11 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
     auto shard = std::make_unique<Shard>(pool.node, pool.tier, pool.image.capacity_bytes);
     {
       absl::MutexLock lock(&shard->mu);
-      if (auto st = shard->driver.StartPolicy(options_.policy,
-                                              ShardEnv(*options_.cost, model, pool.tier));
-          !st.ok()) {
-        return st;
-      }
+      // Its arm's policy, and shadows that start empty (snapshots hold none).
+      if (auto st = JoinExperimentLocked(*shard, *x, false); !st.ok()) return st;
       absl::Status refused;
       if (auto st = RestoreShard(*shard, pool.image, *options_.cost, options_.block_size,
-                                 ShardEnv(*options_.cost, model, pool.tier), &refused);
+                                 ShardEnv(*options_.cost, shard->model, pool.tier), &refused);
           !st.ok()) {
         return st;
       }
@@ -989,7 +1130,6 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
                           "), restarted from its residents");
         }
       }
-      shard->model = model;
       counters_.blocks_tracked.fetch_add(shard->catalog.size(), std::memory_order_relaxed);
       counters_.resident_blocks.fetch_add(
           shard->driver.pool().resident_blocks() + shard->proposals.size(),

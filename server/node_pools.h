@@ -47,6 +47,12 @@
 // request's chain (or the parent of a stored event / Admit candidate); an id
 // seen behind two different parents is refused with INVALID_ARGUMENT.
 //
+// Experiment (server/experiment.h): each node runs its live arm's policy and
+// model; without one set, a single arm named after `policy` serves every
+// node. Every pool also charges each request it serves to its arm and drives
+// the experiment's shadow policies (server/shadow_pool.h), both counted in
+// costs() (server/experiment_costs.h).
+//
 // Thread-safety: all methods may be called concurrently. Each shard has its
 // own mutex; the shard table has a reader/writer mutex taken only to find or
 // create a shard.
@@ -68,8 +74,11 @@
 #include "core/cost_model.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "models/learned_model.h"
+#include "server/experiment.h"
+#include "server/experiment_costs.h"
 #include "server/model_swap_record.h"
 #include "server/retried_batches.h"
+#include "server/shadow_budget.h"
 
 namespace kvlearn {
 
@@ -110,6 +119,8 @@ struct NodePoolsOptions {
   // their ancestors (server/shard_image.h), so a pool's memory is bounded by
   // (resident + ghost_blocks) blocks.
   uint64_t ghost_blocks = uint64_t{1} << 18;
+  // Blocks all shadow pools together may remember (server/shadow_pool.h).
+  uint64_t shadow_max_blocks = uint64_t{1} << 24;
 };
 
 // What changed in a shard, for /metrics.
@@ -174,6 +185,20 @@ class NodePools {
   void SetModelForNewPools(std::shared_ptr<const LearnedModel> model);
 
   const PoolCounters& counters() const { return counters_; }
+
+  // Runs `experiment` from now on (its policies' models loaded): every
+  // pool's arm is looked up again. A pool whose arm keeps its policy and
+  // model keeps its state; one whose policy or model changes starts the new
+  // policy on the blocks it holds, inserted root first and then hit once each
+  // in the old policy's eviction order (the approximate rebuild of
+  // server/shard_image.h). Shadows whose name, policy and model are unchanged
+  // keep their pools; new ones start empty. Fails, changing nothing, when a
+  // policy cannot be built with its model or is an offline oracle.
+  absl::Status SetExperiment(std::shared_ptr<const Experiment> experiment);
+  std::shared_ptr<const Experiment> experiment() const;
+  // Whether SetExperiment was called (a file runs, not the single arm).
+  bool runs_experiment() const;
+  const ExperimentCosts& costs() const { return costs_; }
 
   // The batch ids applied so far (server/retried_batches.h); Apply of a
   // batch_received event remembers one.
@@ -253,11 +278,18 @@ class NodePools {
   void ExpireRequestsLocked(Shard& s, int64_t now_us);
   // REQUIRES: s.mu held. Journals `request` when a journal is set.
   absl::Status JournalLocked(char kind, const Shard& s, const google::protobuf::Message& request);
+  // Gives `s` its arm of `x` and its shadows; `started` says whether its
+  // policy runs already (else it is started). REQUIRES: s.mu held.
+  absl::Status JoinExperimentLocked(Shard& s, const Experiment& x, bool started);
+  // Charges the request `s` is serving to its arm, if any. REQUIRES: s.mu held.
+  void CloseTallyLocked(Shard& s);
 
   NodePoolsOptions options_;
   DecisionJournal journal_;
   PoolCounters counters_;
   RetriedBatches retried_batches_;
+  ExperimentCosts costs_;
+  ShadowBudget shadow_budget_;
   absl::Mutex create_mu_;  // held while a new pool is tried (WithShard)
   std::atomic<uint64_t> accepted_{0};
   std::string last_model_swap_ ABSL_GUARDED_BY(create_mu_);
@@ -266,6 +298,8 @@ class NodePools {
       ABSL_GUARDED_BY(table_mu_);
   // Pools per node id: the nodes options_.max_nodes bounds.
   absl::flat_hash_map<std::string, uint32_t> pools_of_node_ ABSL_GUARDED_BY(table_mu_);
+  std::shared_ptr<const Experiment> experiment_ ABSL_GUARDED_BY(table_mu_);
+  bool experiment_set_ ABSL_GUARDED_BY(table_mu_) = false;
   // Adds `shard` to the table. REQUIRES: table_mu_ held for writing.
   void InsertShardLocked(std::unique_ptr<Shard> shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(table_mu_);
 };

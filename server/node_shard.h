@@ -16,7 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "core/block_catalog.h"
 #include "policies/policy_driver.h"
+#include "server/experiment_costs.h"
 #include "server/node_pools.h"
+#include "server/shadow_pool.h"
 
 namespace kvlearn {
 
@@ -99,6 +101,19 @@ struct NodePools::Shard {
   // The model this pool's policy scores with (a swap reaches pools one by
   // one), for the policy a rebuild starts.
   std::shared_ptr<const LearnedModel> model ABSL_GUARDED_BY(mu);
+
+  // The experiment (server/experiment.h): this node's live arm, the policy
+  // it runs, where its requests are charged, and the request being served
+  // (charged when the next arrival or its request_finished comes, once its
+  // admissions are known).
+  std::string arm ABSL_GUARDED_BY(mu);
+  std::string policy ABSL_GUARDED_BY(mu);
+  CostCounters* arm_costs ABSL_GUARDED_BY(mu) = nullptr;
+  bool tally_open ABSL_GUARDED_BY(mu) = false;
+  std::string tally_request ABSL_GUARDED_BY(mu);  // its request_id; empty: none
+  RequestTally tally ABSL_GUARDED_BY(mu);
+  // The shadow policies this pool's arrivals also drive.
+  std::vector<std::unique_ptr<ShadowPool>> shadows ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace kvlearn

@@ -224,7 +224,8 @@ grpc::Status RetentionService::DoDecide(const v1::DecideRequest& request,
 }
 
 grpc::Status RetentionService::DoGetStatus(v1::GetStatusResponse* response) {
-  response->set_policy(pools_->policy_name());
+  // Under an experiment each pool names its own (PoolStatus.policy).
+  response->set_policy(pools_->runs_experiment() ? "experiment" : pools_->policy_name());
   response->set_model_version(model_version());
   response->set_events_logged(metrics_->ingested_total());
   response->set_log_next_sequence(log_->next_sequence());
@@ -237,10 +238,7 @@ grpc::Status RetentionService::DoGetStatus(v1::GetStatusResponse* response) {
 
 grpc::Status RetentionService::DoReloadModel(const v1::ReloadModelRequest& request,
                                              v1::ReloadModelResponse* response) {
-  auto version = reload_(request.path());
-  if (!version.ok()) return ToGrpcStatus(version.status());
-  response->set_model_version(*version);
-  return grpc::Status::OK;
+  return ToGrpcStatus(reload_(request, response));
 }
 
 }  // namespace kvlearn

@@ -29,8 +29,8 @@
 // batch (a refused batch ends the stream with its status, nothing of it
 // applied).
 //
-// ReloadModel loads a model file inline (an admin call, rare; it blocks one
-// gRPC callback thread for the load).
+// ReloadModel loads a model file, or the experiment file, inline (an admin
+// call, rare; it blocks one gRPC callback thread for the load).
 //
 // Thread-safety: gRPC calls the methods concurrently; all state below is
 // thread-safe.
@@ -68,8 +68,10 @@ using RetentionServiceBase = v1::Retention::WithRawCallbackMethod_ReportEvents<
 
 class RetentionService final : public RetentionServiceBase {
  public:
-  // `reload` loads, validates and swaps a model and returns its version.
-  using ReloadFn = std::function<absl::StatusOr<std::string>(const std::string& path)>;
+  // `reload` does what ReloadModel asks (a model, or the experiment) and
+  // fills its answer.
+  using ReloadFn = std::function<absl::Status(const v1::ReloadModelRequest& request,
+                                              v1::ReloadModelResponse* response)>;
 
   RetentionService(NodePools* pools, EventLog* log, SidecarMetrics* metrics,
                    ServingCounters* counters, RetentionServiceLimits limits, ReloadFn reload);

@@ -6,7 +6,7 @@
 
 namespace kvlearn {
 
-ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
+ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts, bool policy_state) {
   const BlockCatalog& catalog = s.catalog;
   const PoolState& pool = s.driver.pool();
   const auto n = static_cast<BlockIndex>(catalog.size());
@@ -65,7 +65,9 @@ ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts) {
     for (BlockIndex b : list) out.push_back(renumber[b]);
     return out;
   };
-  if (auto state = s.driver.SavePolicyState(renumber); state.ok()) {
+  auto state = policy_state ? s.driver.SavePolicyState(renumber)
+                            : absl::StatusOr<std::string>(absl::UnimplementedError(""));
+  if (state.ok()) {
     image.policy_state = *std::move(state);
     image.residents = renumbered(residents);
   } else {

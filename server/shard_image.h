@@ -68,8 +68,10 @@ struct ShardImage {
 // request's chain), plus at most `keep_ghosts` others: the most recently
 // seen, each with its ancestors (a remembered block's parent is remembered),
 // skipping one whose chain no longer fits. SIZE_MAX keeps every block.
+// Without `policy_state`, the image takes the approximate way (residents in
+// the policy's eviction order): for a pool that changes policy.
 // REQUIRES: s.mu held.
-ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts);
+ShardImage CaptureShard(const NodePools::Shard& s, size_t keep_ghosts, bool policy_state = true);
 
 // Replaces the catalog, pool and policy of `s` by `image`, the policy
 // started afresh from `env` and loaded with the image's policy state (see

@@ -22,6 +22,7 @@
 #include "server/bound_metrics.h"
 #include "server/engine_ingest.h"
 #include "server/event_log.h"
+#include "server/experiment_file.h"
 #include "server/log_replay.h"
 #include "server/metrics_http_server.h"
 #include "server/model_loader.h"
@@ -134,6 +135,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.max_pinned_blocks = o.max_pinned_blocks;
   pools.request_timeout_us = static_cast<int64_t>(o.request_timeout_seconds * 1e6);
   pools.max_nodes = o.max_nodes;
+  pools.shadow_max_blocks = o.shadow_max_blocks;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   std::string model_path = o.model_path;
@@ -184,6 +186,15 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   }
   const std::shared_ptr<const LearnedModel> start_model = pools.model;
   s->pools_ = std::make_unique<NodePools>(std::move(pools));
+  if (!o.experiment_path.empty()) {
+    // Before the replay, so every pool is rebuilt under its arm's policy.
+    auto x = LoadExperimentFile(o.experiment_path, s->model_dir_ ? &*s->model_dir_ : nullptr,
+                                o.block_size);
+    if (!x.ok()) return x.status();
+    if (auto st = s->pools_->SetExperiment(*x); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat(o.experiment_path, ": ", st.message()));
+    }
+  }
 
   EventLogOptions log_options;
   log_options.max_bytes = o.log_max_bytes;
@@ -214,7 +225,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   EventLog* journal = s->log_.get();
   s->pools_->SetDecisionJournal(
       [journal](std::string_view record) { return journal->AppendDecision(record); });
-  s->metrics_->SetModelInfo(s->pools_->policy_name(), model_version);
+  s->metrics_->SetModelInfo(s->pools_->runs_experiment() ? "experiment" : s->pools_->policy_name(),
+                            model_version);
   s->replayed_from_snapshot_ = replay->from_snapshot;
   s->replay_snapshot_sequence_ = replay->snapshot_sequence;
   s->accepted_base_ = s->pools_->events_accepted();
@@ -252,11 +264,26 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   SidecarServer* self = s.get();
   s->service_ = std::make_unique<RetentionService>(
       s->pools_.get(), s->log_.get(), s->metrics_.get(), s->counters_.get(), limits,
-      [self](const std::string& path) -> absl::StatusOr<std::string> {
-        if (!self->model_dir_) return self->ReloadModel(path);
-        auto inside = self->model_dir_->Resolve(path);
-        if (!inside.ok()) return inside.status();
-        return self->ReloadModel(*inside);
+      [self](const v1::ReloadModelRequest& r, v1::ReloadModelResponse* out) -> absl::Status {
+        if (r.experiment()) {
+          if (!r.path().empty()) {
+            return absl::InvalidArgumentError("path: give a model path or experiment, not both");
+          }
+          auto arms = self->ReloadExperiment();
+          if (!arms.ok()) return arms.status();
+          out->set_experiment_arms(*arms);
+          return absl::OkStatus();
+        }
+        std::string path = r.path();
+        if (self->model_dir_) {
+          auto inside = self->model_dir_->Resolve(path);
+          if (!inside.ok()) return inside.status();
+          path = *inside;
+        }
+        auto version = self->ReloadModel(path);
+        if (!version.ok()) return version.status();
+        out->set_model_version(*version);
+        return absl::OkStatus();
       });
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
@@ -411,6 +438,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       return self->metrics_->Render(g) + self->counters_->Render() + self->peer_streams_->Render() +
              self->access_->Render() +
              RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines +
+             self->pools_->costs().Render() +
              (self->nats_ingest_ ? self->nats_ingest_->Render() : "");
     });
     if (!started.ok()) {
@@ -424,7 +452,25 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   return s;
 }
 
+absl::StatusOr<std::string> SidecarServer::ReloadExperiment() {
+  if (options_.experiment_path.empty()) {
+    return absl::FailedPreconditionError("this sidecar runs no --experiment file to reload");
+  }
+  auto x = LoadExperimentFile(options_.experiment_path, model_dir_ ? &*model_dir_ : nullptr,
+                              options_.block_size);
+  absl::Status st = x.ok() ? pools_->SetExperiment(*x) : x.status();
+  metrics_->CountReload(st.ok());
+  if (!st.ok()) return st;
+  return DescribeArms(**x);
+}
+
 absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) {
+  if (pools_->runs_experiment()) {
+    metrics_->CountReload(false);
+    return absl::FailedPreconditionError(
+        "this sidecar runs --experiment: its arms name their models; edit the file and reload "
+        "it (SIGHUP, or ReloadModel with experiment set)");
+  }
   auto model = LoadModelForServing(path);
   if (model.ok()) {
     if (auto st = CheckModelBlockSize((*model)->metadata(), options_.block_size, path,

@@ -120,6 +120,10 @@ struct SidecarOptions {
   std::string auth_tokens_file;  // principals and roles; empty: none
   double auth_reload_check_seconds = 1.0;
   std::string model_dir;  // empty: ReloadModel only from loopback peers
+  // A/B experiment file (server/experiment_file.h); empty: one arm, --policy.
+  std::string experiment_path;
+  // Blocks all shadow pools together may remember (server/shadow_pool.h).
+  uint64_t shadow_max_blocks = uint64_t{1} << 24;
   // Called every replay_progress_interval_seconds (checked every 4096
   // events) while the event log is replayed at start (events done, events to
   // replay, seconds so far); nullptr: silent.
@@ -170,6 +174,13 @@ class SidecarServer {
   // restart swaps at the same place (server/log_replay.h says what happens
   // when the file is gone or changed by then).
   absl::StatusOr<std::string> ReloadModel(const std::string& path);
+  // Reads the experiment file again and runs it (NodePools::SetExperiment
+  // says what each pool keeps); on failure the current experiment keeps
+  // running. Returns DescribeArms of the new one. FAILED_PRECONDITION
+  // without --experiment. Not journaled: a restart replays the log under the
+  // file as it is then.
+  absl::StatusOr<std::string> ReloadExperiment();
+  const std::string& experiment_path() const { return options_.experiment_path; }
 
   // What the start-up replay of the event log did.
   uint64_t replayed_events() const { return replayed_events_; }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cost_model.h"
+#include "core/request_price.h"
 #include "datasets/trace.h"
 #include "sim/replay_result.h"
 
@@ -25,15 +26,14 @@ class ReplayAccounting {
       : cost_(cost), node_free_ms_(prefill_nodes, 0.0), eval_start_(eval_start) {}
 
   void Record(uint32_t index, const TraceRequest& r, const RequestOutcome& o) {
-    const double load_ms = cost_.TransferMs(o.loaded_bytes);
-    const double prefill_ms = cost_.RecomputeMs(o.hit_tokens, r.input_length);
+    const RequestPrice p =
+        PriceRequest(cost_, o.hit_tokens, r.input_length, o.loaded_bytes, o.admitted_bytes);
     double& node_free = node_free_ms_[index % node_free_ms_.size()];
     const double arrival = static_cast<double>(r.timestamp_ms);
-    node_free = std::max(arrival, node_free) + load_ms + prefill_ms;
+    node_free = std::max(arrival, node_free) + p.load_ms + p.prefill_ms;
     if (index < eval_start_) return;
-    const double transfer_ms = load_ms + cost_.TransferMs(o.admitted_bytes);
     AddRequest(result_, r, o,
-               {prefill_ms, cost_.GpusPerInstance(), transfer_ms, load_ms + prefill_ms});
+               {p.prefill_ms, cost_.GpusPerInstance(), p.transfer_ms, p.load_ms + p.prefill_ms});
     ttft_ms_.push_back(node_free - arrival);
   }
 

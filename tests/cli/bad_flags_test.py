@@ -54,6 +54,9 @@ CASES = [
     (TRAIN, "--train-until", "nan"),
     (TRAIN, "--judge-pool-fractions", "nan"),
     (["serve", "--data-dir", "{dir}/data"], "--stream-idle-timeout-seconds", "nan"),
+    (["model", "evaluate", "1", "--data-dir", "{dir}/data"], "--pool-fraction", "nan"),
+    (["model", "promote", "1", "--data-dir", "{dir}/data"], "--timeout-seconds", "nan"),
+    (["model", "evaluate", "1", "--data-dir", "{dir}/data"], "--window-requests", "0"),
 ]
 
 

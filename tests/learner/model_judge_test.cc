@@ -76,6 +76,36 @@ TEST(ModelJudgeTest, TheBestHeuristicIsTheCheapestRowOtherThanLearned) {
   EXPECT_LT((*verdicts)[1].judgement.lru_cost_s, (*verdicts)[0].judgement.lru_cost_s);
 }
 
+// `kvlearn model evaluate` prices two models in one table: each model's row is
+// what judging that model alone gives, and the heuristics' rows follow.
+TEST(ModelJudgeTest, PricingSeveralModelsGivesEachTheCostOfJudgingItAlone) {
+  const Trace trace = Chat(13, 1200);
+  JudgeOptions o;
+  o.first_request = 700;
+  o.end_request = 1100;
+  o.distinct_block_bytes = DistinctBytes(trace);
+  auto table =
+      PriceModels(trace, DefaultCost(),
+                  {{"v2 (candidate)", MakeTestModel(2)}, {"v1 (serving)", MakeTestModel(1)}}, o);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->size(), 1u);
+  const std::vector<JudgedPolicy>& rows = (*table)[0];
+  ASSERT_EQ(rows.size(), 2 + JudgingHeuristics().size());
+  EXPECT_EQ(rows[0].policy, "v2 (candidate)");
+  EXPECT_EQ(rows[1].policy, "v1 (serving)");
+  for (const uint64_t seed : {2, 1}) {
+    auto alone = JudgeModel(trace, DefaultCost(), MakeTestModel(seed), o);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    const PoolVerdict& v = (*alone)[0];
+    EXPECT_EQ(rows[seed == 2 ? 0 : 1].cost_s, v.judgement.learned_cost_s) << seed;
+    for (size_t i = 1; i < v.rows.size(); ++i) {
+      EXPECT_EQ(rows[i + 1].policy, v.rows[i].policy);
+      EXPECT_EQ(rows[i + 1].cost_s, v.rows[i].cost_s) << v.rows[i].policy;
+    }
+  }
+  EXPECT_FALSE(PriceModels(trace, DefaultCost(), {}, o).ok());
+}
+
 TEST(ModelJudgeTest, ReadsNothingFromTheEndOfTheValidationSplitOn) {
   const Trace trace = Chat(12, 1500);
   // The same first 1200 requests, then other traffic (another seed's).

@@ -1,0 +1,132 @@
+#include "cli/logged_trace.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/progress_line.h"
+#include "kvlearn/v1/retention.pb.h"
+
+namespace kvlearn {
+namespace {
+
+// Names kept for messages; a fleet's log can hold many more nodes.
+constexpr size_t kNamedNodes = 1000;
+
+struct Row {
+  int64_t timestamp_ms;
+  uint32_t input_length, output_length;
+  std::vector<uint64_t> ids;
+};
+
+}  // namespace
+
+absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
+                                            const LoggedTraceOptions& options) {
+  LoggedTrace out;
+  out.first_sequence = log.first_sequence();
+  out.next_sequence = log.next_sequence();
+  std::vector<Row> rows;
+  v1::Event e;
+  auto scanned = log.ForEach([&](uint64_t seq, std::string_view value) -> absl::Status {
+    ++out.events;
+    if (options.events_done != nullptr) {
+      options.events_done->fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return absl::DataLossError(absl::StrCat("event ", seq, " does not parse"));
+    }
+    if (!e.has_request_arrival() || (!options.node.empty() && e.node_id() != options.node)) {
+      if (e.has_request_arrival() && out.other_nodes.size() < kNamedNodes) {
+        out.other_nodes.insert(e.node_id());
+      }
+      ++out.other;
+      return absl::OkStatus();
+    }
+    const int64_t timestamp_ms = e.timestamp_us() / 1000;
+    if (timestamp_ms < options.since_ms || timestamp_ms >= options.until_ms) {
+      ++out.outside;
+      return absl::OkStatus();
+    }
+    if (out.nodes.size() < kNamedNodes) out.nodes.insert(e.node_id());
+    const auto& r = e.request_arrival();
+    Row row;
+    row.timestamp_ms = timestamp_ms;
+    row.output_length = static_cast<uint32_t>(std::min<int64_t>(r.output_length(), UINT32_MAX));
+    row.ids.assign(r.block_ids().begin(), r.block_ids().end());
+    int64_t tokens = r.input_length();
+    if (tokens <= 0 && !r.block_tokens().empty()) {
+      tokens = 0;
+      for (int64_t t : r.block_tokens()) tokens += t;
+    }
+    const auto n = static_cast<uint32_t>(row.ids.size());
+    if (tokens <= 0 || tokens > UINT32_MAX ||
+        BlocksForTokens(static_cast<uint32_t>(tokens), options.block_size) != n) {
+      tokens = int64_t{n} * options.block_size;  // the node's block size differs: whole blocks
+      ++out.adjusted;
+    }
+    row.input_length = static_cast<uint32_t>(tokens);
+    rows.push_back(std::move(row));
+    return absl::OkStatus();
+  });
+  if (!scanned.ok()) return scanned;
+  if (rows.empty()) {
+    const std::string window =
+        out.outside > 0 ? absl::StrCat(" (", out.outside, " outside --since/--until)") : "";
+    if (!out.other_nodes.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no request arrivals of node ", options.node, window, " among ", out.events,
+          " logged events; nodes with arrivals: ", absl::StrJoin(out.other_nodes, ", ")));
+    }
+    if (out.outside > 0) {
+      return absl::NotFoundError(
+          absl::StrCat("no request arrivals", window, " among ", out.events, " logged events"));
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "no request arrivals among ", out.events,
+        " logged events, so no trace: a sidecar fed only by --engine-events logs the "
+        "engines' block stores and removals, and engines do not report requests; the router "
+        "or client reports them (RequestArrival, docs/sidecar.md)"));
+  }
+  // Nodes' clocks interleave; a trace is in time order.
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.timestamp_ms < b.timestamp_ms; });
+  out.trace.block_size = options.block_size;
+  uint32_t line = 0;
+  for (const Row& r : rows) {
+    out.trace.Add(r.timestamp_ms, r.input_length, r.output_length, r.ids, ++line);
+  }
+  return out;
+}
+
+absl::StatusOr<LoggedTrace> ReadLoggedTraceIn(const std::string& data_dir,
+                                              LoggedTraceOptions options,
+                                              const std::string& command, bool quiet) {
+  // Read-only: a sidecar may be appending to it (what it logs after this
+  // open is not read).
+  auto log = EventLog::OpenReadOnly(data_dir);
+  if (!log.ok()) return log.status();
+  ProgressLine progress(absl::StrCat("kvlearn ", command, ": scanned"),
+                        (*log)->next_sequence() - (*log)->first_sequence(), "events",
+                        ProgressLine::Wanted(STDERR_FILENO, quiet), std::cerr);
+  options.events_done = &progress.counter();
+  progress.Start();
+  auto logged = ReadLoggedTrace(**log, options);
+  progress.Finish();
+  if (logged.ok() && logged->nodes.size() > 1) {
+    // Nodes that number blocks each their own way interleave into a trace
+    // whose ids are not prefix hashes, which compare and train refuse.
+    std::cerr << "kvlearn " << command << ": note: requests of " << logged->nodes.size()
+              << " nodes (" << absl::StrJoin(logged->nodes, ", ")
+              << ") in one trace; if their block ids are not shared prefix hashes, compare "
+                 "and train refuse it: pass --node ID for one node's\n";
+  }
+  return logged;
+}
+
+}  // namespace kvlearn
