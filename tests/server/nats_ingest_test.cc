@@ -146,6 +146,20 @@ SidecarOptions NatsOptions(const std::string& dir, const NatsServerProcess& nats
   return o;
 }
 
+// Makes the sidecar's durable consumer ahead of it, as AckAll from the
+// stream's first message; `ack_wait_ns` 0 keeps JetStream's default.
+void MakeConsumer(jsCtx* js, int64_t ack_wait_ns) {
+  jsConsumerConfig cc;
+  jsConsumerConfig_Init(&cc);
+  cc.Durable = "kvlearn-serve";
+  cc.AckPolicy = js_AckAll;
+  cc.AckWait = ack_wait_ns;
+  cc.FilterSubject = "kvlearn.events.>";
+  jsConsumerInfo* ci = nullptr;
+  ASSERT_EQ(js_AddConsumer(&ci, js, "KVLEARN_EVENTS", &cc, nullptr, nullptr), NATS_OK);
+  jsConsumerInfo_Destroy(ci);
+}
+
 class NatsIngestTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -156,6 +170,12 @@ class NatsIngestTest : public ::testing::Test {
     ASSERT_GT(batches_.size(), 200u);
   }
   TempDir store_, reference_dir_, dir_;
+  // A sidecar on `dir` that consumes the stream up to `last`, then stops.
+  void ConsumeAll(const std::string& dir, uint64_t last) {
+    auto first = StartServer(NatsOptions(dir, *nats_));
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(WaitUntil([&] { return first->nats_ingest()->logged_sequence() >= last; }));
+  }
   std::unique_ptr<NatsServerProcess> nats_;
   std::vector<Published> batches_;
 };
@@ -211,15 +231,7 @@ TEST_F(NatsIngestTest, AGapInTheDeliveryIsReadStraightFromTheStream) {
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
   // The sidecar's durable consumer, made here, with 10 messages taken by
   // someone who vanished: pending, redelivered only after the ack wait.
-  jsConsumerConfig cc;
-  jsConsumerConfig_Init(&cc);
-  cc.Durable = "kvlearn-serve";
-  cc.AckPolicy = js_AckAll;
-  cc.AckWait = int64_t{600} * 1'000'000'000;  // beyond the test
-  cc.FilterSubject = "kvlearn.events.>";
-  jsConsumerInfo* ci = nullptr;
-  ASSERT_EQ(js_AddConsumer(&ci, publisher->js(), "KVLEARN_EVENTS", &cc, nullptr, nullptr), NATS_OK);
-  jsConsumerInfo_Destroy(ci);
+  MakeConsumer(publisher->js(), int64_t{600} * 1'000'000'000);  // beyond the test
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = "KVLEARN_EVENTS";
@@ -257,21 +269,10 @@ TEST_F(NatsIngestTest, MessagesDeliveredAgainAreNotAppliedTwice) {
   auto publisher = Publisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
-  {
-    auto first = StartServer(NatsOptions(dir_.path(), *nats_));
-    ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(WaitUntil([&] { return first->nats_ingest()->logged_sequence() >= last; }));
-  }
+  ConsumeAll(dir_.path(), last);
   ASSERT_EQ(js_DeleteConsumer(publisher->js(), "KVLEARN_EVENTS", "kvlearn-serve", nullptr, nullptr),
             NATS_OK);
-  jsConsumerConfig cc;
-  jsConsumerConfig_Init(&cc);
-  cc.Durable = "kvlearn-serve";
-  cc.AckPolicy = js_AckAll;
-  cc.FilterSubject = "kvlearn.events.>";
-  jsConsumerInfo* ci = nullptr;
-  ASSERT_EQ(js_AddConsumer(&ci, publisher->js(), "KVLEARN_EVENTS", &cc, nullptr, nullptr), NATS_OK);
-  jsConsumerInfo_Destroy(ci);
+  MakeConsumer(publisher->js(), 0);
   auto server = StartServer(NatsOptions(dir_.path(), *nats_));
   ASSERT_NE(server, nullptr);
   const NatsIngest& ingest = *server->nats_ingest();
@@ -293,11 +294,7 @@ TEST_F(NatsIngestTest, AnEmptyDataDirectoryIsRebuiltFromTheStream) {
   auto publisher = Publisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
-  {
-    auto first = StartServer(NatsOptions(dir_.path(), *nats_));
-    ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(WaitUntil([&] { return first->nats_ingest()->logged_sequence() >= last; }));
-  }
+  ConsumeAll(dir_.path(), last);
   TempDir fresh;
   auto server = StartServer(NatsOptions(fresh.path(), *nats_));
   ASSERT_NE(server, nullptr);
