@@ -34,6 +34,7 @@ Command AddServeCommand(CLI::App& root);
 Command AddLoadgenCommand(CLI::App& root);
 Command AddExportLogCommand(CLI::App& root);
 Command AddCtlCommand(CLI::App& root);
-Command AddModelCommand(CLI::App& root);  // cli/model_command.cc
+Command AddModelCommand(CLI::App& root);   // cli/model_command.cc
+Command AddBridgeCommand(CLI::App& root);  // cli/bridge_command.cc
 
 }  // namespace kvlearn

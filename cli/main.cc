@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       kvlearn::AddGenCommand(app),       kvlearn::AddTrainForwarder(app),
       kvlearn::AddServeCommand(app),     kvlearn::AddLoadgenCommand(app),
       kvlearn::AddExportLogCommand(app), kvlearn::AddCtlCommand(app),
-      kvlearn::AddModelCommand(app),
+      kvlearn::AddModelCommand(app),     kvlearn::AddBridgeCommand(app),
   };
   if (const std::string m = kvlearn::UnknownSubcommandMessage(app, argc, argv); !m.empty()) {
     std::fprintf(stderr, "%s\n", m.c_str());

@@ -321,6 +321,20 @@ Command AddServeCommand(CLI::App& root) {
                   "sequence numbers, are asked for there");
   cmd->add_option("--engine-topic", o.engine_topic,
                   "ZMQ topic prefix to subscribe to (default: every topic)");
+  cmd->add_option("--nats", o.nats_url,
+                  "also consume block events from NATS JetStream at nats://HOST:PORT: one "
+                  "kvlearn.v1.EventBatch per message on subject PREFIX.NODE, through a durable "
+                  "pull consumer, each message acknowledged once logged (docs/scale_out.md). "
+                  "Without it nothing of NATS is used");
+  cmd->add_option("--nats-stream", o.nats_stream,
+                  "the JetStream stream; created (file storage, subjects PREFIX.>) if missing")
+      ->capture_default_str();
+  cmd->add_option("--nats-subject-prefix", o.nats_subject_prefix,
+                  "subjects are PREFIX.NODE; a message's events must all be NODE's")
+      ->capture_default_str();
+  cmd->add_option("--nats-durable", o.nats_durable,
+                  "the durable consumer's name (one per sidecar reading the stream)")
+      ->capture_default_str();
   return {cmd, [f] { return RunServe(*f); }};
 }
 

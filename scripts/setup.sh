@@ -28,6 +28,7 @@ packages=(
   zlib1g-dev  # CRC-32 of model file records (models/torch_archive.cc)
   libgtest-dev libgmock-dev libbenchmark-dev
   cppzmq-dev libzmq3-dev libmsgpack-cxx-dev  # engine KV events (engine/)
+  libnats-dev nats-server  # scale-out over NATS JetStream (serve --nats, bridge; their tests)
   openssl  # the sidecar's TLS tests make their certificates with it
   python3-matplotlib
   python3-grpcio python3-protobuf  # the Python retention client (clients/python)

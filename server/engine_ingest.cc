@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/arena.h"
 #include "server/event_log.h"
+#include "server/framed_record.h"
 #include "server/node_pools.h"
 #include "server/sidecar_metrics.h"
 
@@ -34,15 +35,6 @@ void Clear(const std::function<v1::Event*()>& new_event, const std::string& node
 // Applied batches kept to decode into again.
 constexpr size_t kMaxSpare = 64;
 
-// Protobuf's varint, for the log's record framing.
-void PutVarint(std::string& out, uint64_t n) {
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
-}
-
 }  // namespace
 
 // One log write's worth of work: the kvlearn events of the batches taken
@@ -55,12 +47,7 @@ class EngineIngest::Group {
   v1::Event* NewEvent() { return google::protobuf::Arena::CreateMessage<v1::Event>(&arena_); }
   // Frames an applied event into the entry.
   void Accept(const v1::Event& e) {
-    const size_t size = e.ByteSizeLong();
-    records_.push_back('\x0a');
-    PutVarint(records_, size);
-    const size_t at = records_.size();
-    records_.resize(at + size);
-    e.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(records_.data() + at));
+    AppendFramedRecord(records_, e);
     ++accepted_;
   }
   // Notes that `node`'s batch `sequence` is in the group (batches come in

@@ -552,6 +552,21 @@ absl::StatusOr<uint64_t> EventLog::AppendFramed(std::string_view records, uint64
   return PutLocked(lock, records, count, sequences);
 }
 
+absl::Status EventLog::RecordEngineSequences(std::span<const EngineSequence> sequences) {
+  if (sequences.empty()) return absl::OkStatus();
+  if (engine_sequences() == nullptr) {
+    return absl::FailedPreconditionError("event log: opened read-only");
+  }
+  rocksdb::WriteBatch batch;
+  for (const EngineSequence& e : sequences) {
+    batch.Put(engine_sequences(), e.node, EventLogKey(e.sequence));
+  }
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync;
+  std::unique_lock<std::mutex> lock(mu_);
+  return FromRocks(Write(w, &batch), "record engine sequences");
+}
+
 absl::StatusOr<uint64_t> EventLog::LoggedEngineSequence(std::string_view node) const {
   const std::string key(node);
   const auto missing = [&key] {

@@ -26,7 +26,9 @@
 // events are in the log (value = 8 bytes big-endian). AppendFramed writes
 // them in the same RocksDB write (one WAL record) as those events, so after a
 // restart each engine's stream resumes right after what was logged
-// (server/engine_ingest.h). Readers of events, decisions and snapshots never
+// (server/engine_ingest.h). `serve --nats` keeps its stream's last consumed
+// sequence there too, under a key with a space, which no node id has
+// (server/nats_ingest.h). Readers of events, decisions and snapshots never
 // iterate it, and trimming leaves it alone.
 //
 // Durability: Append writes its entry through RocksDB's write-ahead log before
@@ -124,6 +126,10 @@ class EventLog {
   };
   absl::StatusOr<uint64_t> AppendFramed(std::string_view records, uint64_t count,
                                         std::span<const EngineSequence> sequences = {});
+  // Writes `sequences` alone (no event), durable as Append is: for a source
+  // whose latest messages were all refused, so that a restart does not ask
+  // for them again.
+  absl::Status RecordEngineSequences(std::span<const EngineSequence> sequences);
   // The last engine sequence AppendFramed logged for `node`. NOT_FOUND when
   // there is none, DATA_LOSS when its record is damaged.
   absl::StatusOr<uint64_t> LoggedEngineSequence(std::string_view node) const;

@@ -26,6 +26,7 @@
 #include "server/log_replay.h"
 #include "server/metrics_http_server.h"
 #include "server/model_loader.h"
+#include "server/nats_ingest.h"
 #include "server/node_pools.h"
 #include "server/peer_stream_slots.h"
 #include "server/pools_snapshot.h"
@@ -389,6 +390,23 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     s->engine_subscriber_ = *std::move(subscriber);
   }
 
+  if (!o.nats_url.empty()) {
+    NatsIngestOptions nats;
+    nats.connection.url = o.nats_url;
+    nats.connection.name = "kvlearn serve";
+    nats.stream = o.nats_stream;
+    nats.subject_prefix = o.nats_subject_prefix;
+    nats.durable = o.nats_durable;
+    nats.max_events_per_batch = o.max_events_per_batch;
+    auto ingest = NatsIngest::Start(std::move(nats), s->pools_.get(), s->log_.get(),
+                                    s->metrics_.get(), &s->notes_);
+    if (!ingest.ok()) {
+      s->Shutdown();
+      return ingest.status();
+    }
+    s->nats_ingest_ = *std::move(ingest);
+  }
+
   if (!o.metrics_listen.empty()) {
     std::string host;
     int port = 0;
@@ -420,7 +438,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       return self->metrics_->Render(g) + self->counters_->Render() + self->peer_streams_->Render() +
              self->access_->Render() +
              RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines +
-             self->pools_->costs().Render();
+             self->pools_->costs().Render() +
+             (self->nats_ingest_ ? self->nats_ingest_->Render() : "");
     });
     if (!started.ok()) {
       s->Shutdown();
@@ -543,6 +562,7 @@ void SidecarServer::Shutdown() {
   // polls every 100 ms).
   if (engine_subscriber_) engine_subscriber_->Stop();
   if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
+  if (nats_ingest_) nats_ingest_->Stop();      // the same, and acknowledges it
   if (metrics_http_) metrics_http_->Stop();
   if (server_) {
     // Without a deadline gRPC waits for every call to end on its own, and an

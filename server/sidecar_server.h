@@ -8,7 +8,9 @@
 // (server/log_replay.h); the port opens after that. Each engine of
 // engine_events is then followed from the sequence after the last one logged
 // (server/engine_ingest.h); a damaged record of it is a startup_notes() line,
-// and that engine is followed from 0.
+// and that engine is followed from 0. With nats_url, block events are also
+// consumed from a JetStream stream (server/nats_ingest.h); without it
+// nothing of NATS is touched.
 //
 // A listen address that is not loopback (server/loopback_address.h) needs
 // callers to authenticate: auth_tokens_file and/or tls_client_ca
@@ -52,6 +54,7 @@ class LearnedModel;
 class EngineSubscriber;
 class EventLog;
 class MetricsHttpServer;
+class NatsIngest;
 class NodePools;
 class PeerStreamSlots;
 class RetentionService;
@@ -132,6 +135,12 @@ struct SidecarOptions {
   std::string engine_events;
   std::string engine_replay;
   std::string engine_topic;  // ZMQ subscription prefix; empty: every topic
+  // NATS JetStream block events (server/nats_ingest.h): empty nats_url means
+  // none, and nothing of NATS is touched.
+  std::string nats_url;
+  std::string nats_stream = "KVLEARN_EVENTS";
+  std::string nats_subject_prefix = "kvlearn.events";
+  std::string nats_durable = "kvlearn-serve";
   // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
   // anyone who reaches the port, without credentials). Off unless asked.
   bool reflection = false;
@@ -190,6 +199,8 @@ class SidecarServer {
   // kvlearn events from engine streams applied and logged, and refused.
   uint64_t engine_events_applied() const;
   uint64_t engine_events_rejected() const;
+  // The NATS ingest when --nats was given, else nullptr.
+  const NatsIngest* nats_ingest() const { return nats_ingest_.get(); }
 
   // Stops accepting calls, lets the ones in flight finish for
   // shutdown_grace_seconds, then cancels the rest (idle streams included),
@@ -219,6 +230,7 @@ class SidecarServer {
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;
+  std::unique_ptr<NatsIngest> nats_ingest_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;

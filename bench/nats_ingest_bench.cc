@@ -1,0 +1,173 @@
+// How many events per second one `kvlearn serve --nats` takes from a
+// JetStream stream (docs/scale_out.md, "Throughput"): fetch, parse, apply,
+// one RocksDB write per group (WAL, no fsync) and the acknowledgement.
+//
+//   build/bench/nats_ingest_bench [--messages 4000] [--nodes 8]
+//
+// Starts a nats-server (JetStream, file storage) on a free port in a
+// temporary directory, publishes --messages EventBatch messages of 256 events
+// each (ingest_bench's mix: per request a 4-block arrival, a store and a
+// removal of its root, the rest transfer-finished events) round-robin over
+// --nodes subjects, then starts an in-process sidecar on the stream and
+// times it from its start until the last message is logged and
+// acknowledged. Prints the publish rate (one synchronous publish at a time,
+// each waiting for its acknowledgement: the bridge's way) and the consume
+// rate in messages and events per second (applied or refused by the pools),
+// per round. Three rounds, each on a fresh nats-server, stream and data
+// directory; then the best and the median consume rate.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kvlearn/v1/retention.pb.h"
+#include "server/jetstream_connection.h"
+#include "server/nats_ingest.h"
+#include "server/sidecar_server.h"
+#include "tests/server/nats_server_process.h"
+#include "tests/server/sidecar_fixture.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr int kBatch = 256;
+
+v1::EventBatch MakeBatch(const std::string& node, uint64_t& next_chain) {
+  v1::EventBatch batch;
+  while (batch.events_size() + 3 <= kBatch) {
+    const uint64_t c = next_chain++;
+    const uint64_t base = (c % 16384) * 4;
+    v1::Event* a = batch.add_events();
+    a->set_node_id(node);
+    a->set_timestamp_us(static_cast<int64_t>(c));
+    for (uint64_t i = 0; i < 4; ++i) a->mutable_request_arrival()->add_block_ids(base + i);
+    v1::Event* s = batch.add_events();
+    s->set_node_id(node);
+    s->set_timestamp_us(static_cast<int64_t>(c));
+    auto* st = s->mutable_block_stored();
+    st->set_block_id(base);
+    st->set_tokens(512);
+    st->set_bytes(512 * 131072);
+    v1::Event* r = batch.add_events();
+    r->set_node_id(node);
+    r->set_timestamp_us(static_cast<int64_t>(c));
+    r->mutable_block_removed()->set_block_id(base);
+  }
+  while (batch.events_size() < kBatch) {
+    v1::Event* t = batch.add_events();
+    t->set_node_id(node);
+    auto* tf = t->mutable_transfer_finished();
+    tf->set_src("p1");
+    tf->set_dst("pool");
+    tf->set_bytes(65536);
+    tf->set_microseconds(3);
+  }
+  return batch;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+struct Round {
+  double publish_per_s = 0;
+  double messages_per_s = 0;
+  double events_per_s = 0;
+};
+
+bool RunRound(int messages, int nodes, Round* out) {
+  TempDir store, data;
+  NatsServerProcess nats(store.path());
+  if (!nats.Found()) {
+    std::fprintf(stderr, "%s\n", NatsServerProcess::kSkipMessage);
+    return false;
+  }
+  if (!nats.Start()) {
+    std::fprintf(stderr, "nats-server did not start\n");
+    return false;
+  }
+  auto publisher = JetStreamConnection::Connect({.url = nats.url(), .name = "bench"});
+  if (!publisher.ok() || !(*publisher)->EnsureStream("KVLEARN_EVENTS", "kvlearn.events").ok()) {
+    std::fprintf(stderr, "cannot reach nats-server\n");
+    return false;
+  }
+  std::vector<std::string> payloads;
+  std::vector<std::string> subjects;
+  uint64_t chain = 0;
+  for (int m = 0; m < messages; ++m) {
+    const std::string node = "node-" + std::to_string(m % nodes);
+    subjects.push_back("kvlearn.events." + node);
+    payloads.push_back(MakeBatch(node, chain).SerializeAsString());
+  }
+  const auto published_at = std::chrono::steady_clock::now();
+  uint64_t last = 0;
+  for (int m = 0; m < messages; ++m) {
+    auto sequence = (*publisher)->Publish(subjects[m], payloads[m]);
+    if (!sequence.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(sequence.status().message()).c_str());
+      return false;
+    }
+    last = *sequence;
+  }
+  out->publish_per_s = messages / Seconds(published_at);
+
+  SidecarOptions o;
+  o.listen = "127.0.0.1:0";
+  o.metrics_listen = "";
+  o.data_dir = data.path();
+  o.policy = "lru";
+  o.nats_url = nats.url();
+  const auto started_at = std::chrono::steady_clock::now();
+  auto server = SidecarServer::Start(o);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
+    return false;
+  }
+  const NatsIngest& ingest = *(*server)->nats_ingest();
+  if (!WaitUntil([&] { return ingest.logged_sequence() >= last; })) {
+    std::fprintf(stderr, "the sidecar did not consume the stream\n");
+    return false;
+  }
+  const double seconds = Seconds(started_at);
+  out->messages_per_s = ingest.messages_consumed() / seconds;
+  out->events_per_s = (ingest.events_applied() + ingest.events_rejected()) / seconds;
+  return true;
+}
+
+}  // namespace
+}  // namespace kvlearn
+
+int main(int argc, char** argv) {
+  int messages = 4000, nodes = 8;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--messages") {
+      messages = std::atoi(argv[i + 1]);
+    } else if (flag == "--nodes") {
+      nodes = std::atoi(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "usage: nats_ingest_bench [--messages N] [--nodes N]\n");
+      return 2;
+    }
+  }
+  if (messages < 1 || nodes < 1) {
+    std::fprintf(stderr, "--messages and --nodes must be at least 1\n");
+    return 2;
+  }
+  std::printf("%d messages of %d events over %d nodes\n", messages, kvlearn::kBatch, nodes);
+  std::vector<kvlearn::Round> rounds(3);
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    kvlearn::Round& r = rounds[i];
+    if (!kvlearn::RunRound(messages, nodes, &r)) return 1;
+    std::printf(
+        "round %zu: published %.0f messages/s; consumed %.0f messages/s = %.3f M events/s\n", i + 1,
+        r.publish_per_s, r.messages_per_s, r.events_per_s / 1e6);
+  }
+  std::sort(rounds.begin(), rounds.end(),
+            [](const auto& a, const auto& b) { return a.events_per_s > b.events_per_s; });
+  std::printf("consume: best %.3f M events/s, median %.3f M events/s\n",
+              rounds[0].events_per_s / 1e6, rounds[1].events_per_s / 1e6);
+  return 0;
+}
