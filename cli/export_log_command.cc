@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@ struct ExportFlags {
   std::string data_dir;
   std::string out;
   std::string node;  // empty: every node
+  bool list_nodes = false;
   uint32_t block_size = 512;
   bool quiet = false;
 };
@@ -32,7 +34,28 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// --list-nodes: each node with request arrivals and how many, one a line, so
+// a script can export the nodes one by one (`--node`) without knowing them.
+int ListNodes(const ExportFlags& f) {
+  auto log = EventLog::OpenReadOnly(f.data_dir);
+  if (!log.ok()) return Fail(log.status());
+  std::map<std::string, uint64_t> arrivals;
+  v1::Event e;
+  auto scanned = (*log)->ForEach([&](uint64_t seq, std::string_view value) -> absl::Status {
+    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return absl::DataLossError(absl::StrCat("event ", seq, " does not parse"));
+    }
+    if (e.has_request_arrival()) ++arrivals[e.node_id()];
+    return absl::OkStatus();
+  });
+  if (!scanned.ok()) return Fail(scanned);
+  for (const auto& [node, n] : arrivals) std::cout << node << "\t" << n << "\n";
+  return 0;
+}
+
 int RunExport(const ExportFlags& f) {
+  if (f.list_nodes) return ListNodes(f);
+  if (f.out.empty()) return Fail(absl::InvalidArgumentError("--out is required (or --list-nodes)"));
   auto log = EventLog::OpenReadOnly(f.data_dir);
   if (!log.ok()) return Fail(log.status());
   struct Row {
@@ -134,8 +157,13 @@ Command AddExportLogCommand(CLI::App& root) {
       "Write the request arrivals in a sidecar event log as a Mooncake JSONL trace (readable by "
       "compare and train). Works while the server runs.");
   cmd->add_option("--data-dir", f->data_dir, "the server's --data-dir")->required();
-  cmd->add_option("--out", f->out, "trace file to write")->required();
+  cmd->add_option("--out", f->out, "trace file to write (required unless --list-nodes)");
   cmd->add_option("--node", f->node, "only this node's requests");
+  cmd->add_flag("--list-nodes", f->list_nodes,
+                "write nothing; print each node with request arrivals and their count (node id, "
+                "a tab, the count), one a line, sorted by id")
+      ->excludes("--out")
+      ->excludes("--node");
   cmd->add_option("--block-size", f->block_size, "tokens per block of the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
