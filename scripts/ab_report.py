@@ -43,6 +43,7 @@ import html
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -194,7 +195,10 @@ def replay(kvlearn, lines, policies, tmp, args):
         cmd = [kvlearn, "compare", "--trace", trace, "--policies", ",".join(names), "--pool-bytes",
                str(args.pool_bytes), "--format", "json", "--quiet"]
         cmd += ["--model", model] if model else []
-        cmd += shlex.split(args.compare_args)
+        extra = shlex.split(args.compare_args)
+        # Cost s does not depend on the prefill instances; one spares auto's
+        # extra lru replay (only TTFT and utilization, unused here, change).
+        cmd += extra if "--prefill-nodes" in extra else extra + ["--prefill-nodes", "1"]
         report = json.loads(run(cmd))
         for r in report["results"]:
             out[(r["policy"], model)] = values(report, r)
@@ -217,7 +221,7 @@ def from_data_dir(args):
         stamps = [json.loads(line)["timestamp"] for t in traces.values() for line in t]
         start, span = min(stamps), max(max(stamps) - min(stamps), 1)
         width = span / args.windows
-        data = Data("nodes", nodes, [f"{(start + k * width) / 1000:.0f}" for k in range(args.windows)])
+        data = Data("nodes", nodes, [f"{k * width / 1000:.0f}" for k in range(args.windows)])
         for i, node in enumerate(nodes):
             arm = arms[arm_of(arms, node)]
             labelled = [(arm["name"], "arm", arm)] + [(s["name"], "shadow", s) for s in shadows]
@@ -310,17 +314,19 @@ def pick(data, wanted, prefix, flag):
     sys.exit(f"ab_report.py: no {prefix} row (rows: {', '.join(data.rows)}); name one with {flag}")
 
 
-def verdict(learned, baseline, saving, n, unit_word):
-    point, low, high = (-x for x in saving)  # a saving is minus the difference
-    low, high = high, low
+def verdict(learned, baseline, difference, n, unit_word):
+    """The report's first line from [point, low, high] of learned - baseline
+    in cost s per request: a saving is minus the difference."""
+    point, high, low = (-x for x in difference)
     if low > 0:
         return (f"{learned} saves {point:.4g} (95% CI [{low:.4g}, {high:.4g}]) cost s per request "
                 f"against {baseline} over {n} {unit_word}")
     if high < 0:
         return (f"{learned} costs {-point:.4g} (95% CI [{-high:.4g}, {-low:.4g}]) cost s per request "
                 f"more than {baseline} over {n} {unit_word}")
-    return (f"no significant difference: {learned} against {baseline}, {point:.4g} cost s per "
-            f"request saved (95% CI [{low:.4g}, {high:.4g}] contains 0) over {n} {unit_word}")
+    return (f"no significant difference between {learned} and {baseline}: {learned} - {baseline} "
+            f"= {-point:+.4g} cost s per request (95% CI [{-high:+.4g}, {-low:+.4g}] contains 0) "
+            f"over {n} {unit_word}")
 
 
 # ------------------------------------------------------------------ output
@@ -350,7 +356,8 @@ def finish(ax, data, ylabel, fig, path, dpi):
     step = max(1, len(data.windows) // 8)
     ax.set_xticks(range(0, len(data.windows), step))
     ax.set_xticklabels(data.windows[::step], fontsize=7, rotation=20)
-    ax.set_xlabel("window start, s" if data.unit_word == "nodes" else "file")
+    ax.set_xlabel("window start, s after the log's first request" if data.unit_word == "nodes"
+                  else "file")
     ax.set_ylabel(ylabel, fontsize=8)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
@@ -395,7 +402,9 @@ def main():
     p.add_argument("compare_json", nargs="*", help="kvlearn compare --format json files, one a unit")
     p.add_argument("--data-dir", help="a kvlearn serve --experiment data dir (instead of files)")
     p.add_argument("--experiment", help="the experiment file the sidecar ran (with --data-dir)")
-    p.add_argument("--kvlearn", default="build/cli/kvlearn", help="the kvlearn binary")
+    p.add_argument("--kvlearn", default=shutil.which("kvlearn") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "build", "cli", "kvlearn"),
+        help="the kvlearn binary (default: kvlearn on PATH, else this checkout's build/cli/kvlearn)")
     p.add_argument("--pool-bytes", type=int, help="each node's pool, bytes (with --data-dir)")
     p.add_argument("--windows", type=int, default=8, help="time windows of the over-time plots "
                    "(with --data-dir; each file is one otherwise)")
