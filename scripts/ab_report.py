@@ -398,7 +398,9 @@ text-align:right}}table{{border-collapse:collapse}}tr:nth-child(even){{backgroun
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                epilog=__doc__.split("\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("compare_json", nargs="*", help="kvlearn compare --format json files, one a unit")
     p.add_argument("--data-dir", help="a kvlearn serve --experiment data dir (instead of files)")
     p.add_argument("--experiment", help="the experiment file the sidecar ran (with --data-dir)")
