@@ -69,11 +69,12 @@ step "export-log and train a model on the logged requests"
 
 step "evaluate: the model against lru on the logged requests"
 "$kvlearn" compare --trace "$work/logged.jsonl" --model "$work/model.pt" --policies lru,learned \
-  --pool-bytes "$pool" --format json --quiet > "$work/evaluate.json"
+  --pool-bytes "$pool" --format json --quiet > "$work/evaluate.json" 2> "$work/evaluate.log"
 verdict=$(/usr/bin/python3 -c '
 import json, sys
 rows = {r["policy"]: r["cost_seconds"] for r in json.load(open(sys.argv[1]))["results"]}
-print("promote" if rows["learned"] < rows["lru"] else "keep", rows["learned"], rows["lru"])
+print("promote" if rows["learned"] < rows["lru"] else "keep",
+      "%.1f" % rows["learned"], "%.1f" % rows["lru"])
 ' "$work/evaluate.json")
 read -r decision learned_cost lru_cost <<< "$verdict"
 echo "  learned with the model: $learned_cost cost s, lru: $lru_cost cost s"
