@@ -2,13 +2,17 @@
 // trace (one line per request-arrival event) for `kvlearn train` / `compare`,
 // through the reader `kvlearn train --data-dir` uses (cli/logged_trace.h).
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
 #include "datasets/mooncake_reader.h"
+#include "kvlearn/v1/retention.pb.h"
+#include "server/event_log.h"
 
 namespace kvlearn {
 namespace {
@@ -17,6 +21,7 @@ struct ExportFlags {
   std::string data_dir;
   std::string out;
   LoggedTraceOptions read;  // --node, --block-size, --since, --until
+  bool list_nodes = false;
   bool quiet = false;
 };
 
@@ -25,7 +30,28 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// --list-nodes: each node with request arrivals and how many, one a line, so
+// a script can export the nodes one by one (`--node`) without knowing them.
+int ListNodes(const ExportFlags& f) {
+  auto log = EventLog::OpenReadOnly(f.data_dir);
+  if (!log.ok()) return Fail(log.status());
+  std::map<std::string, uint64_t> arrivals;
+  v1::Event e;
+  auto scanned = (*log)->ForEach([&](uint64_t seq, std::string_view value) -> absl::Status {
+    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return absl::DataLossError(absl::StrCat("event ", seq, " does not parse"));
+    }
+    if (e.has_request_arrival()) ++arrivals[e.node_id()];
+    return absl::OkStatus();
+  });
+  if (!scanned.ok()) return Fail(scanned);
+  for (const auto& [node, n] : arrivals) std::cout << node << "\t" << n << "\n";
+  return 0;
+}
+
 int RunExport(const ExportFlags& f) {
+  if (f.list_nodes) return ListNodes(f);
+  if (f.out.empty()) return Fail(absl::InvalidArgumentError("--out is required (or --list-nodes)"));
   auto logged = ReadLoggedTraceIn(f.data_dir, f.read, "export-log", f.quiet);
   if (!logged.ok()) return Fail(logged.status());
   Trace& trace = logged->trace;
@@ -54,8 +80,13 @@ Command AddExportLogCommand(CLI::App& root) {
       "Write the request arrivals in a sidecar event log as a Mooncake JSONL trace (readable by "
       "compare and train). Works while the server runs.");
   cmd->add_option("--data-dir", f->data_dir, "the server's --data-dir")->required();
-  cmd->add_option("--out", f->out, "trace file to write")->required();
+  cmd->add_option("--out", f->out, "trace file to write (required unless --list-nodes)");
   cmd->add_option("--node", f->read.node, "only this node's requests");
+  cmd->add_flag("--list-nodes", f->list_nodes,
+                "write nothing; print each node with request arrivals and their count (node id, "
+                "a tab, the count), one a line, sorted by id")
+      ->excludes("--out")
+      ->excludes("--node");
   cmd->add_option("--block-size", f->read.block_size, "tokens per block of the trace")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));

@@ -144,6 +144,11 @@ class ErrorsTest(unittest.TestCase):
         nobody = run([KVLEARN, "export-log", "--data-dir", two, "--out", out, "--node", "x"])
         self.assert_refused(nobody, "no request arrivals of node x",
                             "nodes with arrivals: loadgen-0, loadgen-1")
+        listed = run([KVLEARN, "export-log", "--data-dir", two, "--list-nodes"])
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertEqual(listed.stdout, "loadgen-0\t100\nloadgen-1\t100\n")
+        neither = run([KVLEARN, "export-log", "--data-dir", two])
+        self.assert_refused(neither, "--out is required (or --list-nodes)")
 
     def test_export_log_of_engine_events_only_says_why(self):
         with socket.socket() as s:

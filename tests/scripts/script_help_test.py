@@ -10,7 +10,7 @@ import tempfile
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPTS = ["run.sh", "test.sh", "build.sh", "ci_stages.sh", "fuzz.sh", "setup.sh"]
+SCRIPTS = ["run.sh", "test.sh", "build.sh", "ci_stages.sh", "fuzz.sh", "setup.sh", "demo_ab.sh"]
 
 
 def run_script(script, arg, env=None):
