@@ -30,6 +30,11 @@
 // stake (learned_refusal_ledger.h); else the block goes in. When the pool
 // is full the displaced leaf must also have been used strictly earlier
 // (never churn blocks of the same instant). AdmissionScore is G_i.
+// P_i(E) is the model's claim as the traffic bears it out
+// (learned_reuse_calibration.h): claims about missed blocks are settled by
+// whether the block came back, and a bin of claims the traffic refutes is
+// scaled down, so a model trained on other traffic proposes the refusals
+// its own level of claims hid.
 // The thresholds are the cost model's break-even and a price the pool
 // measures, not constants fitted to a trace.
 //
@@ -92,6 +97,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -106,6 +112,7 @@
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_recent_requests.h"
 #include "policies/learned_refusal_ledger.h"
+#include "policies/learned_reuse_calibration.h"
 #include "policies/learned_reuse_curve.h"
 #include "policies/learned_served_share.h"
 #include "policies/learned_shadow_pool.h"
@@ -139,6 +146,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     CountShadowHits(chain);
     if (arc_) arc_->arc.OnRequest(chain, access);
     CountReturns(chain, access);
+    SettlePredictions(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
     guard_.OnAccess(chain, access.time_ms);
@@ -330,6 +338,9 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     curves_.assign(scored_.size() * model_->num_outputs(), 0.0f);
     value_horizon_s_ = Horizon();
     shadow_advantage_ = 0;  // a new model earns its evictions afresh
+    // A new model's claims are measured afresh.
+    calibration_ = LearnedReuseCalibration();
+    std::fill(predicted_p_.begin(), predicted_p_.end(), std::numeric_limits<float>::quiet_NaN());
     served_ = LearnedServedShare(model_->metadata().horizons_seconds);
     return absl::OkStatus();
   }
@@ -337,14 +348,14 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   // ---- state (core/policy_state.h) ----
   // The recency keys, the access history, the guard, the recency shadow and
   // its advantage, the ARC expert (its lead, ARC and its shadow; a tier has
-  // none), the refusal ledger,
-  // the served shares, the latest requests' chains and whether their bets
-  // are entered, V's window, the last choices, E, the clock, the price of space
+  // none), the refusal ledger, the calibration of the model's claims, the
+  // served shares, the latest requests' chains and whether their bets are
+  // entered, V's window, the last choices, E, the clock, the price of space
   // (its two decayed sums and the last admission), and per block known
   // (kept by a compaction): whether it was scored, its curve, G, the cached
-  // V and when it was evicted. The model is not state: the restarted pool gets it from its
-  // environment; if that one's curves are of another length, blocks are
-  // unscored as after SwapModel.
+  // V, when it was evicted and its open prediction. The model is not state:
+  // the restarted pool gets it from its environment; if that one's curves
+  // are of another length, blocks are unscored as after SwapModel.
   absl::Status SaveState(std::span<const BlockIndex> renumber,
                          PolicyStateWriter& out) const override {
     SaveOrder(renumber, out);
@@ -358,6 +369,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       arc_->shadow.Save(renumber, out);
     }
     refusals_.Save(renumber, out);
+    calibration_.Save(out);
     served_.Save(out);
     recent_.Save(renumber, out);
     out.Double(value_horizon_s_);
@@ -372,8 +384,8 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     out.Varint(k);
     std::vector<BlockIndex> known;
     for (BlockIndex b = 0; b < std::min(scored_.size(), renumber.size()); ++b) {
-      if (renumber[b] != kNoBlock &&
-          (scored_[b] || gain_[b] != 0 || value_ms_[b] != kStale || evicted_ms_[b] != kStale)) {
+      if (renumber[b] != kNoBlock && (scored_[b] || gain_[b] != 0 || value_ms_[b] != kStale ||
+                                      evicted_ms_[b] != kStale || !std::isnan(predicted_p_[b]))) {
         known.push_back(b);
       }
     }
@@ -386,6 +398,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       out.Float(value_[b]);
       out.Signed(value_ms_[b]);
       out.Signed(evicted_ms_[b]);
+      out.Float(predicted_p_[b]);
     }
     return absl::OkStatus();
   }
@@ -404,6 +417,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       if (in.ok()) arc_->shadow.Load(in);
     }
     refusals_.Load(in);
+    calibration_.Load(in);
     served_.Load(in);
     recent_.Load(in);
     value_horizon_s_ = in.Double("learned value horizon");
@@ -416,7 +430,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     last_admit_ms_ = in.Signed("learned last admission");
     const size_t k = model_->num_outputs();
     const auto saved_k = static_cast<size_t>(in.Bounded("learned curve length", 1 << 16));
-    const uint64_t n = in.Count("learned blocks", 1 + 1 + 4 * saved_k + 4 + 4 + 1 + 1);
+    const uint64_t n = in.Count("learned blocks", 1 + 1 + 4 * saved_k + 4 + 4 + 1 + 1 + 4);
     Grow();
     std::vector<float> curve(n > 0 ? saved_k : 0);
     int64_t last = -1;
@@ -429,10 +443,12 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       const float value = in.Float("learned value");
       const int64_t value_ms = in.Signed("learned value time");
       const int64_t evicted_ms = in.Signed("learned eviction time");
+      const float predicted_p = in.Float("learned open prediction");
       if (!in.ok()) break;
       last = b;
       gain_[b] = gain;
       evicted_ms_[b] = evicted_ms;
+      predicted_p_[b] = predicted_p;
       if (saved_k != k) continue;  // another model: unscored, as after SwapModel
       scored_[b] = scored ? 1 : 0;
       std::copy(curve.begin(), curve.end(), curves_.begin() + static_cast<ptrdiff_t>(b * k));
@@ -453,6 +469,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     value_.resize(n, 0);
     value_ms_.resize(n, kStale);
     evicted_ms_.resize(n, kStale);
+    predicted_p_.resize(n, std::numeric_limits<float>::quiet_NaN());
     curves_.resize(n * model_->num_outputs(), 0.0f);
   }
 
@@ -467,7 +484,13 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     model_->Predict(x, curve);
     scored_[b] = 1;
     value_ms_[b] = kStale;
-    const double p = served_.ReuseHere(curve, Horizon());
+    double p = served_.ReuseHere(curve, Horizon());
+    // A missed block's claim is what admission acts on: it is the one measured.
+    if (record && !pool_.IsResident(b)) {
+      predicted_p_[b] = static_cast<float>(p);
+      calibration_.Predicted(p, now_ms_, Horizon() * 1000);
+    }
+    p = calibration_.Adjust(p);
     const BlockMeta& m = catalog_[b];
     gain_[b] =
         static_cast<float>(p * (m.recompute_gpu_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
@@ -487,7 +510,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   // ledger and says whether its class has won enough to place it. A block
   // no kept request named stakes itself alone, in a bet of its own.
   bool BetOnRefusing(BlockIndex b, uint32_t request) {
-    const double p = served_.ReuseHere(Curve(b), Horizon());
+    const double p = calibration_.Adjust(served_.ReuseHere(Curve(b), Horizon()));
     const size_t c = LearnedRefusalLedger::ClassOf(p);
     auto run = recent_.RunFrom(b, catalog_[b].parent, request);
     if (run.blocks.empty()) run.blocks = std::span<const BlockIndex>(&b, 1);
@@ -635,6 +658,23 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     }
   }
 
+  // Settles the open predictions of `chain`'s blocks, made at their previous
+  // use (before the history records this request), as returns: a return a
+  // faster tier served is none here, as for the bets.
+  void SettlePredictions(std::span<const BlockIndex> chain, const AccessInfo& access) {
+    Grow();
+    calibration_.Advance(access.time_ms, Horizon() * 1000);
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const BlockIndex b = chain[i];
+      if (std::isnan(predicted_p_[b])) continue;
+      const BlockHistory& h = history_.Of(b);
+      if (h.kept > 0 && i >= access.served_above) {
+        calibration_.Returned(predicted_p_[b], h.last_ms, access.time_ms);
+      }
+      predicted_p_[b] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+
   // Adds to shadow_advantage_ the savings of the blocks of `chain` that hit
   // in this pool and not in the recency shadow, less the reverse, and to
   // the ARC expert's lead those of its shadow against the recency one: only the
@@ -694,8 +734,10 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   };
   std::unique_ptr<ArcExpert> arc_;
   LearnedRefusalLedger refusals_;
-  LearnedServedShare served_;     // on the model's ladder
-  LearnedRecentRequests recent_;  // their chains, for the runs refusals stake
+  LearnedReuseCalibration calibration_;
+  std::vector<float> predicted_p_;  // per block: p of its open prediction (NaN: none)
+  LearnedServedShare served_;       // on the model's ladder
+  LearnedRecentRequests recent_;    // their chains, for the runs refusals stake
   // E as the latest request began: V's window, fixed while that request's
   // evictions move E, so V, and with it the eviction order, does not depend
   // on the order blocks are scored in.
