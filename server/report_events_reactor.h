@@ -33,7 +33,7 @@
 // of state_ from kReading to kFinished, which OnReadDone also races for, so
 // exactly one of them finishes the call; the alarm's re-arming and OnDone's
 // cancelling are ordered by alarm_mu_. gRPC's own ordering of these calls is
-// marked for ThreadSanitizer (server/tsan_hand_off.h).
+// marked for ThreadSanitizer (core/tsan_hand_off.h).
 #pragma once
 
 #include <grpcpp/alarm.h>
@@ -56,7 +56,7 @@
 #include "server/peer_stream_slots.h"
 #include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
-#include "server/tsan_hand_off.h"
+#include "core/tsan_hand_off.h"
 
 namespace kvlearn {
 
