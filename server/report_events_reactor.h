@@ -49,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "core/tsan_hand_off.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/calls_in_flight.h"
 #include "server/event_log.h"
@@ -56,7 +57,6 @@
 #include "server/peer_stream_slots.h"
 #include "server/serving_counters.h"
 #include "server/sidecar_metrics.h"
-#include "core/tsan_hand_off.h"
 
 namespace kvlearn {
 
