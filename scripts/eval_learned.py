@@ -87,7 +87,7 @@ Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat
        [--kvlearn build/cli/kvlearn]
        [--work build/eval] [--retrain] [--train-arg=--epochs=20 ...]
        [--cost-arg=--model-profile=llama3.3-70b ...]
-       scripts/eval_learned.py --robustness [--seeds judging|tuning] [--modes a,b,c]
+       scripts/eval_learned.py --robustness [--seeds judging|tuning|spent] [--modes a,b,c]
        [--kinds chat,...,sample]
        [--robustness-traces 2] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
 """
@@ -141,10 +141,17 @@ ROBUSTNESS_TUNING_SEEDS = {
     "rag": [301, 302], "coder": [401, 402], "shift": [501, 502],
 }
 # Judging seeds of the robustness grid (--robustness; docs/generalisation.md, "Robustness
-# grid"), written down on 2026-12-07 before any trace was generated from them. Nothing may
-# be tuned on them. --robustness-traces 2 (the default) judges both seeds of each kind, 1
-# the first.
+# grid"), written down on 2026-12-07 at 20:08 UTC before any trace was generated from
+# them. Nothing may be tuned on them. --robustness-traces 2 (the default) judges both seeds
+# of each kind, 1 the first.
 ROBUSTNESS_SEEDS = {
+    "chat": [16101, 16102], "fanout": [16201, 16202], "batch": [16301, 16302],
+    "mixed": [16401, 16402], "rag": [16501, 16502], "coder": [16601, 16602],
+    "shift": [16701, 16702],
+}
+# The grid's first judging seeds, spent after judging three policies (--seeds spent): no
+# longer unseen, so anyone may read them to find why a cell failed; never a judgement again.
+ROBUSTNESS_SPENT_SEEDS = {
     "chat": [15101, 15102], "fanout": [15201, 15202], "batch": [15301, 15302],
     "mixed": [15401, 15402], "rag": [15501, 15502], "coder": [15601, 15602],
     "shift": [15701, 15702],
@@ -312,7 +319,8 @@ def robustness_traces(args):
     for kind in args.kinds:
         if kind == "sample":
             continue
-        seeds = ROBUSTNESS_SEEDS if args.seeds == "judging" else ROBUSTNESS_TUNING_SEEDS
+        seeds = {"judging": ROBUSTNESS_SEEDS, "tuning": ROBUSTNESS_TUNING_SEEDS,
+                 "spent": ROBUSTNESS_SPENT_SEEDS}[args.seeds]
         for seed in seeds[kind][:args.robustness_traces]:
             yield f"{kind}-{seed}", generated(args, kind, seed)
     if "sample" in args.kinds:
@@ -460,9 +468,10 @@ def main():
     parser.add_argument("--modes", default="a,b,c", type=lambda s: s.split(","),
                         help="--robustness: training modes to run, comma-separated: a (same "
                         "trace), b (other traffic), c (no model); default a,b,c")
-    parser.add_argument("--seeds", default="judging", choices=["judging", "tuning"],
-                        help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on) "
-                        "or the tuning ones (ROBUSTNESS_TUNING_SEEDS); default judging")
+    parser.add_argument("--seeds", default="judging", choices=["judging", "tuning", "spent"],
+                        help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on), "
+                        "the tuning ones (ROBUSTNESS_TUNING_SEEDS) or the spent judging ones "
+                        "(ROBUSTNESS_SPENT_SEEDS, to diagnose); default judging")
     parser.add_argument("--robustness-traces", type=int, default=2, choices=[1, 2],
                         help="--robustness: seeds per generated kind (default 2)")
     parser.add_argument("--requests", type=int, default=None, metavar="N",
