@@ -52,7 +52,10 @@
 // in trailing metadata "kvlearn-owner". The client then moves to that
 // address (every later call, Flush included, goes there) and asks the same
 // decision there once, within the same deadline; a second redirect, or none
-// in time, is a fallback answer like any other failure.
+// in time, is a fallback answer like any other failure. A call to a
+// redirected target that fails as unreachable (UNAVAILABLE, DEADLINE_EXCEEDED,
+// ...: the owner may have died) sends the next call to options.target again,
+// which names the new owner.
 //
 // Only proto + gRPC + absl: an engine can link it without the rest of kvlearn.
 //
@@ -218,10 +221,16 @@ class RetentionClient {
   void Authorize(grpc::ClientContext& ctx) const;
   // The stub calls go to now.
   std::shared_ptr<v1::Retention::Stub> Stub() const ABSL_LOCKS_EXCLUDED(target_mu_);
-  // After a failed decision `ctx`: if it was a replica group's redirect,
-  // moves to the owner it names and returns true (ask again there).
+  // After a decision `ctx`: if it was a replica group's redirect, moves to
+  // the owner it names and returns true (ask again there); if the target
+  // did not answer, goes back to options_.target (see above).
   bool FollowRedirect(const grpc::ClientContext& ctx, const grpc::Status& status)
       ABSL_LOCKS_EXCLUDED(target_mu_);
+  // Runs a decision `rpc` on the current stub under `deadline`, and once
+  // more at the owner a redirect names.
+  grpc::Status AskFollowingRedirect(
+      std::chrono::system_clock::time_point deadline,
+      const std::function<grpc::Status(v1::Retention::Stub&, grpc::ClientContext&)>& rpc);
 
   const RetentionClientOptions options_;
   const std::string source_;   // of every batch (see the header comment)

@@ -93,6 +93,9 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   std::unique_ptr<SidecarServer> s(new SidecarServer());
   s->options_ = o;
   if (o.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
+  if (o.replica_group.empty() && (!o.replica_advertise.empty() || !o.replica_name.empty())) {
+    return absl::InvalidArgumentError("--advertise and --replica-name need --replica-group");
+  }
   if (!o.replica_group.empty() && o.nats_url.empty()) {
     return absl::InvalidArgumentError("--replica-group needs --nats (the group lives there)");
   }

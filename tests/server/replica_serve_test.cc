@@ -3,7 +3,8 @@
 //  - three replicas share 50 nodes: each node is answered by exactly one,
 //    the rendezvous owner of the group's view; the other two redirect
 //    (FAILED_PRECONDITION, the owner's address in trailing metadata), and
-//    the C++ client follows the redirect;
+//    the C++ client follows the redirect; when that owner stops, a survivor
+//    rebuilds its nodes from the stream and the client finds it;
 //  - kill -9 of one real `kvlearn serve` replica mid-round: its nodes move to
 //    the others within 10 s (scaled under sanitizers), and for ten rounds
 //    every node's RankEviction answer equals that of a lone sidecar fed the
@@ -30,6 +31,7 @@
 #include "tests/server/restart_compare.h"
 #include "tests/server/serve_process.h"
 #include "tests/server/sidecar_fixture.h"
+#include "tests/server/stream_publisher.h"
 #include "tests/support/sanitizer_slowdown.h"
 
 namespace kvlearn {
@@ -86,14 +88,6 @@ v1::EventBatch Removals(int node, int round, const v1::RankResponse& victims) {
     e->mutable_block_removed()->set_block_id(v.block_id());
   }
   return batch;
-}
-
-std::unique_ptr<JetStreamConnection> Publisher(const NatsServerProcess& nats) {
-  auto c = JetStreamConnection::Connect({.url = nats.url(), .name = "test publisher"});
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->EnsureStream("KVLEARN_EVENTS", kPrefix).ok());
-  return *std::move(c);
 }
 
 void Publish(JetStreamConnection& c, int node, const v1::EventBatch& batch) {
@@ -168,7 +162,7 @@ TEST_F(ReplicaServeTest, EveryNodeIsServedByItsOwnerAndRedirectedElsewhere) {
   for (const auto& r : replicas) {
     ASSERT_TRUE(WaitUntil([&] { return r->replica_ownership()->group()->Members().size() == 3; }));
   }
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   // Two rounds: the second's arrival unpins the first's chain.
   for (int round = 0; round < 2; ++round) {
@@ -234,6 +228,30 @@ TEST_F(ReplicaServeTest, EveryNodeIsServedByItsOwnerAndRedirectedElsewhere) {
   const RetentionClientStats stats = client.Stats();
   EXPECT_EQ(stats.redirects_total, 1u);
   EXPECT_EQ(stats.target, owner.address);
+
+  // The owner stops (SIGTERM's path: it leaves the group at once). A survivor
+  // rebuilds the node from the stream; the client, its call to the gone owner
+  // failed, asks its first target again and is sent to the new owner.
+  const auto owner_it = std::find_if(replicas.begin(), replicas.end(), [&](const auto& r) {
+    return "127.0.0.1:" + std::to_string(r->port()) == owner.address;
+  });
+  owner_it->reset();
+  ASSERT_TRUE(WaitUntil([&] { return !client.RankEviction(kBlockBytes).from_fallback; }));
+  const std::string new_owner = client.Stats().target;
+  EXPECT_NE(new_owner, owner.address);
+  // At least once more: a survivor that had not yet seen the leave may have
+  // sent it to the gone owner meanwhile.
+  EXPECT_GE(client.Stats().redirects_total, 2u);
+  uint64_t rebuilt = 0;
+  for (const auto& r : replicas) {
+    if (r == nullptr) continue;
+    EXPECT_TRUE(WaitUntil([&] { return r->replica_ownership()->group()->Members().size() == 2; }));
+    if ("127.0.0.1:" + std::to_string(r->port()) == new_owner) {
+      rebuilt = r->nats_ingest()->nodes_rebuilt();
+      EXPECT_GT(r->nats_ingest()->messages_replayed(), 0u);
+    }
+  }
+  EXPECT_GT(rebuilt, 0u) << "the new owner of " << node << " rebuilt nothing";
 }
 
 // The address of the live replica answering for `node` (following one
@@ -264,7 +282,7 @@ TEST_F(ReplicaServeTest, KillNineMovesNodesAndDecisionsMatchALoneSidecar) {
   auto reference = StartServer(RestartTestOptions(reference_dir_.path(), "lru"));
   ASSERT_NE(reference, nullptr);
   auto ref_stub = Connect(reference->port());
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   std::vector<std::unique_ptr<ServeProcess>> replicas;
   std::vector<std::string> addresses;
