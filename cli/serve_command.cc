@@ -22,6 +22,7 @@
 #include "cli/flag_checks.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
+#include "server/replica_ownership.h"
 #include "server/sidecar_server.h"
 
 namespace kvlearn {
@@ -101,6 +102,12 @@ int RunServe(ServeFlags& f) {
               << ":" << s.metrics_port() << "/metrics";
   }
   std::cerr << std::endl;
+  if (const ReplicaOwnership* own = s.replica_ownership(); own != nullptr) {
+    const ReplicaGroup& g = *own->group();
+    std::cerr << "kvlearn serve: replica " << g.name() << " of group " << o.replica_group
+              << " (advertised as " << g.address() << "), " << g.Members().size() << " live members"
+              << std::endl;
+  }
   // Machine-readable line for scripts and tests (ports may be chosen by the OS).
   std::cout << "port " << s.port() << " metrics_port " << s.metrics_port() << std::endl;
 

@@ -74,6 +74,7 @@ class ReplicaGroup {
   // generation before has the same view.
   uint64_t generation() const;
   const std::string& name() const { return options_.name; }
+  const std::string& address() const { return options_.address; }
 
   // The rendezvous score of `member` for `node`: FNV-1a 64 of
   // member '\0' node, then the SplitMix64 finalizer.
