@@ -3,8 +3,8 @@
 //  - three replicas share 50 nodes: each node is answered by exactly one,
 //    the rendezvous owner of the group's view; the other two redirect
 //    (FAILED_PRECONDITION, the owner's address in trailing metadata), and
-//    the C++ client follows the redirect; when that owner stops, a survivor
-//    rebuilds its nodes from the stream and the client finds it;
+//    the C++ client follows the redirect; Decide routes each decision; when that owner stops, a
+//    survivor rebuilds its nodes from the stream and the client finds it;
 //  - kill -9 of one real `kvlearn serve` replica mid-round: its nodes move to
 //    the others within 10 s (scaled under sanitizers), and for ten rounds
 //    every node's RankEviction answer equals that of a lone sidecar fed the
@@ -200,6 +200,32 @@ TEST_F(ReplicaServeTest, EveryNodeIsServedByItsOwnerAndRedirectedElsewhere) {
     ++owned[answered];
   }
   for (int i = 0; i < 3; ++i) EXPECT_GT(owned[i], 0) << "replica r" << i << " owns no node";
+  // Decide routes each decision: at r0, one about each node, each answered
+  // or refused naming its owner.
+  {
+    auto stub = Connect(replicas[0]->port());
+    v1::DecideRequest request;
+    for (int n = 0; n < kNodes; ++n) {
+      v1::RankRequest* rank = request.add_decisions()->mutable_rank();
+      rank->set_node_id(NodeName(n));
+      rank->set_bytes_to_free(kBlockBytes);
+    }
+    v1::DecideResponse response;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Decide(&ctx, request, &response).ok());
+    ASSERT_EQ(response.results_size(), kNodes);
+    const std::string r0 = "127.0.0.1:" + std::to_string(replicas[0]->port());
+    for (int n = 0; n < kNodes; ++n) {
+      const ReplicaMember owner = ReplicaGroup::Owner(members, NodeName(n));
+      const v1::DecisionResult& result = response.results(n);
+      if (owner.address == r0) {
+        EXPECT_EQ(result.code(), 0) << result.message();
+      } else {
+        EXPECT_EQ(result.code(), grpc::StatusCode::FAILED_PRECONDITION) << NodeName(n);
+        EXPECT_NE(result.message().find(owner.address), std::string::npos) << result.message();
+      }
+    }
+  }
   // Each replica applied only what it follows: together every message once
   // (nothing moved, so nothing was replayed).
   uint64_t applied_messages = 0;
@@ -252,6 +278,21 @@ TEST_F(ReplicaServeTest, EveryNodeIsServedByItsOwnerAndRedirectedElsewhere) {
     }
   }
   EXPECT_GT(rebuilt, 0u) << "the new owner of " << node << " rebuilt nothing";
+}
+
+// GetStatus's pool of `node` at `address` as text; empty when it does not
+// answer (a replica that just died).
+std::string PoolText(const std::string& address, const std::string& node) {
+  auto stub =
+      v1::Retention::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetStatusResponse status;
+  if (!stub->GetStatus(&ctx, {}, &status).ok()) return "";
+  for (const auto& p : status.pools()) {
+    if (p.node_id() == node) return p.DebugString();
+  }
+  return "no pool";
 }
 
 // The address of the live replica answering for `node` (following one
@@ -325,19 +366,20 @@ TEST_F(ReplicaServeTest, KillNineMovesNodesAndDecisionsMatchALoneSidecar) {
     const std::string entry = addresses[killed >= 0 ? (killed + 1) % 3 : 0];
     for (int n = 0; n < kNodes; ++n) {
       const std::string node = NodeName(n);
-      const std::string owner = ServingAddress(entry, node);
-      ASSERT_FALSE(owner.empty()) << node;
-      // The owner has applied this round once its pool reads as the lone
-      // sidecar's.
+      // Asked at the replica that serves it once that replica's pool reads as
+      // the lone sidecar's (it has applied this round). Asked again if the
+      // node moved meanwhile (the views settle at start and after the kill).
       const std::string expected = PoolOf(*ref_stub, node).DebugString();
-      auto stub =
-          v1::Retention::NewStub(grpc::CreateChannel(owner, grpc::InsecureChannelCredentials()));
-      ASSERT_TRUE(WaitUntil([&] { return PoolOf(*stub, node).DebugString() == expected; }))
-          << node << " round " << round << ": " << PoolOf(*stub, node).DebugString() << " vs "
-          << expected;
+      Asked got;
+      ASSERT_TRUE(WaitUntil([&] {
+        const std::string owner = ServingAddress(entry, node);
+        if (owner.empty()) return false;
+        if (PoolText(owner, node) != expected) return false;
+        got = AskRank(owner, node, 3 * kBlockBytes);
+        return got.status.ok();
+      })) << node
+          << " round " << round << ": " << got.status.error_message();
       const v1::RankResponse want = RankOn(*ref_stub, node, 3 * kBlockBytes);
-      const Asked got = AskRank(owner, node, 3 * kBlockBytes);
-      ASSERT_TRUE(got.status.ok()) << got.status.error_message();
       EXPECT_EQ(Ids(got.response), Ids(want)) << node << " round " << round;
       // Round 0's chain is still pinned (held until the next arrival).
       if (round > 0) EXPECT_EQ(want.victims_size(), 3) << node << " round " << round;
