@@ -22,6 +22,7 @@
 #include "cli/flag_checks.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
+#include "server/replica_ownership.h"
 #include "server/sidecar_server.h"
 
 namespace kvlearn {
@@ -101,6 +102,12 @@ int RunServe(ServeFlags& f) {
               << ":" << s.metrics_port() << "/metrics";
   }
   std::cerr << std::endl;
+  if (const ReplicaOwnership* own = s.replica_ownership(); own != nullptr) {
+    const ReplicaGroup& g = *own->group();
+    std::cerr << "kvlearn serve: replica " << g.name() << " of group " << o.replica_group
+              << " (advertised as " << g.address() << "), " << g.Members().size() << " live members"
+              << std::endl;
+  }
   // Machine-readable line for scripts and tests (ports may be chosen by the OS).
   std::cout << "port " << s.port() << " metrics_port " << s.metrics_port() << std::endl;
 
@@ -334,6 +341,28 @@ Command AddServeCommand(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--nats-durable", o.nats_durable,
                   "the durable consumer's name (one per sidecar reading the stream)")
+      ->capture_default_str();
+  cmd->add_option("--replica-group", o.replica_group,
+                  "serve as one replica of group NAME (needs --nats): membership in the "
+                  "JetStream key-value bucket kvlearn-replicas-NAME, each serving node owned by "
+                  "one live replica (rendezvous hashing); a call about another replica's node "
+                  "is FAILED_PRECONDITION with the owner's address in trailing metadata "
+                  "kvlearn-owner (docs/scale_out.md)");
+  cmd->add_option("--advertise", o.replica_advertise,
+                  "with --replica-group: HOST:PORT other replicas and clients dial to reach "
+                  "this one; HOST alone (or HOST:0) takes the port --listen bound");
+  cmd->add_option("--replica-name", o.replica_name,
+                  "with --replica-group: this replica's name, 1..64 of [A-Za-z0-9_-] "
+                  "(default: the advertised address with other characters made '-'); its "
+                  "durable consumer is --nats-durable-NAME");
+  cmd->add_option("--replica-ttl", o.replica_ttl_seconds,
+                  "with --replica-group: seconds after its last heartbeat a replica that "
+                  "stopped (killed, cut off) leaves the group and its nodes move; the "
+                  "bucket's TTL, set by the replica that creates it")
+      ->capture_default_str();
+  cmd->add_option("--replica-heartbeat", o.replica_heartbeat_seconds,
+                  "with --replica-group: seconds between heartbeats, each also a refresh of "
+                  "the members (below --replica-ttl)")
       ->capture_default_str();
   return {cmd, [f] { return RunServe(*f); }};
 }

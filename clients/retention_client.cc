@@ -106,9 +106,52 @@ RetentionClient::RetentionClient(RetentionClientOptions options)
     if (const char* env = std::getenv("KVLEARN_TOKEN"); env != nullptr) token = env;
   }
   if (!token.empty()) authorization_ = "Bearer " + token;
-  auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
-  channel_ = grpc::CreateChannel(options_.target, creds);
-  stub_ = v1::Retention::NewStub(channel_);
+  credentials_ = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+  target_ = options_.target;
+  stub_ = v1::Retention::NewStub(grpc::CreateChannel(target_, credentials_));
+}
+
+grpc::Status RetentionClient::AskFollowingRedirect(
+    std::chrono::system_clock::time_point deadline,
+    const std::function<grpc::Status(v1::Retention::Stub&, grpc::ClientContext&)>& rpc) {
+  grpc::Status status;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second after a redirect
+    grpc::ClientContext ctx;
+    Authorize(ctx);
+    ctx.set_deadline(deadline);
+    status = rpc(*Stub(), ctx);
+    if (!FollowRedirect(ctx, status)) break;
+  }
+  return status;
+}
+
+std::shared_ptr<v1::Retention::Stub> RetentionClient::Stub() const {
+  absl::MutexLock lock(&target_mu_);
+  return stub_;
+}
+
+bool RetentionClient::FollowRedirect(const grpc::ClientContext& ctx, const grpc::Status& status) {
+  if (!status.ok() && !SidecarAlive(status.error_code())) {
+    // The owner it was sent to may have died: the next call asks the first
+    // target again, which names the new owner.
+    absl::MutexLock lock(&target_mu_);
+    if (target_ != options_.target) {
+      target_ = options_.target;
+      stub_ = v1::Retention::NewStub(grpc::CreateChannel(target_, credentials_));
+    }
+    return false;
+  }
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return false;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  const auto owner = trailers.find("kvlearn-owner");
+  if (owner == trailers.end() || owner->second.empty()) return false;
+  const std::string address(owner->second.data(), owner->second.size());
+  absl::MutexLock lock(&target_mu_);
+  if (address == target_) return false;  // names itself: no loop
+  target_ = address;
+  stub_ = v1::Retention::NewStub(grpc::CreateChannel(target_, credentials_));
+  ++redirects_;
+  return true;
 }
 
 RetentionClient::~RetentionClient() = default;
@@ -311,7 +354,7 @@ bool RetentionClient::FlushUntil(std::chrono::system_clock::time_point deadline,
   Authorize(ctx);
   ctx.set_deadline(deadline);
   v1::ReportSummary summary;
-  auto writer = stub_->ReportEvents(&ctx, &summary);
+  auto writer = Stub()->ReportEvents(&ctx, &summary);
   for (const auto& b : batches) {
     if (!writer->Write(b)) break;
   }
@@ -351,10 +394,10 @@ ClientAdmitResult RetentionClient::Admit(const std::vector<ClientBlock>& candida
   request.set_timestamp_us(now_us);
   for (const ClientBlock& b : candidates) FillCandidate(b, request.add_candidates());
   v1::AdmitResponse response;
-  grpc::ClientContext ctx;
-  Authorize(ctx);
-  ctx.set_deadline(deadline);
-  grpc::Status status = stub_->Admit(&ctx, request, &response);
+  grpc::Status status =
+      AskFollowingRedirect(deadline, [&](v1::Retention::Stub& stub, grpc::ClientContext& ctx) {
+        return stub.Admit(&ctx, request, &response);
+      });
   if (status.ok() && response.decisions_size() != static_cast<int>(candidates.size())) {
     status =
         grpc::Status(grpc::StatusCode::INTERNAL, "Admit: decisions not parallel to candidates");
@@ -390,10 +433,10 @@ ClientRankResult RetentionClient::RankEviction(int64_t bytes_to_free,
   request.set_bytes_to_free(bytes_to_free);
   for (uint64_t id : candidate_ids) request.add_candidate_ids(id);
   v1::RankResponse response;
-  grpc::ClientContext ctx;
-  Authorize(ctx);
-  ctx.set_deadline(deadline);
-  const grpc::Status status = stub_->RankEviction(&ctx, request, &response);
+  const grpc::Status status =
+      AskFollowingRedirect(deadline, [&](v1::Retention::Stub& stub, grpc::ClientContext& ctx) {
+        return stub.RankEviction(&ctx, request, &response);
+      });
   RecordOutcome(status);
   if (!status.ok()) return fall_back();
   for (const auto& v : response.victims()) result.victims.push_back({v.block_id(), v.bytes()});
@@ -408,6 +451,9 @@ RetentionClientStats RetentionClient::Stats() const {
                    std::chrono::steady_clock::now() < breaker_open_until_;
   s.fallback_forgotten_total = fallback_.forgotten();
   s.fallback_blocks = fallback_.size();
+  absl::MutexLock target_lock(&target_mu_);
+  s.redirects_total = redirects_;
+  s.target = target_;
   return s;
 }
 

@@ -47,6 +47,16 @@
 // NOT_FOUND, FAILED_PRECONDITION, and UNAUTHENTICATED / PERMISSION_DENIED for
 // a wrong or missing token) fall back for that call only.
 //
+// Replica groups (docs/scale_out.md): a replica answers a decision about a
+// node another replica owns with FAILED_PRECONDITION and the owner's address
+// in trailing metadata "kvlearn-owner". The client then moves to that
+// address (every later call, Flush included, goes there) and asks the same
+// decision there once, within the same deadline; a second redirect, or none
+// in time, is a fallback answer like any other failure. A call to a
+// redirected target that fails as unreachable (UNAVAILABLE, DEADLINE_EXCEEDED,
+// ...: the owner may have died) sends the next call to options.target again,
+// which names the new owner.
+//
 // Only proto + gRPC + absl: an engine can link it without the rest of kvlearn.
 //
 // Thread-safety: every method may be called from any thread (one mutex guards
@@ -151,7 +161,9 @@ struct RetentionClientStats {
   uint64_t resyncs_total = 0;         // pools resent after dropped events
   uint64_t batches_resent_total = 0;  // held batches sent again (same id, same events)
   uint64_t fallback_forgotten_total = 0;
-  size_t fallback_blocks = 0;  // blocks the local LRU tracks now
+  size_t fallback_blocks = 0;    // blocks the local LRU tracks now
+  uint64_t redirects_total = 0;  // times a replica named another owner and the client moved
+  std::string target;            // where calls go now (options.target until a redirect)
 };
 
 class RetentionClient {
@@ -207,12 +219,27 @@ class RetentionClient {
   size_t BufferedEvents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds the authorization metadata, if there is a token.
   void Authorize(grpc::ClientContext& ctx) const;
+  // The stub calls go to now.
+  std::shared_ptr<v1::Retention::Stub> Stub() const ABSL_LOCKS_EXCLUDED(target_mu_);
+  // After a decision `ctx`: if it was a replica group's redirect, moves to
+  // the owner it names and returns true (ask again there); if the target
+  // did not answer, goes back to options_.target (see above).
+  bool FollowRedirect(const grpc::ClientContext& ctx, const grpc::Status& status)
+      ABSL_LOCKS_EXCLUDED(target_mu_);
+  // Runs a decision `rpc` on the current stub under `deadline`, and once
+  // more at the owner a redirect names.
+  grpc::Status AskFollowingRedirect(
+      std::chrono::system_clock::time_point deadline,
+      const std::function<grpc::Status(v1::Retention::Stub&, grpc::ClientContext&)>& rpc);
 
   const RetentionClientOptions options_;
   const std::string source_;   // of every batch (see the header comment)
   std::string authorization_;  // "Bearer TOKEN"; empty: no token
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Retention::Stub> stub_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  mutable absl::Mutex target_mu_;
+  std::string target_ ABSL_GUARDED_BY(target_mu_);
+  std::shared_ptr<v1::Retention::Stub> stub_ ABSL_GUARDED_BY(target_mu_);
+  uint64_t redirects_ ABSL_GUARDED_BY(target_mu_) = 0;
 
   mutable absl::Mutex mu_;
   v1::EventBatch pending_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@
 #include "server/event_log.h"
 #include "server/framed_record.h"
 #include "server/node_pools.h"
+#include "server/replica_ownership.h"
 #include "server/retried_batches.h"
 #include "server/sidecar_metrics.h"
 
@@ -20,6 +21,9 @@ namespace {
 
 // How long one pull request waits for messages: also how soon Stop is seen.
 constexpr int64_t kFetchWaitMs = 200;
+// How long a rebuild's pull request waits before asking whether the
+// short-lived consumer has anything left.
+constexpr int64_t kRebuildWaitMs = 1000;
 // Between attempts when NATS or the log is unavailable.
 constexpr auto kRetryPause = std::chrono::milliseconds(100);
 
@@ -109,6 +113,9 @@ absl::StatusOr<std::unique_ptr<NatsIngest>> NatsIngest::Start(NatsIngestOptions 
   n->connection_ = *std::move(connected);
   if (auto st = n->connection_->EnsureStream(o.stream, o.subject_prefix); !st.ok()) return st;
   if (auto st = n->Bind(logged, notes); !st.ok()) return st;
+  if (o.ownership != nullptr) {
+    if (auto st = n->LearnNodes(); !st.ok()) return st;
+  }
   n->apply_thread_ = std::thread([p = n.get()] { p->ApplyLoop(); });
   n->fetch_thread_ = std::thread([p = n.get()] { p->FetchLoop(); });
   return n;
@@ -131,6 +138,7 @@ absl::Status NatsIngest::Bind(uint64_t logged, std::string* notes) {
     logged = 0;
   }
   next_sequence_ = logged + 1;
+  taken_through_ = logged;
   logged_sequence_.store(logged, std::memory_order_release);
 
   jsConsumerInfo* ci = nullptr;
@@ -303,26 +311,143 @@ bool NatsIngest::FillGap(uint64_t from, uint64_t to) {
 
 void NatsIngest::ApplyLoop() {
   std::deque<Queued> work;
+  ReplicaOwnership* const ownership = options_.ownership;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      work_cv_.wait(lock, [this] { return !queue_.empty() || fetch_done_; });
-      if (queue_.empty()) return;  // the fetch thread ended and all is applied
+      const auto ready = [this] { return !queue_.empty() || fetch_done_; };
+      if (ownership == nullptr) {
+        work_cv_.wait(lock, ready);
+      } else {
+        // Wakes now and then while idle, to see the group's view change.
+        work_cv_.wait_for(lock, std::chrono::milliseconds(kFetchWaitMs), ready);
+      }
+      if (queue_.empty() && fetch_done_) return;  // the fetch thread ended and all is applied
       work.swap(queue_);
     }
     room_cv_.notify_all();
-    bool written = true;
+    // false once stopping interrupted a failing write or a rebuild: the rest
+    // is left to JetStream, which delivers it again.
+    bool ok = ownership == nullptr || RebuildGainedNodes(*group_);
     for (const Queued& q : work) {
-      if (!written) {
-        natsMsg_Destroy(q.msg);  // stopping with the log failing: left to JetStream
+      if (!ok) {
+        natsMsg_Destroy(q.msg);
         continue;
       }
-      Apply(q, *group_);
-      if (group_->accepted() >= options_.max_group_events) written = Write(*group_);
+      if (!Apply(q, *group_)) {
+        ok = false;
+        continue;
+      }
+      if (group_->accepted() >= options_.max_group_events) ok = Write(*group_);
     }
-    if (written) Write(*group_);
+    if (ok) Write(*group_);
     work.clear();
   }
+}
+
+absl::Status NatsIngest::LearnNodes() {
+  ReplicaOwnership& ownership = *options_.ownership;
+  // The nodes the log restored are current up to the logged sequence: the
+  // consumer goes on from there.
+  v1::GetStatusResponse status;
+  pools_->FillStatus(status);
+  for (const v1::PoolStatus& p : status.pools()) ownership.MarkFollowed(p.node_id());
+  const std::string filter = subject_start_ + ">";
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Stream.Info.SubjectsFilter = filter.c_str();
+  jsStreamInfo* si = nullptr;
+  jsErrCode err = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetStreamInfo(&si, connection_->js(), options_.stream.c_str(), &o, &err);
+  if (s != NATS_OK) return NatsStatus(s, err, absl::StrCat("subjects of stream ", options_.stream));
+  if (si->State.Subjects != nullptr) {
+    for (int i = 0; i < si->State.Subjects->Count; ++i) {
+      const std::string_view subject = si->State.Subjects->List[i].Subject;
+      if (subject.starts_with(subject_start_)) {
+        ownership.NoteKnown(subject.substr(subject_start_.size()));
+      }
+    }
+  }
+  jsStreamInfo_Destroy(si);
+  return absl::OkStatus();
+}
+
+bool NatsIngest::Rebuild(const std::string& node, uint64_t through, Group& group) {
+  const std::string subject = subject_start_ + node;
+  bool done = through == 0;  // nothing before the stream's first message
+  // A short-lived consumer of the node's subject from the stream's start,
+  // deleted by the unsubscribe below.
+  natsSubscription* sub = nullptr;
+  while (!done && sub == nullptr && !stopping()) {
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = options_.stream.c_str();
+    so.Config.AckPolicy = js_AckNone;
+    so.Config.DeliverPolicy = js_DeliverAll;
+    jsErrCode err = static_cast<jsErrCode>(0);
+    if (js_PullSubscribe(&sub, connection_->js(), subject.c_str(), nullptr, nullptr, &so, &err) !=
+        NATS_OK) {
+      sub = nullptr;
+      fetch_errors_.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(kRetryPause);
+    }
+  }
+  while (!done && !stopping()) {
+    natsMsgList list{};
+    jsErrCode err = static_cast<jsErrCode>(0);
+    const natsStatus s =
+        natsSubscription_Fetch(&list, sub, options_.fetch_batch, kRebuildWaitMs, &err);
+    if (s == NATS_TIMEOUT) {
+      // Nothing came: done if the consumer has nothing left to deliver.
+      jsConsumerInfo* ci = nullptr;
+      if (natsSubscription_GetConsumerInfo(&ci, sub, nullptr, &err) == NATS_OK) {
+        done = ci->NumPending == 0 && ci->NumAckPending == 0;
+        jsConsumerInfo_Destroy(ci);
+      }
+    } else if (s != NATS_OK) {
+      fetch_errors_.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(kRetryPause);
+    }
+    for (int i = 0; s == NATS_OK && i < list.Count && !done; ++i) {
+      jsMsgMetaData* meta = nullptr;
+      if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) continue;
+      const uint64_t sequence = meta->Sequence.Stream;
+      const uint64_t pending = meta->NumPending;
+      jsMsgMetaData_Destroy(meta);
+      if (sequence > through) {
+        done = true;
+        break;
+      }
+      Apply({list.Msgs[i], sequence, false, false, true}, group);  // not held: freed below
+      done = sequence == through || pending == 0;
+    }
+    natsMsgList_Destroy(&list);
+  }
+  if (sub != nullptr) {
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+  }
+  if (!done) {  // stopping: the group goes unwritten, its messages come again
+    group.Reset();
+    return false;
+  }
+  options_.ownership->MarkFollowed(node);
+  nodes_rebuilt_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool NatsIngest::RebuildGainedNodes(Group& group) {
+  const ReplicaGroup* g = options_.ownership->group();
+  if (g == nullptr) return true;
+  const uint64_t generation = g->generation();
+  if (generation == view_generation_) return true;
+  for (const std::string& node : options_.ownership->OwnedNotFollowed()) {
+    if (!Rebuild(node, taken_through_, group)) return false;
+  }
+  // Logged with the sequence taken so far (already logged or in this group).
+  if (taken_through_ > 0 && group.accepted() > 0) group.Took(taken_through_);
+  view_generation_ = generation;
+  return true;
 }
 
 void NatsIngest::Refuse(uint64_t sequence, const std::string& why) {
@@ -331,40 +456,56 @@ void NatsIngest::Refuse(uint64_t sequence, const std::string& why) {
   last_refusal_ = absl::StrCat("stream ", options_.stream, " sequence ", sequence, ": ", why);
 }
 
-void NatsIngest::Apply(const Queued& q, Group& group) {
-  group.Hold(q);
+bool NatsIngest::Apply(const Queued& q, Group& group) {
+  if (!q.rebuilding) group.Hold(q);
   if (q.duplicate) {
     redelivered_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return true;
   }
-  consumed_.fetch_add(1, std::memory_order_relaxed);
-  group.Took(q.sequence);
   const std::string_view subject = natsMsg_GetSubject(q.msg);
   const std::string node(subject.substr(std::min(subject.size(), subject_start_.size())));
+  if (q.rebuilding) {
+    replayed_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    consumed_.fetch_add(1, std::memory_order_relaxed);
+    group.Took(q.sequence);
+    taken_through_ = std::max(taken_through_, q.sequence);
+    if (ReplicaOwnership* ownership = options_.ownership; ownership != nullptr) {
+      ownership->NoteKnown(node);
+      if (!ownership->Followed(node)) {
+        if (!ownership->Owns(node)) {
+          not_followed_.fetch_add(1, std::memory_order_relaxed);
+          return true;  // another replica's node: acknowledged with the group
+        }
+        // Newly owned: everything before this message first.
+        if (!Rebuild(node, q.sequence - 1, group)) return false;
+      }
+    }
+  }
   v1::EventBatch batch;
   if (!batch.ParseFromArray(natsMsg_GetData(q.msg), natsMsg_GetDataLength(q.msg))) {
     Refuse(q.sequence, "the payload is not a kvlearn.v1.EventBatch");
-    return;
+    return true;
   }
   if (static_cast<uint32_t>(batch.events_size()) > options_.max_events_per_batch) {
     Refuse(q.sequence, absl::StrCat(batch.events_size(), " events, over the limit of ",
                                     options_.max_events_per_batch, " (--max-events-per-batch)"));
-    return;
+    return true;
   }
   for (int i = 0; i < batch.events_size(); ++i) {
     if (batch.events(i).node_id() != node) {
       Refuse(q.sequence, absl::StrCat("events[", i, "].node_id '", batch.events(i).node_id(),
                                       "' is not the subject's node '", node, "'"));
-      return;
+      return true;
     }
   }
   // A resent batch (server/retried_batches.h) is not applied twice.
   const absl::StatusOr<bool> fresh = pools_->ClaimBatch(batch);
   if (!fresh.ok()) {
     Refuse(q.sequence, std::string(fresh.status().message()));
-    return;
+    return true;
   }
-  if (!*fresh) return;
+  if (!*fresh) return true;
   for (const v1::Event& e : batch.events()) {
     const absl::Status s = pools_->Apply(e);
     if (s.ok()) {
@@ -384,6 +525,7 @@ void NatsIngest::Apply(const Queued& q, Group& group) {
     group.Accept(marker);  // its id survives a restart
     pools_->CountLoggedWithoutApply();
   }
+  return true;
 }
 
 bool NatsIngest::Write(Group& group) {
@@ -471,6 +613,24 @@ std::string NatsIngest::Render() const {
           connection_->reconnects());
   gauge("kvlearn_nats_connected", "1 while connected to NATS, else 0",
         connection_->connected() ? 1 : 0);
+  if (options_.ownership != nullptr) {
+    counter("kvlearn_nats_messages_not_followed_total",
+            "replica group: messages of nodes this replica does not follow (another replica's), "
+            "acknowledged and skipped",
+            messages_not_followed());
+    counter("kvlearn_nats_messages_replayed_total",
+            "replica group: messages read again from the stream to rebuild nodes this replica "
+            "took over",
+            messages_replayed());
+    counter("kvlearn_nats_nodes_rebuilt_total",
+            "replica group: nodes this replica took over and rebuilt from the stream",
+            nodes_rebuilt());
+    gauge("kvlearn_replica_nodes_known", "replica group: serving nodes seen in the stream",
+          options_.ownership->known_nodes());
+    gauge("kvlearn_replica_nodes_followed",
+          "replica group: nodes whose events this replica applies (owned now or before)",
+          options_.ownership->followed_nodes());
+  }
   gauge("kvlearn_nats_logged_sequence",
         "stream sequence of the last message logged (or refused) and acknowledged",
         logged_sequence());

@@ -37,6 +37,19 @@
 // log's sequence (the data directory was replaced) is recreated from the
 // log's sequence, so the stream's messages after it are consumed again.
 //
+// In a replica group (ownership set, server/replica_ownership.h) the replica
+// has a durable consumer of its own and takes every message, but applies
+// only those of the nodes it follows: a message of a node it owns and does
+// not follow yet first makes the apply thread rebuild that node from the
+// stream (every earlier message of its subject, read through a short-lived
+// consumer, applied and logged before the message), and the node is
+// followed from then on; a message of another replica's node is
+// acknowledged and skipped. When the group's view changes (a member joined,
+// left or expired), the known nodes it gives to this replica are rebuilt the
+// same way at once, so they serve without waiting for their next message.
+// Either way a node's pool gets its subject's messages exactly once, in
+// stream order, as a lone sidecar's would.
+//
 // Thread-safety: Stop, Render and the accessors from any thread.
 #pragma once
 
@@ -60,6 +73,7 @@ namespace kvlearn {
 
 class EventLog;
 class NodePools;
+class ReplicaOwnership;
 class SidecarMetrics;
 
 struct NatsIngestOptions {
@@ -73,6 +87,9 @@ struct NatsIngestOptions {
   size_t max_queued_messages = 4096;
   uint64_t max_group_events = 65536;  // bounds one RocksDB write
   uint32_t max_events_per_batch = 4096;
+  // A replica's share of the nodes (see above); nullptr: every node.
+  // REQUIRES: outlives the ingest.
+  ReplicaOwnership* ownership = nullptr;
 };
 
 class NatsIngest {
@@ -110,6 +127,11 @@ class NatsIngest {
   uint64_t messages_refused() const { return refused_.load(std::memory_order_relaxed); }
   uint64_t messages_fetched_directly() const { return direct_.load(std::memory_order_relaxed); }
   uint64_t messages_missing() const { return missing_.load(std::memory_order_relaxed); }
+  // In a replica group: messages of nodes this replica does not follow, and
+  // messages read again to rebuild nodes it took over.
+  uint64_t messages_not_followed() const { return not_followed_.load(std::memory_order_relaxed); }
+  uint64_t messages_replayed() const { return replayed_.load(std::memory_order_relaxed); }
+  uint64_t nodes_rebuilt() const { return nodes_rebuilt_.load(std::memory_order_relaxed); }
   // The last refusal's reason, for logs and tests.
   std::string last_refusal() const;
 
@@ -119,6 +141,7 @@ class NatsIngest {
     uint64_t sequence = 0;      // in the stream
     bool duplicate = false;     // at or below what was queued before: ack only
     bool from_consumer = true;  // false: a direct get, which has nothing to ack
+    bool rebuilding = false;    // read again to rebuild its node: never held or acked
   };
   class Group;  // one log write's worth, in nats_ingest.cc
 
@@ -131,11 +154,22 @@ class NatsIngest {
   // them; false when stopping.
   bool FillGap(uint64_t from, uint64_t to);
   void ApplyLoop();
-  void Apply(const Queued& q, Group& group);
+  // Applies `q` to the pools and `group`; false when stopping interrupted
+  // the rebuild it needed (then `group` is dropped, nothing acknowledged).
+  bool Apply(const Queued& q, Group& group);
   // Writes the group (retrying), then acknowledges it. False when stopping
   // interrupted a failing write (nothing acknowledged).
   bool Write(Group& group);
   void Refuse(uint64_t sequence, const std::string& why);
+  // Replica group: lists the stream's node subjects as known nodes, and the
+  // nodes the log restored as followed.
+  absl::Status LearnNodes();
+  // Rebuilds `node` from its subject's messages up to stream sequence
+  // `through` into `group`, then follows it. False when stopping.
+  bool Rebuild(const std::string& node, uint64_t through, Group& group);
+  // Rebuilds the known nodes the group's view newly gives to this replica;
+  // false as Apply.
+  bool RebuildGainedNodes(Group& group);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   NatsIngestOptions options_;
@@ -149,6 +183,10 @@ class NatsIngest {
   std::unique_ptr<Group> group_;
 
   uint64_t next_sequence_ = 1;  // fetch thread: the next stream sequence expected
+  // Apply thread: the highest stream sequence taken (applied, refused or
+  // skipped), and the group view last rebuilt for.
+  uint64_t taken_through_ = 0;
+  uint64_t view_generation_ = 0;
 
   // A std::mutex and condition variables, as in EngineIngest (ThreadSanitizer
   // sees through them). Guarded by queue_mu_: queue_, apply_done_.
@@ -175,6 +213,9 @@ class NatsIngest {
   std::atomic<uint64_t> log_retries_{0};
   std::atomic<uint64_t> ack_failures_{0};
   std::atomic<uint64_t> log_writes_{0};
+  std::atomic<uint64_t> not_followed_{0};
+  std::atomic<uint64_t> replayed_{0};
+  std::atomic<uint64_t> nodes_rebuilt_{0};
   mutable absl::Mutex mu_;
   std::string last_refusal_ ABSL_GUARDED_BY(mu_);
 };

@@ -112,7 +112,10 @@ absl::Status ReplicaGroup::Refresh() {
   std::sort(members.begin(), members.end(),
             [](const ReplicaMember& a, const ReplicaMember& b) { return a.name < b.name; });
   std::lock_guard<std::mutex> lock(members_mu_);
-  members_ = std::move(members);
+  if (members != members_) {
+    members_ = std::move(members);
+    ++generation_;
+  }
   return absl::OkStatus();
 }
 
@@ -154,6 +157,11 @@ void ReplicaGroup::Leave() {
 std::vector<ReplicaMember> ReplicaGroup::Members() const {
   std::lock_guard<std::mutex> lock(members_mu_);
   return members_;
+}
+
+uint64_t ReplicaGroup::generation() const {
+  std::lock_guard<std::mutex> lock(members_mu_);
+  return generation_;
 }
 
 ReplicaMember ReplicaGroup::OwnerOf(std::string_view node) const {

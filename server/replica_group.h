@@ -1,7 +1,7 @@
 // Membership of a group of `kvlearn serve` replicas in a JetStream key-value
 // bucket, and which replica owns a serving node (rendezvous hashing over the
-// live members). The ground for sharing the nodes among replicas
-// (docs/scale_out.md, "Not built yet"): nothing in `serve` uses it yet.
+// live members). `kvlearn serve --replica-group` joins one
+// (server/replica_ownership.h shares the nodes; docs/scale_out.md).
 //
 // Each member puts key `name` = its address in bucket `bucket` every
 // heartbeat_seconds; the bucket's TTL (ttl_seconds, the stream's max age)
@@ -70,7 +70,11 @@ class ReplicaGroup {
   absl::Status Refresh();
   // The owner of `node` among Members(); empty when there is none.
   ReplicaMember OwnerOf(std::string_view node) const;
+  // Counts the refreshes that changed Members(): a reader that saw the same
+  // generation before has the same view.
+  uint64_t generation() const;
   const std::string& name() const { return options_.name; }
+  const std::string& address() const { return options_.address; }
 
   // The rendezvous score of `member` for `node`: FNV-1a 64 of
   // member '\0' node, then the SplitMix64 finalizer.
@@ -94,6 +98,7 @@ class ReplicaGroup {
   bool left_ = false;
   mutable std::mutex members_mu_;
   std::vector<ReplicaMember> members_;  // guarded by members_mu_
+  uint64_t generation_ = 0;             // guarded by members_mu_
 };
 
 }  // namespace kvlearn

@@ -8,6 +8,7 @@
 #include "server/calls_in_flight.h"
 #include "server/peer_stream_slots.h"
 #include "server/raw_message.h"
+#include "server/replica_ownership.h"
 #include "server/report_events_reactor.h"
 
 namespace kvlearn {
@@ -130,7 +131,10 @@ grpc::ServerUnaryReactor* RetentionService::Admit(grpc::CallbackServerContext* c
                                                   grpc::ByteBuffer* response) {
   return Unary<v1::AdmitRequest, v1::AdmitResponse>(
       Rpc::kAdmit, context, request, response,
-      [this](const v1::AdmitRequest& r, v1::AdmitResponse* out) { return DoAdmit(r, out); });
+      [this, context](const v1::AdmitRequest& r, v1::AdmitResponse* out) {
+        if (grpc::Status st = CheckOwner(context, r.node_id()); !st.ok()) return st;
+        return DoAdmit(r, out);
+      });
 }
 
 grpc::ServerUnaryReactor* RetentionService::RankEviction(grpc::CallbackServerContext* context,
@@ -138,7 +142,10 @@ grpc::ServerUnaryReactor* RetentionService::RankEviction(grpc::CallbackServerCon
                                                          grpc::ByteBuffer* response) {
   return Unary<v1::RankRequest, v1::RankResponse>(
       Rpc::kRankEviction, context, request, response,
-      [this](const v1::RankRequest& r, v1::RankResponse* out) { return DoRankEviction(r, out); });
+      [this, context](const v1::RankRequest& r, v1::RankResponse* out) {
+        if (grpc::Status st = CheckOwner(context, r.node_id()); !st.ok()) return st;
+        return DoRankEviction(r, out);
+      });
 }
 
 grpc::ServerUnaryReactor* RetentionService::Decide(grpc::CallbackServerContext* context,
@@ -165,6 +172,18 @@ grpc::ServerUnaryReactor* RetentionService::ReloadModel(grpc::CallbackServerCont
       [this](const v1::ReloadModelRequest& r, v1::ReloadModelResponse* out) {
         return DoReloadModel(r, out);
       });
+}
+
+grpc::Status RetentionService::CheckOwner(grpc::CallbackServerContext* context,
+                                          const std::string& node) {
+  if (ownership_ == nullptr) return grpc::Status::OK;
+  const ReplicaOwnership::Route route = ownership_->RouteOf(node);
+  if (route.kind == ReplicaOwnership::Route::kServe) return grpc::Status::OK;
+  if (context != nullptr && route.kind == ReplicaOwnership::Route::kRedirect) {
+    context->AddTrailingMetadata(ReplicaOwnership::kOwnerMetadataKey, route.owner.address);
+    context->AddTrailingMetadata(ReplicaOwnership::kOwnerNameMetadataKey, route.owner.name);
+  }
+  return ToGrpcStatus(ownership_->CallStatus(route, node));
 }
 
 grpc::Status RetentionService::DoAdmit(const v1::AdmitRequest& request,
@@ -206,10 +225,12 @@ grpc::Status RetentionService::DoDecide(const v1::DecideRequest& request,
     grpc::Status status;
     switch (d.kind_case()) {
       case v1::Decision::kAdmit:
-        status = DoAdmit(d.admit(), result->mutable_admit());
+        status = CheckOwner(nullptr, d.admit().node_id());
+        if (status.ok()) status = DoAdmit(d.admit(), result->mutable_admit());
         break;
       case v1::Decision::kRank:
-        status = DoRankEviction(d.rank(), result->mutable_rank());
+        status = CheckOwner(nullptr, d.rank().node_id());
+        if (status.ok()) status = DoRankEviction(d.rank(), result->mutable_rank());
         break;
       default:
         status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "kind: no decision set");

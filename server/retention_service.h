@@ -29,6 +29,13 @@
 // batch (a refused batch ends the stream with its status, nothing of it
 // applied).
 //
+// With a ReplicaOwnership (set_replica_ownership), Admit and RankEviction
+// about a node another replica owns are FAILED_PRECONDITION with the owner's
+// address in trailing metadata "kvlearn-owner" (and its name in
+// "kvlearn-owner-name"); a node this replica is still rebuilding, or any
+// node while it joins, is UNAVAILABLE. Each decision of Decide is routed the
+// same way, its result carrying the code and a message naming the owner.
+//
 // ReloadModel loads a model file, or the experiment file, inline (an admin
 // call, rare; it blocks one gRPC callback thread for the load).
 //
@@ -53,6 +60,7 @@ namespace kvlearn {
 class AccessControl;
 class CallsInFlight;
 class PeerStreamSlots;
+class ReplicaOwnership;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
@@ -115,6 +123,9 @@ class RetentionService final : public RetentionServiceBase {
   // Every call enters `calls` while it uses the objects above
   // (server/calls_in_flight.h); REQUIRES: before the server starts.
   void set_calls_in_flight(CallsInFlight* calls) { calls_ = calls; }
+  // Routes calls among a replica group (see above); REQUIRES: before the
+  // server starts; `ownership` outlives the service.
+  void set_replica_ownership(const ReplicaOwnership* ownership) { ownership_ = ownership; }
 
  private:
   // Parses the request as Req, runs `fn(request, &response)`, serializes the
@@ -124,6 +135,9 @@ class RetentionService final : public RetentionServiceBase {
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
                                   Fn&& fn);
 
+  // OK when `node` is served here; else the status to answer (and, with a
+  // `context`, the owner's address added to its trailing metadata).
+  grpc::Status CheckOwner(grpc::CallbackServerContext* context, const std::string& node);
   grpc::Status DoAdmit(const v1::AdmitRequest& request, v1::AdmitResponse* response);
   grpc::Status DoRankEviction(const v1::RankRequest& request, v1::RankResponse* response);
   grpc::Status DoDecide(const v1::DecideRequest& request, v1::DecideResponse* response);
@@ -141,6 +155,7 @@ class RetentionService final : public RetentionServiceBase {
   PeerStreamSlots* peer_slots_ = nullptr;
   bool peers_by_principal_ = false;
   CallsInFlight* calls_ = nullptr;
+  const ReplicaOwnership* ownership_ = nullptr;  // nullptr: every node is served here
   const double start_seconds_;
   std::atomic<int> metrics_port_{0};
   mutable absl::Mutex mu_;

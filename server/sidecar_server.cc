@@ -30,6 +30,7 @@
 #include "server/node_pools.h"
 #include "server/peer_stream_slots.h"
 #include "server/pools_snapshot.h"
+#include "server/replica_ownership.h"
 #include "server/request_validation.h"
 #include "server/retention_service.h"
 #include "server/serving_counters.h"
@@ -37,6 +38,26 @@
 
 namespace kvlearn {
 namespace {
+
+// Joins the replica group of `o` as the replica reachable at the bound port.
+absl::StatusOr<std::unique_ptr<ReplicaGroup>> JoinReplicaGroup(const SidecarOptions& o,
+                                                               int bound_port) {
+  if (o.replica_group.size() > 48 || ReplicaNameOf(o.replica_group) != o.replica_group) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replica-group '", o.replica_group, "': 1..48 characters of [A-Za-z0-9_-]"));
+  }
+  auto address = AdvertisedAddress(o.replica_advertise, bound_port);
+  if (!address.ok()) return address.status();
+  ReplicaGroupOptions g;
+  g.connection.url = o.nats_url;
+  g.connection.name = "kvlearn serve (replica group)";
+  g.bucket = absl::StrCat("kvlearn-replicas-", o.replica_group);
+  g.name = o.replica_name.empty() ? ReplicaNameOf(*address) : o.replica_name;
+  g.address = *address;
+  g.ttl_seconds = o.replica_ttl_seconds;
+  g.heartbeat_seconds = o.replica_heartbeat_seconds;
+  return ReplicaGroup::Join(std::move(g));
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
   std::ifstream in(path, std::ios::binary);
@@ -72,6 +93,12 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   std::unique_ptr<SidecarServer> s(new SidecarServer());
   s->options_ = o;
   if (o.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
+  if (o.replica_group.empty() && (!o.replica_advertise.empty() || !o.replica_name.empty())) {
+    return absl::InvalidArgumentError("--advertise and --replica-name need --replica-group");
+  }
+  if (!o.replica_group.empty() && o.nats_url.empty()) {
+    return absl::InvalidArgumentError("--replica-group needs --nats (the group lives there)");
+  }
   const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
   if (tls && (o.tls_cert.empty() || o.tls_key.empty())) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
@@ -285,6 +312,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
         out->set_model_version(*version);
         return absl::OkStatus();
       });
+  if (!o.replica_group.empty()) {
+    // Every call is UNAVAILABLE until the group is joined below.
+    s->ownership_ = std::make_unique<ReplicaOwnership>();
+    s->service_->set_replica_ownership(s->ownership_.get());
+  }
   s->service_->set_model_version(model_version);
   s->service_->set_access_control(s->access_.get());
   s->service_->set_calls_in_flight(&s->calls_);
@@ -398,6 +430,16 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
     nats.subject_prefix = o.nats_subject_prefix;
     nats.durable = o.nats_durable;
     nats.max_events_per_batch = o.max_events_per_batch;
+    if (s->ownership_ != nullptr) {
+      auto group = JoinReplicaGroup(o, s->port_);
+      if (!group.ok()) {
+        s->Shutdown();
+        return group.status();
+      }
+      nats.durable = absl::StrCat(o.nats_durable, "-", (*group)->name());
+      nats.ownership = s->ownership_.get();
+      s->ownership_->Attach(*std::move(group));
+    }
     auto ingest = NatsIngest::Start(std::move(nats), s->pools_.get(), s->log_.get(),
                                     s->metrics_.get(), &s->notes_);
     if (!ingest.ok()) {
@@ -563,6 +605,7 @@ void SidecarServer::Shutdown() {
   if (engine_subscriber_) engine_subscriber_->Stop();
   if (engine_ingest_) engine_ingest_->Stop();  // applies and logs what it queued
   if (nats_ingest_) nats_ingest_->Stop();      // the same, and acknowledges it
+  if (ownership_) ownership_->Leave();         // the others take its nodes at once
   if (metrics_http_) metrics_http_->Stop();
   if (server_) {
     // Without a deadline gRPC waits for every call to end on its own, and an

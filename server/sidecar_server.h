@@ -10,7 +10,10 @@
 // (server/engine_ingest.h); a damaged record of it is a startup_notes() line,
 // and that engine is followed from 0. With nats_url, block events are also
 // consumed from a JetStream stream (server/nats_ingest.h); without it
-// nothing of NATS is touched.
+// nothing of NATS is touched. With replica_group too, the sidecar is one
+// replica of a group sharing the nodes (server/replica_ownership.h): it
+// joins once its port is open, applies the stream's events of the nodes it
+// follows, and redirects calls about another replica's node.
 //
 // A listen address that is not loopback (server/loopback_address.h) needs
 // callers to authenticate: auth_tokens_file and/or tls_client_ca
@@ -55,6 +58,7 @@ class EngineSubscriber;
 class EventLog;
 class MetricsHttpServer;
 class NatsIngest;
+class ReplicaOwnership;
 class NodePools;
 class PeerStreamSlots;
 class RetentionService;
@@ -141,6 +145,18 @@ struct SidecarOptions {
   std::string nats_stream = "KVLEARN_EVENTS";
   std::string nats_subject_prefix = "kvlearn.events";
   std::string nats_durable = "kvlearn-serve";
+  // A group of replicas sharing the nodes (docs/scale_out.md); empty: none.
+  // REQUIRES nats_url. Its membership bucket is "kvlearn-replicas-GROUP".
+  std::string replica_group;
+  // What other replicas and clients dial to reach this one: HOST:PORT, or
+  // HOST (or HOST:0) for the port `listen` bound. Required with a group.
+  std::string replica_advertise;
+  // This replica's name in the group ([A-Za-z0-9_-], at most 64); empty: the
+  // advertised address with every other character made '-'. Its durable
+  // consumer is nats_durable + "-" + the name.
+  std::string replica_name;
+  double replica_ttl_seconds = 3;
+  double replica_heartbeat_seconds = 1;
   // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
   // anyone who reaches the port, without credentials). Off unless asked.
   bool reflection = false;
@@ -201,6 +217,8 @@ class SidecarServer {
   uint64_t engine_events_rejected() const;
   // The NATS ingest when --nats was given, else nullptr.
   const NatsIngest* nats_ingest() const { return nats_ingest_.get(); }
+  // The replica group's view when replica_group was given, else nullptr.
+  const ReplicaOwnership* replica_ownership() const { return ownership_.get(); }
 
   // Stops accepting calls, lets the ones in flight finish for
   // shutdown_grace_seconds, then cancels the rest (idle streams included),
@@ -227,6 +245,8 @@ class SidecarServer {
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<PeerStreamSlots> peer_streams_;
   std::optional<ModelDirectory> model_dir_;
+  // Before the service: the calls use it.
+  std::unique_ptr<ReplicaOwnership> ownership_;
   std::unique_ptr<RetentionService> service_;
   std::unique_ptr<EngineIngest> engine_ingest_;
   std::unique_ptr<EngineSubscriber> engine_subscriber_;

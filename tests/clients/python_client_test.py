@@ -4,7 +4,9 @@
 (SIGKILL) mid-run, and every later call must return promptly from the local
 fallback, counted, with no exception reaching the engine. Behind a relay that
 loses the sidecar's answer to a flush it applied, the held batch is resent
-with its id and applied once, without a resync.
+with its id and applied once, without a resync. A replica that names another
+owner (a replica group's redirect) is followed once, and later calls go to
+the owner.
 
 Environment (set by ctest, tests/clients/CMakeLists.txt): KVLEARN_BINARY (the
 kvlearn executable), KVLEARN_TRACE (the sample trace), PYTHONPATH (the
@@ -140,6 +142,61 @@ class AckLosingRelay(pb_grpc.RetentionServicer):
             return call()
         except grpc.RpcError as error:
             context.abort(error.code(), error.details())
+
+
+class RedirectingReplica(pb_grpc.RetentionServicer):
+    """A replica of a group that owns no node: answers every decision with
+    FAILED_PRECONDITION and `owner` in trailing metadata 'kvlearn-owner', as
+    `kvlearn serve --replica-group` does for another replica's node."""
+
+    def __init__(self):
+        self.owner = ""
+        self.calls = 0
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pb_grpc.add_RetentionServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    def stop(self):
+        self._server.stop(None)
+
+    def _redirect(self, context):
+        self.calls += 1
+        context.set_trailing_metadata((("kvlearn-owner", self.owner),
+                                       ("kvlearn-owner-name", "the-owner")))
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"owned by {self.owner}")
+
+    def Admit(self, request, context):
+        self._redirect(context)
+
+    def RankEviction(self, request, context):
+        self._redirect(context)
+
+
+class RedirectTest(unittest.TestCase):
+    def test_a_redirect_is_followed_once_and_kept(self):
+        server = ServeProcess()
+        replica = RedirectingReplica()
+        owner = f"127.0.0.1:{server.port}"
+        replica.owner = owner
+        block = Block(1, None, 10, 1000)
+        try:
+            with RetentionClient(f"127.0.0.1:{replica.port}", "python-0",
+                                 call_deadline_s=DEADLINE_S) as client:
+                self.assertFalse(client.admit([block]).from_fallback)
+                self.assertFalse(client.admit([Block(2, 1, 10, 1000)]).from_fallback)
+                s = client.stats()
+                self.assertEqual(s.redirects_total, 1)
+                self.assertEqual(s.target, owner)
+                self.assertEqual(replica.calls, 1)  # the second went to the owner
+            # A replica naming itself is not followed in a loop: a fallback.
+            replica.owner = f"127.0.0.1:{replica.port}"
+            with RetentionClient(replica.owner, "python-0", call_deadline_s=DEADLINE_S) as client:
+                self.assertTrue(client.rank_eviction(1000).from_fallback)
+                self.assertEqual(client.stats().redirects_total, 0)
+        finally:
+            replica.stop()
+            server.kill()
 
 
 class FallbackLruTest(unittest.TestCase):

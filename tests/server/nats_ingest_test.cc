@@ -34,6 +34,7 @@
 #include "tests/server/restart_compare.h"
 #include "tests/server/serve_process.h"
 #include "tests/server/sidecar_fixture.h"
+#include "tests/server/stream_publisher.h"
 #include "tests/support/default_cost.h"
 
 namespace kvlearn {
@@ -118,14 +119,6 @@ void ExpectSamePools(v1::Retention::Stub& reference, v1::Retention::Stub& nats) 
   }
 }
 
-std::unique_ptr<JetStreamConnection> Publisher(const NatsServerProcess& nats) {
-  auto c = JetStreamConnection::Connect({.url = nats.url(), .name = "test publisher"});
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->EnsureStream("KVLEARN_EVENTS", kPrefix).ok());
-  return *std::move(c);
-}
-
 // Publishes batches [from, to), each with a message id so a retried publish
 // is stored once; returns the last stream sequence.
 uint64_t PublishRange(JetStreamConnection& c, const std::vector<Published>& batches, size_t from,
@@ -183,7 +176,7 @@ class NatsIngestTest : public ::testing::Test {
 TEST_F(NatsIngestTest, StreamEventsReachThePoolsReportEventsWould) {
   auto reference = Reference(reference_dir_.path(), batches_);
   ASSERT_NE(reference, nullptr);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   // Published before the sidecar starts and while it runs, with two
   // messages it must refuse (counted, not fatal) among them.
@@ -226,7 +219,7 @@ TEST_F(NatsIngestTest, StreamEventsReachThePoolsReportEventsWould) {
 TEST_F(NatsIngestTest, AGapInTheDeliveryIsReadStraightFromTheStream) {
   auto reference = Reference(reference_dir_.path(), batches_);
   ASSERT_NE(reference, nullptr);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
   // The sidecar's durable consumer, made here, with 10 messages taken by
@@ -266,7 +259,7 @@ TEST_F(NatsIngestTest, AGapInTheDeliveryIsReadStraightFromTheStream) {
 TEST_F(NatsIngestTest, MessagesDeliveredAgainAreNotAppliedTwice) {
   auto reference = Reference(reference_dir_.path(), batches_);
   ASSERT_NE(reference, nullptr);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
   ConsumeAll(dir_.path(), last);
@@ -291,7 +284,7 @@ TEST_F(NatsIngestTest, MessagesDeliveredAgainAreNotAppliedTwice) {
 TEST_F(NatsIngestTest, AnEmptyDataDirectoryIsRebuiltFromTheStream) {
   auto reference = Reference(reference_dir_.path(), batches_);
   ASSERT_NE(reference, nullptr);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const uint64_t last = PublishRange(*publisher, batches_, 0, batches_.size());
   ConsumeAll(dir_.path(), last);
@@ -395,7 +388,7 @@ TEST_F(NatsIngestTest, KillNineMidStreamAppliesEveryPublishedEventOnce) {
   ASSERT_NE(reference, nullptr);
   const uint64_t total = LogNext(reference->port());
   ASSERT_GT(total, 0u);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   const std::vector<std::string> args = {
       "--nats", nats_->url(), "--policy", "lru", "--snapshot-every-events", "0"};
@@ -426,7 +419,7 @@ TEST_F(NatsIngestTest, KillNineMidStreamAppliesEveryPublishedEventOnce) {
 TEST_F(NatsIngestTest, ANatsRestartMidStreamLosesNothing) {
   auto reference = Reference(reference_dir_.path(), batches_);
   ASSERT_NE(reference, nullptr);
-  auto publisher = Publisher(*nats_);
+  auto publisher = StreamPublisher(*nats_);
   ASSERT_NE(publisher, nullptr);
   auto server = StartServer(NatsOptions(dir_.path(), *nats_));
   ASSERT_NE(server, nullptr);

@@ -128,6 +128,8 @@ class RetentionClientStats:
     batches_resent_total: int = 0  # held batches sent again (same id, same events)
     fallback_forgotten_total: int = 0
     fallback_blocks: int = 0
+    redirects_total: int = 0  # times a replica named another owner and the client moved
+    target: str = ""  # where calls go now (the constructor's target until a redirect)
 
 
 class _Failed(Exception):
@@ -170,9 +172,11 @@ class RetentionClient:
         self._breaker_failures = breaker_failures
         self._breaker_backoff_s = breaker_backoff_s
         self._now_us = now_us or (lambda: int(time.time() * 1e6))
-        self._channel = (grpc.secure_channel(target, credentials) if credentials
-                         else grpc.insecure_channel(target))
-        self._stub = pb_grpc.RetentionStub(self._channel)
+        self._credentials = credentials
+        self._entry = target  # where a failed redirected call goes back to
+        self._target = target
+        self._channels: Dict[str, grpc.Channel] = {}  # by target, closed by close()
+        self._open_channel(target)
         if token is None:
             token = os.environ.get("KVLEARN_TOKEN") or None
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
@@ -192,8 +196,39 @@ class RetentionClient:
         self._open_until = 0.0  # time.monotonic()
         self._stats = RetentionClientStats()
 
+    def _open_channel(self, target: str) -> None:
+        channel = self._channels.get(target)
+        if channel is None:
+            channel = (grpc.secure_channel(target, self._credentials) if self._credentials
+                       else grpc.insecure_channel(target))
+            self._channels[target] = channel
+        self._target = target
+        self._stub = pb_grpc.RetentionStub(channel)
+
+    def _follow_redirect(self, error: grpc.RpcError) -> bool:
+        """A replica group's redirect (FAILED_PRECONDITION with the owner's
+        address in trailing metadata 'kvlearn-owner', docs/scale_out.md):
+        moves every later call to the owner and returns True. A redirected
+        target that does not answer (the owner may have died) sends the next
+        call to the first target again, which names the new owner."""
+        if error.code() not in _SIDECAR_ALIVE:
+            with self._lock:
+                if self._target != self._entry:
+                    self._open_channel(self._entry)
+            return False
+        if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+            return False
+        owner = dict(error.trailing_metadata() or ()).get("kvlearn-owner")
+        with self._lock:
+            if not owner or owner == self._target:
+                return False
+            self._open_channel(owner)
+            self._stats.redirects_total += 1
+        return True
+
     def close(self) -> None:
-        self._channel.close()
+        for channel in self._channels.values():
+            channel.close()
 
     def __enter__(self):
         return self
@@ -313,8 +348,11 @@ class RetentionClient:
                 event.block_removed.block_id = block_id
 
     # Calls to the sidecar.
-    def _call(self, rpc: str, deadline: float, invoke: Callable[[float], object]):
-        """Runs `invoke(timeout)` unless the breaker is open; raises _Failed."""
+    def _call(self, rpc: str, deadline: float, invoke: Callable[[float], object],
+              follow_redirect: bool = False):
+        """Runs `invoke(timeout)` unless the breaker is open; raises _Failed.
+        With `follow_redirect`, a replica's redirect is followed once: the
+        owner is asked the same within the same deadline."""
         with self._lock:
             if (self._consecutive_failures >= self._breaker_failures
                     and time.monotonic() < self._open_until):
@@ -326,7 +364,12 @@ class RetentionClient:
         try:
             # gRPC refuses a zero timeout: an exhausted deadline still gets a
             # microsecond, which fails as DEADLINE_EXCEEDED at once.
-            result = invoke(max(deadline - time.monotonic(), 1e-6))
+            try:
+                result = invoke(max(deadline - time.monotonic(), 1e-6))
+            except grpc.RpcError as error:
+                if not (follow_redirect and self._follow_redirect(error)):
+                    raise
+                result = invoke(max(deadline - time.monotonic(), 1e-6))
         except grpc.RpcError as error:
             code = error.code()
         with self._lock:
@@ -419,7 +462,8 @@ class RetentionClient:
                     c.parent_id = b.parent_id
             response = self._call(ADMIT, deadline,
                                   lambda t: self._stub.Admit(request, timeout=t,
-                                                             metadata=self._metadata))
+                                                             metadata=self._metadata),
+                                  follow_redirect=True)
             if len(response.decisions) != len(candidates):
                 raise _Failed(grpc.StatusCode.INTERNAL)
             return AdmitResult(keep=[d.keep for d in response.decisions])
@@ -441,7 +485,8 @@ class RetentionClient:
                                      bytes_to_free=bytes_to_free, candidate_ids=candidate_ids)
             response = self._call(RANK_EVICTION, deadline,
                                   lambda t: self._stub.RankEviction(request, timeout=t,
-                                                                    metadata=self._metadata))
+                                                                    metadata=self._metadata),
+                                  follow_redirect=True)
             return RankResult(victims=[FallbackVictim(v.block_id, v.bytes)
                                        for v in response.victims],
                               bytes_freed=response.bytes_freed)
@@ -459,4 +504,5 @@ class RetentionClient:
                               and time.monotonic() < self._open_until)
             s.fallback_forgotten_total = self._fallback.forgotten
             s.fallback_blocks = len(self._fallback)
+            s.target = self._target
             return s
