@@ -128,8 +128,10 @@ TraceSample SampleTrace(const Trace& full, const TraceSampleOptions& options) {
     out.trace.requests.push_back(kept);
   }
 
-  // The warm-up first, then the kept requests.
-  Trace warm = WarmupRequests(out.trace, uses, out.shared_threshold);
+  // The warm-up first, then the kept requests. At rate 1 nothing is scaled,
+  // so there is nothing to warm: the sample is the trace.
+  Trace warm;
+  if (options.rate < 1) warm = WarmupRequests(out.trace, uses, out.shared_threshold);
   out.warmup_requests = static_cast<uint32_t>(warm.requests.size());
   for (const TraceRequest& r : out.trace.requests) warm.Add(0, 0, 0, out.trace.BlocksOf(r));
   for (size_t i = 0; i < out.trace.requests.size(); ++i) {

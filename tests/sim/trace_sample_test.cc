@@ -42,25 +42,37 @@ TEST(TraceSampleTest, RateOneKeepsEverythingAndMapsPoolsToThemselves) {
   EXPECT_EQ(s.shared_blocks, 1u);
   EXPECT_EQ(s.full_distinct_tokens, 4u + 4 + 4 + 4 + 2);  // blocks 1, 10, 11, 20, 30
   EXPECT_EQ(s.shared_tokens, 4u);
-  // One warm-up request reads the shared chain {1}, then every request.
-  ASSERT_EQ(s.warmup_requests, 1u);
-  ASSERT_EQ(s.trace.requests.size(), 5u);
-  EXPECT_EQ(s.trace.requests[0].input_length, 4u);
-  std::vector<uint64_t> expected = {1};
-  expected.insert(expected.end(), full.hash_ids.begin(), full.hash_ids.end());
-  EXPECT_EQ(s.trace.hash_ids, expected);
-  for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(s.trace.requests[i + 1].input_length, full.requests[i].input_length);
-  }
-  // Warm-up only, then every kept request from the first.
-  EXPECT_EQ(static_cast<size_t>(SampleEvalFrom(s, 0) * 5), 1u);
-  EXPECT_EQ(static_cast<size_t>(SampleEvalFrom(s, 0.5) * 5), 3u);
+  ASSERT_EQ(s.warmup_requests, 0u);  // nothing is scaled, so nothing is warmed
+  EXPECT_EQ(s.trace.hash_ids, full.hash_ids);
+  ASSERT_EQ(s.trace.requests.size(), 4u);
   EXPECT_DOUBLE_EQ(s.byte_rate(), 1.0);
   const SampleScale scale = ScaleOfSample(full, s, DefaultCost(), 0);
   EXPECT_DOUBLE_EQ(scale.cost_rate, 1.0);
   for (const uint64_t q : {0ull, 1ull, 1000ull, 123456789ull}) {
     EXPECT_EQ(scale.SampledPoolBytes(q), q);
   }
+}
+
+TEST(TraceSampleTest, WarmupRequestsReadTheSharedChainsFirst) {
+  const Trace full = HandTrace();
+  // Threshold ceil(3.99 / 0.999) = 4: block 1 is shared; no key of this salt
+  // hashes into the top 0.1%, so every request is kept, after one warm-up.
+  const TraceSample s = SampleTrace(full, {.rate = 0.999, .popular_uses = 3.99});
+  EXPECT_EQ(s.shared_threshold, 4u);
+  ASSERT_EQ(s.warmup_requests, 1u);
+  ASSERT_EQ(s.trace.requests.size(), 5u);
+  EXPECT_EQ(s.trace.requests[0].input_length, 4u);  // block 1's tokens
+  EXPECT_EQ(s.trace.requests[0].timestamp_ms, full.requests[0].timestamp_ms);
+  std::vector<uint64_t> expected = {1};
+  expected.insert(expected.end(), full.hash_ids.begin(), full.hash_ids.end());
+  EXPECT_EQ(s.trace.hash_ids, expected);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.trace.requests[i + 1].input_length, full.requests[i].input_length);
+  }
+  // The warm-up only warms; the evaluated requests start at the first kept
+  // one, or at eval_from of the kept ones.
+  EXPECT_EQ(static_cast<size_t>(SampleEvalFrom(s, 0) * 5), 1u);
+  EXPECT_EQ(static_cast<size_t>(SampleEvalFrom(s, 0.5) * 5), 3u);
 }
 
 TEST(TraceSampleTest, SampledPoolKeepsSharedBytesWholeAndScalesTheRest) {
