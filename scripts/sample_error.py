@@ -7,7 +7,7 @@ largest differences over every swept pool and policy: hit ratio (block and
 token, in points: 1 point = 0.01) and cost s (in % of the whole run's).
 `no-cache` is left out (its cost is exact by construction of the scale).
 
-    scripts/sample_error.py --kvlearn build/cli/kvlearn --trace t.jsonl \\
+    scripts/sample_error.py --trace t.jsonl \\
         --rates 0.01,0.1 -- --sizes 8
 
 Extra arguments after `--` go to every `kvlearn plan` run.
@@ -42,7 +42,7 @@ def rows(p):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kvlearn", default="build/cli/kvlearn")
+    ap.add_argument("--kvlearn", default="kvlearn", help="the binary (default: kvlearn on PATH)")
     ap.add_argument("--trace", required=True)
     ap.add_argument("--rates", default="0.01,0.1")
     ap.add_argument("--salt", default="0")
