@@ -29,9 +29,9 @@
 //     S shared bytes becomes
 //   r_b x (Q - S) + min(Q, S)   (SampledPoolBytes)
 // where r_b is the sampled share of the unshared distinct bytes as drawn (not
-// the nominal rate: a ratio estimator, which cancels most of the luck of the
-// draw). Costs scale back by r_c, the sampled share of the cost with no pool
-// at all over the evaluated requests, which the full trace gives exactly.
+// the nominal rate: a draw of longer conversations gets a larger pool). Costs scale back by r_c,
+// the sampled share of the cost with no pool at all over the evaluated requests, which the full
+// trace gives exactly.
 #pragma once
 
 #include <cstdint>
