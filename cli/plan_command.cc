@@ -30,6 +30,8 @@
 #include "sim/plan_report.h"
 #include "sim/pool_sweep.h"
 #include "sim/replay_trace.h"
+#include "sim/sampled_sweep.h"
+#include "sim/trace_sample.h"
 
 namespace kvlearn {
 namespace {
@@ -53,6 +55,8 @@ struct PlanFlags {
   std::string format = "table";
   std::string out_dir;
   bool quiet = false;
+  double sample = 0;  // 0: replay the whole trace
+  uint64_t sample_salt = 0;
 };
 
 int Fail(const absl::Status& status) {
@@ -127,6 +131,42 @@ absl::Status PrepareOutDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Reads the trace at `path` and keeps its sample in `trace`, the full trace
+// freed once its scale is known; `eval_from` becomes the sample's.
+absl::StatusOr<SampleScale> ReadSampledTrace(const PlanFlags& f, const TraceReadOptions& read,
+                                             const CostModel& cost, Trace& trace,
+                                             PlanSample& described, double& eval_from) {
+  auto full = ReadTrace(f.input.trace, read);
+  if (!full.ok()) return full.status();
+  // Counting every block's readers takes seconds on a trace of 100 M accesses.
+  std::cerr << absl::StrFormat("kvlearn plan: read %d requests (%d block accesses); sampling\n",
+                               full->requests.size(), full->hash_ids.size());
+  TraceSample sample = SampleTrace(*full, {.rate = f.sample, .salt = f.sample_salt});
+  if (sample.trace.requests.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--sample %g kept none of the trace's %d requests: raise it", f.sample,
+                        full->requests.size()));
+  }
+  const SampleScale scale = ScaleOfSample(*full, sample, cost, f.eval_from);
+  eval_from = SampleEvalFrom(sample, f.eval_from);
+  const TraceRequest& first_kept = sample.trace.requests[sample.warmup_requests];
+  described = {f.sample,
+               sample.trace.requests.size() - sample.warmup_requests,
+               sample.trace.hash_ids.size() - first_kept.first_block,
+               sample.warmup_requests,
+               sample.shared_blocks,
+               sample.shared_threshold,
+               scale.byte_rate,
+               scale.cost_rate};
+  std::cerr << absl::StrFormat(
+      "kvlearn plan: sampled %d of %d requests (%d of %d block accesses) at rate %g, after %d "
+      "warm-up requests\n",
+      described.kept_requests, sample.full_requests, described.kept_block_accesses,
+      sample.full_block_accesses, f.sample, sample.warmup_requests);
+  trace = std::move(sample.trace);
+  return scale;
+}
+
 int RunPlan(const PlanFlags& f) {
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
@@ -152,8 +192,20 @@ int RunPlan(const PlanFlags& f) {
     }
   }
 
+  // The trace replayed: the file's, or with --sample its sample.
   Trace trace;
-  auto replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "plan", std::cerr, trace);
+  std::optional<SampleScale> scale;
+  PlanSample sample_described;
+  absl::StatusOr<ReplayTrace> replay = absl::UnknownError("not read");
+  if (f.sample > 0) {
+    auto sampled =
+        ReadSampledTrace(f, *read_options, *cost, trace, sample_described, options.eval_from);
+    if (!sampled.ok()) return Fail(sampled.status());
+    scale = *sampled;
+    replay = PrepareTraceForReplay(f.input.trace, *read_options, *cost, "plan", std::cerr, trace);
+  } else {
+    replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "plan", std::cerr, trace);
+  }
   if (!replay.ok()) return Fail(replay.status());
   if (auto s = CheckModelForTrace(model->get(), f.model, trace); !s.ok()) return Fail(s);
 
@@ -161,7 +213,9 @@ int RunPlan(const PlanFlags& f) {
   // them there, and kept at every size: cost does not depend on the count,
   // and TTFT then compares sizes on one cluster.
   const bool auto_nodes = f.cost.prefill_nodes == "auto";
-  options.pool_bytes = PoolBytesAt(f.pool_fraction, replay->distinct_block_bytes);
+  options.pool_bytes =
+      scale ? scale->SampledPoolBytes(PoolBytesAt(f.pool_fraction, scale->full_distinct_bytes))
+            : PoolBytesAt(f.pool_fraction, replay->distinct_block_bytes);
   auto sized = SizePrefillNodes(*replay, *cost, options, auto_nodes, std::cerr);
   if (!sized.ok()) return Fail(sized.status());
 
@@ -177,10 +231,13 @@ int RunPlan(const PlanFlags& f) {
                         "requests", ProgressLine::Wanted(STDERR_FILENO, f.quiet), std::cerr);
   options.requests_done = &progress.counter();
   progress.Start();
-  auto sweep = RunPoolSweep(*replay, *sized, *policies, fractions, options);
+  auto sweep =
+      scale ? RunPoolSweepAt(*replay, *sized, *policies, SampledPools(*scale, fractions), options)
+            : RunPoolSweep(*replay, *sized, *policies, fractions, options);
   progress.Finish();
   if (!sweep.ok()) return Fail(sweep.status());
-  AddCostLowerBounds(*replay, *sized, f.eval_from, f.transfer_weight, *sweep);
+  AddCostLowerBounds(*replay, *sized, options.eval_from, f.transfer_weight, *sweep);
+  if (scale) ScaleSweepToFull(*scale, *sweep);
 
   Plan plan;
   plan.header.trace = f.input.trace;
@@ -191,6 +248,13 @@ int RunPlan(const PlanFlags& f) {
   plan.header.prefill_nodes_auto = auto_nodes;
   plan.header.transfer_weight = f.transfer_weight;
   plan.distinct_block_bytes = replay->distinct_block_bytes;
+  if (scale) {
+    // The full trace's, exactly: the sample's rows are estimates of it.
+    plan.header.requests = scale->full_requests;
+    plan.header.block_accesses = scale->full_block_accesses;
+    plan.distinct_block_bytes = scale->full_distinct_bytes;
+    plan.sample = sample_described;
+  }
   plan.prefill_nodes_sized_at = f.pool_fraction;
   plan.pool_fraction = f.pool_fraction;
   plan.target = f.target;
@@ -279,6 +343,17 @@ Command AddPlanCommand(CLI::App& root) {
   cmd->add_flag("--quiet", flags->quiet,
                 "no progress line (drawn on stderr only when it is a terminal: requests replayed "
                 "over all policies and sizes, rate, ETA)");
+  cmd->add_option("--sample", flags->sample,
+                  "replay a sample of the trace, rate R in (0, 1] (0: the whole trace): "
+                  "requests kept by a hash of the first block of their chain that few requests "
+                  "share, pools R times smaller (shared blocks kept whole), costs and counts "
+                  "scaled back; hit ratios and cost within the errors docs/planning.md gives "
+                  "for each rate; TTFT and utilization are the sample's")
+      ->capture_default_str()
+      ->check(FiniteRange(0, 1));
+  cmd->add_option("--sample-salt", flags->sample_salt,
+                  "with --sample: another salt of the key hash draws another sample")
+      ->capture_default_str();
   return {cmd, [flags] { return RunPlan(*flags); }};
 }
 

@@ -174,6 +174,34 @@ Comparison ComparisonAt(const Plan& plan, size_t point) {
   return c;
 }
 
+namespace {
+
+// What a sampled plan measured, and how it reads (docs/planning.md).
+std::string SampleNote(const PlanSample& s) {
+  return absl::StrFormat(
+      "sampled at rate %g: %d requests (%d block accesses) kept, keyed by the first block of "
+      "their chain read by fewer than %d requests (%d blocks read by more are shared, read "
+      "first by %d warm-up requests); pools "
+      "replayed at %.4g x their unshared bytes plus the shared ones; costs and counts scaled by "
+      "1 / %.4g (the sample's share of the no-pool cost); TTFT and utilization are the "
+      "sample's\n\n",
+      s.rate, s.kept_requests, s.kept_block_accesses, s.shared_threshold, s.shared_blocks,
+      s.warmup_requests, s.byte_rate, s.cost_rate);
+}
+
+std::string SampleJson(const std::optional<PlanSample>& sample) {
+  if (!sample) return "null";
+  const PlanSample& s = *sample;
+  return absl::StrCat(
+      "{\"rate\": ", JsonNumber(s.rate), ", \"kept_requests\": ", s.kept_requests,
+      ", \"kept_block_accesses\": ", s.kept_block_accesses,
+      ", \"warmup_requests\": ", s.warmup_requests, ", \"shared_blocks\": ", s.shared_blocks,
+      ", \"shared_threshold\": ", s.shared_threshold, ", \"byte_rate\": ", JsonNumber(s.byte_rate),
+      ", \"cost_rate\": ", JsonNumber(s.cost_rate), "}");
+}
+
+}  // namespace
+
 std::string FormatPlanTable(const Plan& plan) {
   const Comparison& h = plan.header;
   std::string out = absl::StrFormat(
@@ -185,6 +213,7 @@ std::string FormatPlanTable(const Plan& plan) {
           ? absl::StrFormat(" (auto, sized at pool %.3g%%)", 100 * plan.prefill_nodes_sized_at)
           : "",
       h.transfer_weight);
+  if (plan.sample) absl::StrAppend(&out, SampleNote(*plan.sample));
   absl::StrAppend(&out,
                   "cost s by pool (lower is better; * = offline oracle, reads the future; bound "
                   "= the lower bound no policy can cost less than; > = the pool of "
@@ -240,8 +269,8 @@ std::string FormatPlanJson(const Plan& plan) {
       ", \"transfer_weight\": ", JsonNumber(h.transfer_weight), ", \"policies\": [", policies,
       "], \"oracles\": [", oracles, "], \"pool_fraction\": ", JsonNumber(plan.pool_fraction),
       ", \"target\": ", JsonNumber(plan.target),
-      ", \"gpu_hour_price\": ", OptionalJsonNumber(plan.gpu_hour_price), ", ", AnswersJson(plan),
-      ", \"sizes\": [");
+      ", \"gpu_hour_price\": ", OptionalJsonNumber(plan.gpu_hour_price),
+      ", \"sample\": ", SampleJson(plan.sample), ", ", AnswersJson(plan), ", \"sizes\": [");
   for (size_t i = 0; i < plan.sweep.points.size(); ++i) {
     const SweepPoint& p = plan.sweep.points[i];
     absl::StrAppend(

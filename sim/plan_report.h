@@ -16,6 +16,18 @@
 
 namespace kvlearn {
 
+// How a sampled plan's trace was drawn (sim/trace_sample.h).
+struct PlanSample {
+  double rate = 0;             // --sample
+  uint64_t kept_requests = 0;  // of the whole trace, warm-up included
+  uint64_t kept_block_accesses = 0;
+  uint64_t warmup_requests = 0;  // read the shared chains first, not counted
+  uint64_t shared_blocks = 0;    // blocks read by shared_threshold requests or more
+  uint64_t shared_threshold = 0;
+  double byte_rate = 0;  // r_b: sampled share of the unshared distinct bytes
+  double cost_rate = 0;  // r_c: sampled share of the no-pool cost
+};
+
 struct Plan {
   // The run's header as compare fills it (trace, evaluated requests and
   // accesses, cost model, prefill instances, w); pool_bytes and results are
@@ -26,6 +38,7 @@ struct Plan {
   double pool_fraction = 0;           // the user's pool
   double target = 0.9;
   std::optional<double> gpu_hour_price;
+  std::optional<PlanSample> sample;  // set when the trace was sampled
   PoolSweep sweep;
   PlanAnswers answers;
 };

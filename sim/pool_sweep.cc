@@ -32,26 +32,36 @@ absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostMode
                                        std::span<const std::string> policies,
                                        std::span<const double> fractions,
                                        const PoolReplayOptions& options) {
+  std::vector<SweepPool> pools;
+  for (const double f : fractions)
+    pools.push_back({f, PoolBytesAt(f, replay.distinct_block_bytes)});
+  return RunPoolSweepAt(replay, cost, policies, pools, options);
+}
+
+absl::StatusOr<PoolSweep> RunPoolSweepAt(const ReplayTrace& replay, const CostModel& cost,
+                                         std::span<const std::string> policies,
+                                         std::span<const SweepPool> pools,
+                                         const PoolReplayOptions& options) {
   PoolSweep sweep;
   sweep.policies.assign(policies.begin(), policies.end());
   const size_t n = policies.size();
-  std::vector<absl::StatusOr<ReplayResult>> results(n * fractions.size(),
+  std::vector<absl::StatusOr<ReplayResult>> results(n * pools.size(),
                                                     absl::UnknownError("not run"));
   // One task per (pool, policy) pair: the slow policies at one pool do not
   // hold back the other pools.
   tbb::parallel_for(size_t{0}, results.size(), [&](size_t i) {
     PoolReplayOptions pair = options;
-    pair.pool_bytes = PoolBytesAt(fractions[i / n], replay.distinct_block_bytes);
+    pair.pool_bytes = pools[i / n].bytes;
     results[i] = ReplayPool(replay, cost, policies[i % n], pair);
   });
-  for (size_t p = 0; p < fractions.size(); ++p) {
-    SweepPoint point{fractions[p], PoolBytesAt(fractions[p], replay.distinct_block_bytes), {}, {}};
+  for (size_t p = 0; p < pools.size(); ++p) {
+    SweepPoint point{pools[p].fraction, pools[p].bytes, {}, {}};
     for (size_t k = 0; k < n; ++k) {
       absl::StatusOr<ReplayResult>& r = results[p * n + k];
       if (!r.ok()) {
         return absl::Status(r.status().code(),
-                            absl::StrFormat("%s at pool fraction %g: %s", policies[k], fractions[p],
-                                            r.status().message()));
+                            absl::StrFormat("%s at pool fraction %g: %s", policies[k],
+                                            pools[p].fraction, r.status().message()));
       }
       point.results.push_back(std::move(*r));
     }

@@ -60,6 +60,19 @@ absl::StatusOr<PoolSweep> RunPoolSweep(const ReplayTrace& replay, const CostMode
                                        std::span<const double> fractions,
                                        const PoolReplayOptions& options);
 
+// A pool of the sweep: the share it is named by and the bytes it replays at.
+struct SweepPool {
+  double fraction = 0;
+  uint64_t bytes = 0;
+};
+
+// The same at pools of given bytes (a sampled trace replays its pools at
+// other bytes than its own distinct-block bytes give: sim/trace_sample.h).
+absl::StatusOr<PoolSweep> RunPoolSweepAt(const ReplayTrace& replay, const CostModel& cost,
+                                         std::span<const std::string> policies,
+                                         std::span<const SweepPool> pools,
+                                         const PoolReplayOptions& options);
+
 // Fills every point's cost_bound (sim/cost_lower_bound.h) for the requests
 // from `eval_from` on and cost_seconds' transfer weight, points in parallel.
 void AddCostLowerBounds(const ReplayTrace& replay, const CostModel& cost, double eval_from,

@@ -181,6 +181,41 @@ class PlanTest(unittest.TestCase):
             self.assert_rows_equal(rows_by_policy(x["comparison"]),
                                    rows_by_policy(y["comparison"]))
 
+    def test_sample_of_rate_one_is_the_whole_run(self):
+        # Rate 1 keeps every request, warms nothing and scales by 1: the
+        # sampling's mapping of pools and costs must then be the identity.
+        r = run(["plan", "--trace", self.trace, "--sizes", "4", "--pool-fraction", "0.07",
+                 "--eval-from", "0.2", "--format", "json", "--quiet", "--sample", "1"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sampled = json.loads(r.stdout)
+        self.assertEqual(sampled["sample"]["kept_requests"], 400)
+        self.assertEqual(sampled["sample"]["warmup_requests"], 0)
+        self.assertIsNone(self.plan["sample"])
+        self.assertEqual(sampled["distinct_block_bytes"], self.plan["distinct_block_bytes"])
+        for got, want in zip(sampled["sizes"], self.plan["sizes"]):
+            self.assertEqual(got["pool_bytes"], want["pool_bytes"])
+            self.assert_rows_equal(rows_by_policy(got["comparison"]),
+                                   rows_by_policy(want["comparison"]))
+
+    def test_a_sample_reads_as_the_whole_trace(self):
+        r = run(["plan", "--trace", self.trace, "--sizes", "4", "--format", "json", "--quiet",
+                 "--sample", "0.5", "--sample-salt", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sampled = json.loads(r.stdout)
+        s = sampled["sample"]
+        self.assertLess(s["kept_requests"], 400)
+        self.assertGreater(s["kept_requests"], 0)
+        # Header and pools are the whole trace's; rows are estimates of it.
+        self.assertEqual(sampled["requests"], 400)
+        self.assertEqual(sampled["distinct_block_bytes"], self.plan["distinct_block_bytes"])
+        self.assertEqual([x["pool_bytes"] for x in sampled["sizes"]],
+                         [int(x["pool_fraction"] * sampled["distinct_block_bytes"])
+                          for x in sampled["sizes"]])
+        table = run(["plan", "--trace", self.trace, "--sizes", "4", "--quiet", "--sample", "0.5",
+                     "--sample-salt", "3"])
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("sampled at rate 0.5", table.stdout)
+
     def test_refusals_name_the_flag(self):
         cases = [
             (["--min-fraction", "0.5", "--max-fraction", "0.1"],
@@ -189,6 +224,8 @@ class PlanTest(unittest.TestCase):
             (["--policies", "learned-model"], "needs a trained model: add --model FILE"),
             (["--policies", "lru,bogus"], "--policies"),
             (["--target", "1.5"], "--target"),
+            (["--sample", "1.5"], "--sample"),
+            (["--sample", "1e-9"], "--sample 1e-09 kept none of the trace's 400 requests"),
         ]
         for extra, words in cases:
             with self.subTest(extra=extra):
