@@ -4,7 +4,8 @@ A generated chat trace is played into `kvlearn serve --policy learned` by `kvlea
 While the sidecar runs:
 - `kvlearn train --data-dir` records, byte for byte, the samples (--samples-out) that
   `kvlearn train --trace` records from `kvlearn export-log`'s JSONL of the same log, and
-  trains the same weights; with --since/--until too.
+  trains the same weights; with --since/--until too, and with chain sampling
+  (--max-accesses below the log's accesses: both keep the same branches).
 - `kvlearn model promote` refuses a model trained on shuffled labels (it costs more than
   the serving model or lru on the newest window); promote and rollback round-trip, the
   sidecar serving each version as the registry says (`kvlearn ctl status`), and again after
@@ -103,23 +104,33 @@ class ModelRegistryTest(unittest.TestCase):
             return f"v{version}.pt@" + json.load(f)["checksum"]
 
     def test_samples_from_the_log_equal_those_from_its_export(self):
-        cases = [[], ["--since", "200000", "--until", "900000"]]
-        for window in cases:
-            with self.subTest(window=window):
+        cases = [([], []), (["--since", "200000", "--until", "900000"], []),
+                 ([], ["--max-accesses", "12000"])]
+        for window, sample in cases:
+            with self.subTest(window=window, sample=sample):
                 exported = os.path.join(self.work, "exported.jsonl")
                 e = run("export-log", "--data-dir", self.data, "--out", exported, *window)
                 self.assertEqual(e.returncode, 0, e.stderr)
                 a, b = (os.path.join(self.work, n) for n in ("a.csv", "b.csv"))
                 ta = run("train", "--trace", exported, "--out", os.path.join(self.work, "a.pt"),
-                         "--samples-out", a, *TRAIN)
+                         "--samples-out", a, *TRAIN, *sample)
                 self.assertEqual(ta.returncode, 0, ta.stderr)
                 tb = run("train", "--data-dir", self.data, "--out",
-                         os.path.join(self.work, "b.pt"), "--samples-out", b, *TRAIN, *window)
+                         os.path.join(self.work, "b.pt"), "--samples-out", b, *TRAIN, *window,
+                         *sample)
                 self.assertEqual(tb.returncode, 0, tb.stderr)
                 with open(a) as fa, open(b) as fb:
                     rows_a, rows_b = fa.read(), fb.read()
                 self.assertGreater(rows_a.count("\n"), 1000)
                 self.assertTrue(rows_a == rows_b, "the samples differ")
+                if sample:
+                    # Sampled: both say so, and kept at most the budget.
+                    for r in (ta, tb):
+                        m = re.search(r"sampled branches: .*, (\d+) of (\d+) block accesses",
+                                      r.stderr)
+                        self.assertIsNotNone(m, r.stderr)
+                        self.assertLessEqual(int(m.group(1)), 12000)
+                        self.assertLess(int(m.group(1)), int(m.group(2)))
                 ma, mb = (metadata(os.path.join(self.work, n)) for n in ("a.pt", "b.pt"))
                 self.assertEqual(ma["trace_fingerprint"], mb["trace_fingerprint"])
                 self.assertEqual(ma["judgement"], mb["judgement"])  # weights fingerprint too
