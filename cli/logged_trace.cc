@@ -22,9 +22,15 @@ constexpr size_t kNamedNodes = 1000;
 
 struct Row {
   int64_t timestamp_ms;
+  uint64_t arrival;  // order in the log: ties of timestamp keep it
   uint32_t input_length, output_length;
   std::vector<uint64_t> ids;
 };
+
+// The trace's order: by timestamp, then as logged.
+bool Earlier(const Row& a, const Row& b) {
+  return a.timestamp_ms != b.timestamp_ms ? a.timestamp_ms < b.timestamp_ms : a.arrival < b.arrival;
+}
 
 }  // namespace
 
@@ -84,7 +90,9 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
     if (!scanned.ok()) return scanned;
     out.sample = PlanChainSample(counts, options.max_accesses);
   }
-  std::vector<Row> rows;
+  std::vector<Row> rows;  // with newest_requests: a heap, the earliest on top
+  uint64_t arrivals = 0;
+  const auto later = [](const Row& a, const Row& b) { return Earlier(b, a); };
   auto scanned =
       ScanArrivals(log, options, out, [&](int64_t timestamp_ms, const v1::RequestArrival& r) {
         if (!out.sample.Keeps(IdsOf(r))) {
@@ -93,6 +101,7 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
         }
         Row row;
         row.timestamp_ms = timestamp_ms;
+        row.arrival = arrivals++;
         row.output_length = static_cast<uint32_t>(std::min<int64_t>(r.output_length(), UINT32_MAX));
         row.ids.assign(r.block_ids().begin(), r.block_ids().end());
         int64_t tokens = r.input_length();
@@ -108,6 +117,13 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
         }
         row.input_length = static_cast<uint32_t>(tokens);
         rows.push_back(std::move(row));
+        if (options.newest_requests > 0) {
+          std::push_heap(rows.begin(), rows.end(), later);
+          if (rows.size() > options.newest_requests) {
+            std::pop_heap(rows.begin(), rows.end(), later);
+            rows.pop_back();
+          }
+        }
       });
   if (!scanned.ok()) return scanned;
   if (rows.empty()) {
@@ -128,11 +144,11 @@ absl::StatusOr<LoggedTrace> ReadLoggedTrace(const EventLog& log,
         "engines' block stores and removals, and engines do not report requests; the router "
         "or client reports them (RequestArrival, docs/sidecar.md)"));
   }
-  // Nodes' clocks interleave; a trace is in time order.
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.timestamp_ms < b.timestamp_ms; });
+  // Nodes' clocks interleave; a trace is in time order. The newest requests
+  // are the last of all of them, numbered as such.
+  std::sort(rows.begin(), rows.end(), Earlier);
   out.trace.block_size = options.block_size;
-  uint32_t line = 0;
+  auto line = static_cast<uint32_t>(arrivals - rows.size());
   for (const Row& r : rows) {
     out.trace.Add(r.timestamp_ms, r.input_length, r.output_length, r.ids, ++line);
   }

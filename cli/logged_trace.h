@@ -45,6 +45,10 @@ struct LoggedTraceOptions {
   // and only the branches of a ChainSample within this many accesses are kept
   // (learner/chain_sample.h: `kvlearn train`'s bound on memory).
   uint64_t max_accesses = 0;
+  // When not 0, only the newest this many of the requests (the last of the
+  // trace) are kept, numbered as in the whole trace; memory holds only them
+  // (`kvlearn model evaluate`'s window).
+  uint64_t newest_requests = 0;
 };
 
 struct LoggedTrace {

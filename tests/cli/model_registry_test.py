@@ -10,6 +10,8 @@ While the sidecar runs:
   the serving model or lru on the newest window); promote and rollback round-trip, the
   sidecar serving each version as the registry says (`kvlearn ctl status`), and again after
   a restart.
+- `kvlearn model evaluate` prices the newest requests of the exported trace (it holds
+  only those).
 - A damaged entry (bad JSON, a missing or changed model file) or registry.json is refused
   with a message naming it, and the serving model stays.
 - A promote killed (SIGKILL) at each step leaves the old or the new version serving, in the
@@ -139,6 +141,22 @@ class ModelRegistryTest(unittest.TestCase):
                         stamps = [json.loads(line)["timestamp"] for line in f]
                     self.assertTrue(all(200000 <= t < 900000 for t in stamps))
                     self.assertIn(f"read {len(stamps)} requests", tb.stderr)
+
+    def test_evaluate_prices_the_newest_requests_of_the_export(self):
+        # evaluate holds only the newest window + warm-up requests of the log;
+        # they must be the last lines of the whole exported trace.
+        version = self.train_from_log()
+        exported = os.path.join(self.work, "all.jsonl")
+        e = run("export-log", "--data-dir", self.data, "--out", exported)
+        self.assertEqual(e.returncode, 0, e.stderr)
+        with open(exported) as f:
+            stamps = [json.loads(line)["timestamp"] for line in f]
+        r = self.model("evaluate", str(version), *WINDOW)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"window: the newest 600 logged requests \((\d+)\.\.(\d+) ms\), after 900",
+                      r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (stamps[-600], stamps[-1]))
 
     def test_promote_refuses_a_model_trained_on_shuffled_labels(self):
         good = self.train_from_log()
