@@ -14,7 +14,9 @@
 // (milliseconds of the node clock, the `timestamp` the exported file holds).
 //
 // Memory: the kept requests (about 8 bytes per block id and 24 per request)
-// plus one event at a time; the log is streamed.
+// plus one event at a time; the log is streamed. With max_accesses, the kept
+// requests are a sample of at most that many block accesses (one branch more
+// when a single branch exceeds it) and the log is read twice.
 //
 // Thread-safety: a plain function; the log may be a read-only open of a log a
 // server is appending to (it then sees what was logged when it was opened).
@@ -28,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "datasets/trace.h"
+#include "learner/chain_sample.h"
 #include "server/event_log.h"
 
 namespace kvlearn {
@@ -38,6 +41,14 @@ struct LoggedTraceOptions {
   int64_t since_ms = std::numeric_limits<int64_t>::min();
   int64_t until_ms = std::numeric_limits<int64_t>::max();
   std::atomic<uint64_t>* events_done = nullptr;  // when set, advanced per event scanned
+  // When not 0, a first pass counts the arrivals' block accesses per branch
+  // and only the branches of a ChainSample within this many accesses are kept
+  // (learner/chain_sample.h: `kvlearn train`'s bound on memory).
+  uint64_t max_accesses = 0;
+  // When not 0, only the newest this many of the requests (the last of the
+  // trace) are kept, numbered as in the whole trace; memory holds only them
+  // (`kvlearn model evaluate`'s window).
+  uint64_t newest_requests = 0;
 };
 
 struct LoggedTrace {
@@ -46,6 +57,8 @@ struct LoggedTrace {
   uint64_t other = 0;                 // not request arrivals, or of other nodes
   uint64_t outside = 0;               // arrivals kept out by the window
   uint64_t adjusted = 0;              // input_length set to whole blocks
+  ChainSample sample;                 // the branches kept (all without max_accesses)
+  uint64_t sampled_out = 0;           // arrivals in the window of branches not kept
   std::set<std::string> nodes;        // with arrivals kept (at most 1000 named)
   std::set<std::string> other_nodes;  // with arrivals left out by `node` (likewise)
   uint64_t first_sequence = 0;        // the log's retained range

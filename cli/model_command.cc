@@ -187,7 +187,10 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
     }
   }
 
-  auto logged = ReadLoggedTraceIn(f.data_dir, f.read, absl::StrCat("model ", command), f.quiet);
+  // Only the requests priced are held, however long the log.
+  LoggedTraceOptions read = f.read;
+  read.newest_requests = uint64_t{f.window_requests} + f.warmup_requests;
+  auto logged = ReadLoggedTraceIn(f.data_dir, read, absl::StrCat("model ", command), f.quiet);
   if (!logged.ok()) return logged.status();
   // The newest warm-up + window requests; with fewer, the window keeps its
   // share and the warm-up takes what is left.

@@ -29,6 +29,7 @@
 #include "datasets/mooncake_reader.h"
 #include "features/feature_schema.h"
 #include "learner/blas_kernels.h"
+#include "learner/chain_sample.h"
 #include "learner/model_judge.h"
 #include "learner/sample_csv.h"
 #include "learner/sample_recorder.h"
@@ -62,6 +63,8 @@ struct TrainFlags {
   bool force = false;
   bool shuffle_labels = false;
   bool quiet = false;
+  // Block accesses kept by chain sampling (learner/chain_sample.h); 0: all.
+  uint64_t max_accesses = 2'000'000;
   std::string command_line;
 };
 
@@ -85,6 +88,33 @@ std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
   return out;
 }
 
+// What chain sampling kept, when it dropped anything.
+void PrintSample(const ChainSample& sample, uint64_t budget, uint64_t dropped_requests) {
+  if (sample.all()) return;
+  std::cerr << absl::StrFormat(
+      "sampled branches: kept %d of %d buckets (%.2f%%), %d of %d block accesses (--max-accesses "
+      "%d), %d requests left out\n",
+      sample.kept_buckets, kChainBuckets, 100 * sample.rate(), sample.kept_accesses,
+      sample.total_accesses, budget, dropped_requests);
+}
+
+// A trace file's requests, sampled to the budget as a log's are.
+absl::StatusOr<ReplayTrace> ReadSampledTrace(const TrainFlags& f, const TraceReadOptions& options,
+                                             const CostModel& cost, Trace& trace) {
+  auto read = ReadTrace(f.input.trace, options);
+  if (!read.ok()) return read.status();
+  ChainBucketCounts counts;
+  for (const TraceRequest& r : read->requests) counts.Add(read->BlocksOf(r));
+  const ChainSample sample = PlanChainSample(counts, f.max_accesses);
+  if (sample.all()) {
+    trace = *std::move(read);
+  } else {
+    trace = SampleTrace(*read, sample);
+    PrintSample(sample, f.max_accesses, read->requests.size() - trace.requests.size());
+  }
+  return PrepareTraceForReplay(f.input.trace, options, cost, "train", std::cerr, trace);
+}
+
 // A log's blocks are the sidecar's --block-size; unnamed, its default.
 uint32_t LogBlockSize(const TrainFlags& f) {
   return f.input.block_size != 0 ? f.input.block_size : 512;
@@ -95,6 +125,7 @@ template <typename Elapsed>
 absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed) {
   LoggedTraceOptions read = f.read;
   read.block_size = LogBlockSize(f);
+  read.max_accesses = f.max_accesses;
   auto logged = ReadLoggedTraceIn(f.data_dir, read, "train", f.quiet);
   if (!logged.ok()) return logged.status();
   const Trace& t = logged->trace;
@@ -104,6 +135,7 @@ absl::StatusOr<LoggedTrace> ReadLog(const TrainFlags& f, const Elapsed& elapsed)
       t.requests.size(), t.requests.front().timestamp_ms, t.requests.back().timestamp_ms,
       logged->events, f.data_dir, logged->first_sequence, logged->next_sequence, logged->other,
       f.read.node.empty() ? "" : " or of other nodes", logged->outside, elapsed());
+  PrintSample(logged->sample, f.max_accesses, logged->sampled_out);
   return logged;
 }
 
@@ -159,7 +191,7 @@ int RunTrain(const TrainFlags& f) {
   std::optional<LogWindow> window;
   absl::StatusOr<ReplayTrace> replay = absl::UnknownError("not read");
   if (f.data_dir.empty()) {
-    replay = ReadTraceForReplay(f.input.trace, *read_options, *cost, "train", std::cerr, trace);
+    replay = ReadSampledTrace(f, *read_options, *cost, trace);
   } else {
     auto logged = ReadLog(f, elapsed);
     if (!logged.ok()) return Fail(logged.status());
@@ -406,6 +438,12 @@ Command AddTrainCommand(CLI::App& root) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(FiniteRange(1e-9, 1e6));
+  cmd->add_option("--max-accesses", f->max_accesses,
+                  "bound on the block accesses trained on, which bounds memory (about 0.6 KB "
+                  "each): a longer trace or log is sampled by branch (the requests sharing their "
+                  "second block are kept or left out together, so labels stay exact; "
+                  "docs/training.md, 'Sampling'); 0 reads everything")
+      ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet,
                 "no progress lines (drawn on stderr only when it is a terminal: requests "
                 "replayed while recording samples, samples trained over at most --epochs, "

@@ -4,11 +4,14 @@ A generated chat trace is played into `kvlearn serve --policy learned` by `kvlea
 While the sidecar runs:
 - `kvlearn train --data-dir` records, byte for byte, the samples (--samples-out) that
   `kvlearn train --trace` records from `kvlearn export-log`'s JSONL of the same log, and
-  trains the same weights; with --since/--until too.
+  trains the same weights; with --since/--until too, and with chain sampling
+  (--max-accesses below the log's accesses: both keep the same branches).
 - `kvlearn model promote` refuses a model trained on shuffled labels (it costs more than
   the serving model or lru on the newest window); promote and rollback round-trip, the
   sidecar serving each version as the registry says (`kvlearn ctl status`), and again after
   a restart.
+- `kvlearn model evaluate` prices the newest requests of the exported trace (it holds
+  only those).
 - A damaged entry (bad JSON, a missing or changed model file) or registry.json is refused
   with a message naming it, and the serving model stays.
 - A promote killed (SIGKILL) at each step leaves the old or the new version serving, in the
@@ -103,23 +106,33 @@ class ModelRegistryTest(unittest.TestCase):
             return f"v{version}.pt@" + json.load(f)["checksum"]
 
     def test_samples_from_the_log_equal_those_from_its_export(self):
-        cases = [[], ["--since", "200000", "--until", "900000"]]
-        for window in cases:
-            with self.subTest(window=window):
+        cases = [([], []), (["--since", "200000", "--until", "900000"], []),
+                 ([], ["--max-accesses", "12000"])]
+        for window, sample in cases:
+            with self.subTest(window=window, sample=sample):
                 exported = os.path.join(self.work, "exported.jsonl")
                 e = run("export-log", "--data-dir", self.data, "--out", exported, *window)
                 self.assertEqual(e.returncode, 0, e.stderr)
                 a, b = (os.path.join(self.work, n) for n in ("a.csv", "b.csv"))
                 ta = run("train", "--trace", exported, "--out", os.path.join(self.work, "a.pt"),
-                         "--samples-out", a, *TRAIN)
+                         "--samples-out", a, *TRAIN, *sample)
                 self.assertEqual(ta.returncode, 0, ta.stderr)
                 tb = run("train", "--data-dir", self.data, "--out",
-                         os.path.join(self.work, "b.pt"), "--samples-out", b, *TRAIN, *window)
+                         os.path.join(self.work, "b.pt"), "--samples-out", b, *TRAIN, *window,
+                         *sample)
                 self.assertEqual(tb.returncode, 0, tb.stderr)
                 with open(a) as fa, open(b) as fb:
                     rows_a, rows_b = fa.read(), fb.read()
                 self.assertGreater(rows_a.count("\n"), 1000)
                 self.assertTrue(rows_a == rows_b, "the samples differ")
+                if sample:
+                    # Sampled: both say so, and kept at most the budget.
+                    for r in (ta, tb):
+                        m = re.search(r"sampled branches: .*, (\d+) of (\d+) block accesses",
+                                      r.stderr)
+                        self.assertIsNotNone(m, r.stderr)
+                        self.assertLessEqual(int(m.group(1)), 12000)
+                        self.assertLess(int(m.group(1)), int(m.group(2)))
                 ma, mb = (metadata(os.path.join(self.work, n)) for n in ("a.pt", "b.pt"))
                 self.assertEqual(ma["trace_fingerprint"], mb["trace_fingerprint"])
                 self.assertEqual(ma["judgement"], mb["judgement"])  # weights fingerprint too
@@ -128,6 +141,22 @@ class ModelRegistryTest(unittest.TestCase):
                         stamps = [json.loads(line)["timestamp"] for line in f]
                     self.assertTrue(all(200000 <= t < 900000 for t in stamps))
                     self.assertIn(f"read {len(stamps)} requests", tb.stderr)
+
+    def test_evaluate_prices_the_newest_requests_of_the_export(self):
+        # evaluate holds only the newest window + warm-up requests of the log;
+        # they must be the last lines of the whole exported trace.
+        version = self.train_from_log()
+        exported = os.path.join(self.work, "all.jsonl")
+        e = run("export-log", "--data-dir", self.data, "--out", exported)
+        self.assertEqual(e.returncode, 0, e.stderr)
+        with open(exported) as f:
+            stamps = [json.loads(line)["timestamp"] for line in f]
+        r = self.model("evaluate", str(version), *WINDOW)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"window: the newest 600 logged requests \((\d+)\.\.(\d+) ms\), after 900",
+                      r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (stamps[-600], stamps[-1]))
 
     def test_promote_refuses_a_model_trained_on_shuffled_labels(self):
         good = self.train_from_log()
