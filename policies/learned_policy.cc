@@ -14,6 +14,9 @@ namespace {
 constexpr double kHeldOffset = 0x1p52;
 // LearnedPolicy::seen_'s bits.
 constexpr uint8_t kSeen = 1, kUsed = 2;
+// The heuristic experts, lru and gdsf, are experts 0 and 1: every
+// LearnedPolicy has them, and a model's expert comes after.
+constexpr size_t kHeuristicExperts = 2;
 
 }  // namespace
 
@@ -78,9 +81,37 @@ OrderKey LearnedPolicy::KeyFor(BlockIndex b, double stamp) const {
   return {held ? 1.0 : 0.0, stamp, catalog_[b].depth};
 }
 
+double LearnedPolicy::RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access) {
+  const LearnedExpert& priced = *experts_[0];  // every expert prices transfers alike
+  double cost = priced.TransferMs(real_admitted_bytes_);
+  real_admitted_bytes_ = 0;
+  const auto n = static_cast<uint32_t>(chain.size());
+  const uint32_t above = std::min<uint32_t>(access.served_above, n);
+  const uint32_t hits = pool_.ResidentPrefix(chain);
+  uint64_t loaded = 0;
+  for (uint32_t i = above; i < hits; ++i) loaded += catalog_[chain[i]].bytes;
+  for (uint32_t i = std::max(hits, above); i < n; ++i) cost += Refill(chain[i]);
+  return cost + priced.TransferMs(loaded);
+}
+
+bool LearnedPolicy::FallBack() {
+  if (leader_ < kHeuristicExperts) return false;
+  size_t cheaper = 0;
+  for (size_t e = 1; e < kHeuristicExperts; ++e) {
+    if (experts_state_[e].decayed_ms < experts_state_[cheaper].decayed_ms) cheaper = e;
+  }
+  const double mean_request = real_decayed_ms_ / decayed_requests_;
+  if (real_decayed_ms_ - experts_state_[cheaper].decayed_ms <= mean_request) return false;
+  ++fallbacks_;
+  fell_back_at_ = turnovers_;
+  Lead(cheaper);
+  return true;
+}
+
 void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {
   Grow();
   for (const BlockIndex b : chain) seen_[b] |= kSeen;
+  const double real_cost = RealPoolCost(chain, access);
   const double capacity = static_cast<double>(std::max<uint64_t>(pool_.capacity_bytes(), 1));
   for (size_t e = 0; e < experts_.size(); ++e) {
     LearnedExpert& x = *experts_[e];
@@ -113,18 +144,24 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
       const double decay = std::exp(-static_cast<double>(admitted) / capacity / kWindowTurnovers);
       for (ExpertState& d : experts_state_) d.decayed_ms *= decay;
       decayed_requests_ = decayed_requests_ * decay + 1;
+      real_decayed_ms_ *= decay;
       evicted_ms_ *= decay;
       evicted_used_ms_ *= decay;
     }
     s.decayed_ms += cost;
     s.total_ms += cost;
   }
+  real_decayed_ms_ += real_cost;
   if (!experts_[leader_]->status().ok()) {
     Lead(0);  // a broken expert decides nothing more; lru cannot break
     return;
   }
+  if (FallBack()) return;
+  // A full window after a fallback, the sums weigh mostly what came after it.
+  const bool model_may_lead = turnovers_ - fell_back_at_ >= kWindowTurnovers;
   size_t best = leader_;
   for (size_t e = 0; e < experts_.size(); ++e) {
+    if (e >= kHeuristicExperts && !model_may_lead) continue;
     if (Warm(e) && experts_state_[e].decayed_ms < experts_state_[best].decayed_ms) best = e;
   }
   if (best == leader_) return;
@@ -155,6 +192,7 @@ void LearnedPolicy::OnInsert(BlockIndex b, const AccessInfo&) {
   seen_[b] &= ~kUsed;
   Track(b, KeyFor(b, static_cast<double>(++stamp_)));
   RealPoolChanged(b, +1);
+  if (admission_moves_bytes_) real_admitted_bytes_ += catalog_[b].bytes;
 }
 
 void LearnedPolicy::OnEvict(BlockIndex b) {
@@ -215,12 +253,11 @@ absl::Status LearnedPolicy::SwapModel(std::shared_ptr<const LearnedModel> model)
 
 // ---- state (core/policy_state.h) ----
 // The real pool's keys, the stamp, the leader, the switches, the clocks, the
-// evicted recompute sums, each block's bits (named by an announced request;
-// used since admitted), and per expert its sums, when it joined,
-// and its pool and policy state, when a compaction keeps every block it
-// holds (else it restarts empty and leads again only once warm). Deficits
-// are recounted on load. A model expert is state only if the restarted
-// policy has one too (its model comes from the environment).
+// evicted recompute sums, the real pool's cost sum and last fallback, each block's bits (named by
+// an announced request; used since admitted), and per expert its sums, when it joined, and its pool
+// and policy state, when a compaction keeps every block it holds (else it restarts empty and leads
+// again only once warm). Deficits are recounted on load. A model expert is state only if the
+// restarted policy has one too (its model comes from the environment).
 absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
                                       PolicyStateWriter& out) const {
   SaveOrder(renumber, out);
@@ -231,6 +268,10 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
   out.Double(decayed_requests_);
   out.Double(evicted_ms_);
   out.Double(evicted_used_ms_);
+  out.Double(real_decayed_ms_);
+  out.Varint(real_admitted_bytes_);
+  out.Varint(fallbacks_);
+  out.Double(fell_back_at_);
   std::vector<std::pair<BlockIndex, uint8_t>> marked;  // renumbered, with their bits
   for (BlockIndex b = 0; b < std::min(seen_.size(), renumber.size()); ++b) {
     if (seen_[b] != 0 && renumber[b] != kNoBlock) marked.emplace_back(renumber[b], seen_[b]);
@@ -279,6 +320,10 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
   Grow();
   evicted_ms_ = in.Double("learned evicted recompute");
   evicted_used_ms_ = in.Double("learned evicted recompute used");
+  real_decayed_ms_ = in.Double("learned real pool cost");
+  real_admitted_bytes_ = in.Varint("learned real pool admitted bytes");
+  fallbacks_ = in.Varint("learned fallbacks");
+  fell_back_at_ = in.Double("learned fallback turnovers");
   const uint64_t marked = in.Count("learned marked blocks", 2);
   for (uint64_t i = 0; i < marked && in.ok(); ++i) {
     const BlockIndex b = in.Block("learned marked block");

@@ -33,7 +33,15 @@
 // real pool misses the new leader's blocks it lacks (the expert's deficit)
 // but keeps hitting the old leader's blocks the new one lacks (its surplus)
 // until it needs their room; both at the share of evicted recompute the
-// real pool had used while resident. docs/learned_policy.md ("Safe by
+// real pool had used while resident.
+//
+// Fallback. The real pool's own cost is summed with the same decay. While
+// the model expert leads, once that sum exceeds the cheaper heuristic
+// expert's (lru or gdsf) by more than one mean request's cost, that
+// heuristic leads at once, whatever the refill, and the model expert may
+// lead again only a full window later. The margin above can grow with the
+// deficit for as long as the model's pool lacks the heuristic's blocks; the
+// fallback does not wait for it. docs/learned_policy.md ("Safe by
 // construction") states the bound this gives and what was measured.
 //
 // Not thread-safe: one policy per pool.
@@ -82,12 +90,22 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   uint64_t switches() const { return switches_; }
   // Every request's priced cost for expert e, summed without decay, ms.
   double total_cost_ms(size_t e) const { return experts_state_[e].total_ms; }
+  // The same summed with decay (the switching rule's sums), ms; the requests
+  // with that decay; the decay's clock, in pool turnovers.
+  double decayed_cost_ms(size_t e) const { return experts_state_[e].decayed_ms; }
+  double decayed_requests() const { return decayed_requests_; }
+  double turnovers() const { return turnovers_; }
   // The recompute of the blocks expert e holds and the real pool does not
   // (deficit), and of those the real pool holds and e does not (surplus), ms.
   double deficit_ms(size_t e) const { return experts_state_[e].deficit_ms; }
   double surplus_ms(size_t e) const { return experts_state_[e].surplus_ms; }
   // Makes expert `name` the leader now (tests force switches with it).
   absl::Status SwitchTo(std::string_view name);
+  // Every request's price for the real pool (its own hits and admissions,
+  // priced as an expert's), summed with the sums' decay, ms.
+  double real_decayed_ms() const { return real_decayed_ms_; }
+  // Times the fallback made a heuristic expert lead.
+  uint64_t fallbacks() const { return fallbacks_; }
 
  private:
   struct ExpertState {
@@ -99,6 +117,13 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   };
 
   void Grow();
+  // The real pool's price of the request needing `chain`, before it serves
+  // it (its resident prefix is its hits), with the transfer of the bytes it
+  // admitted for the previous request.
+  double RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access);
+  // The fallback (see the top of this file): true when it made a heuristic
+  // expert lead.
+  bool FallBack();
   void AddExpert(std::string name, PolicyEnv env);
   bool Warm(size_t e) const;
   // What a lead of the decayed sums is worth over a whole window: the sums
@@ -142,6 +167,10 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // and that of blocks used while resident (the share a refill pays again).
   double evicted_ms_ = 0;
   double evicted_used_ms_ = 0;
+  double real_decayed_ms_ = 0;        // the real pool's cost, decayed as the sums
+  uint64_t real_admitted_bytes_ = 0;  // admitted since the last request (priced at the next)
+  uint64_t fallbacks_ = 0;
+  double fell_back_at_ = -kWindowTurnovers;  // turnovers_ at the last fallback
   std::vector<uint8_t> seen_;  // per block: bit 0 named by an announced request, bit 1 used since
                                // the real pool admitted it
 };

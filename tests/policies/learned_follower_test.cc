@@ -299,5 +299,49 @@ TEST(LearnedFollowerTest, WithoutAModelOnRagTrafficLearnedSwitchesToGdsfInTime) 
   }
 }
 
+// The fallback: a model that says only blocks never accessed before come
+// back, made to lead from the first request on mixed traffic. While its
+// expert leads, the real pool's decayed cost never exceeds the cheaper
+// heuristic's by more than one mean request (the ordinary margin, which
+// grows with the heuristic's deficit, would let it); once the fallback has
+// made a heuristic lead, the model's expert does not lead again for a whole
+// window.
+TEST(LearnedFollowerTest, FallbackLeavesALosingModelAtOnceAndReturnsOnlyAWindowLater) {
+  MixedWorkloadOptions g;
+  g.seed = 21;
+  g.requests = 6000;
+  const Trace trace = GenerateMixedTrace(g);
+  auto replay = BuildReplayTrace(trace, DefaultCost());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  auto upside_down = std::make_shared<StandInModel>(
+      "upside-down", [](std::span<const float> x, std::span<float> out) {
+        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
+      });
+  PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), upside_down)).ok());
+  LearnedPolicy& learned = Follower(driver);
+  ASSERT_TRUE(learned.SwitchTo("learned-model").ok());
+  const size_t model = learned.leader();
+  ASSERT_GE(model, 2u);  // lru and gdsf come first
+  double fell_back_at = -LearnedPolicy::kWindowTurnovers;
+  uint64_t fallbacks = 0;
+  for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+    if (learned.fallbacks() > fallbacks) {
+      fallbacks = learned.fallbacks();
+      fell_back_at = learned.turnovers();
+      EXPECT_LT(learned.leader(), 2u) << "request " << ri;
+    }
+    if (learned.leader() != model) continue;
+    EXPECT_GE(learned.turnovers() - fell_back_at, LearnedPolicy::kWindowTurnovers)
+        << "the model's expert leads again within a window of the fallback, request " << ri;
+    const double heuristic = std::min(learned.decayed_cost_ms(0), learned.decayed_cost_ms(1));
+    const double mean_request = learned.real_decayed_ms() / learned.decayed_requests();
+    EXPECT_LE(learned.real_decayed_ms() - heuristic, mean_request) << "request " << ri;
+  }
+  EXPECT_GE(learned.fallbacks(), 1u);
+}
+
 }  // namespace
 }  // namespace kvlearn
