@@ -5,7 +5,8 @@
 // switch is expected to refill) are kept exactly, a model that says "never
 // reused" cannot make it cost much more than the cheaper of lru and gdsf (it
 // did before: learned-model alone is the old policy, and the test shows it
-// failing), and without a model it follows gdsf in time on rag traffic.
+// failing), without a model it follows gdsf in time on rag traffic, and a
+// losing model's expert is left for a heuristic at once (the fallback).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +36,15 @@ std::shared_ptr<const LearnedModel> NeverAgainModel() {
   return std::make_shared<StandInModel>("never", [](std::span<const float>, std::span<float> out) {
     std::fill(out.begin(), out.end(), 0.0f);
   });
+}
+
+// A model that says only blocks never accessed before come back: frequency
+// turned upside down.
+std::shared_ptr<const LearnedModel> UpsideDownModel() {
+  return std::make_shared<StandInModel>(
+      "upside-down", [](std::span<const float> x, std::span<float> out) {
+        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
+      });
 }
 
 Trace ChatTrace(uint64_t seed, uint32_t requests) {
@@ -243,11 +253,7 @@ TEST(LearnedFollowerTest, DeficitsAndSurplusesKeptAsPoolsChangeEqualTheirDefinit
 // lru in at least one cell; learned, following experts, stays within 1% of
 // the cheaper of lru and gdsf and 0.5% of lru in every cell.
 TEST(LearnedFollowerTest, AModelWithoutSignalCannotMakeLearnedCostMoreThanTheHeuristics) {
-  const std::shared_ptr<const LearnedModel> models[] = {
-      NeverAgainModel(), std::make_shared<StandInModel>("upside-down", [](std::span<const float> x,
-                                                                          std::span<float> out) {
-        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
-      })};
+  const std::shared_ptr<const LearnedModel> models[] = {NeverAgainModel(), UpsideDownModel()};
   int model_alone_over = 0;
   for (const uint64_t seed : {21, 22}) {
     MixedWorkloadOptions g;
@@ -299,8 +305,8 @@ TEST(LearnedFollowerTest, WithoutAModelOnRagTrafficLearnedSwitchesToGdsfInTime) 
   }
 }
 
-// The fallback: a model that says only blocks never accessed before come
-// back, made to lead from the first request on mixed traffic. While its
+// The fallback: the upside-down model, made to lead from the first request
+// on mixed traffic. While its
 // expert leads, the real pool's decayed cost never exceeds the cheaper
 // heuristic's by more than one mean request (the ordinary margin, which
 // grows with the heuristic's deficit, would let it); once the fallback has
@@ -313,12 +319,8 @@ TEST(LearnedFollowerTest, FallbackLeavesALosingModelAtOnceAndReturnsOnlyAWindowL
   const Trace trace = GenerateMixedTrace(g);
   auto replay = BuildReplayTrace(trace, DefaultCost());
   ASSERT_TRUE(replay.ok()) << replay.status();
-  auto upside_down = std::make_shared<StandInModel>(
-      "upside-down", [](std::span<const float> x, std::span<float> out) {
-        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
-      });
   PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
-  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), upside_down)).ok());
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), UpsideDownModel())).ok());
   LearnedPolicy& learned = Follower(driver);
   ASSERT_TRUE(learned.SwitchTo("learned-model").ok());
   const size_t model = learned.leader();
