@@ -14,9 +14,6 @@ namespace {
 constexpr double kHeldOffset = 0x1p52;
 // LearnedPolicy::seen_'s bits.
 constexpr uint8_t kSeen = 1, kUsed = 2;
-// The heuristic experts, lru and gdsf, are experts 0 and 1: every
-// LearnedPolicy has them, and a model's expert comes after.
-constexpr size_t kHeuristicExperts = 2;
 
 }  // namespace
 
@@ -96,14 +93,16 @@ double LearnedPolicy::RealPoolCost(std::span<const BlockIndex> chain, const Acce
 
 bool LearnedPolicy::FallBack() {
   if (leader_ < kHeuristicExperts) return false;
-  size_t cheaper = 0;
-  for (size_t e = 1; e < kHeuristicExperts; ++e) {
-    if (experts_state_[e].decayed_ms < experts_state_[cheaper].decayed_ms) cheaper = e;
+  size_t cheaper = 0;  // the heuristic the real pool lost most to in this stretch
+  for (size_t h = 1; h < kHeuristicExperts; ++h) {
+    if (StretchExcess(h) > StretchExcess(cheaper)) cheaper = h;
   }
   const double mean_request = real_decayed_ms_ / decayed_requests_;
-  if (real_decayed_ms_ - experts_state_[cheaper].decayed_ms <= mean_request) return false;
+  if (StretchExcess(cheaper) <= stretch_refill_ms_ + mean_request) return false;
   ++fallbacks_;
-  fell_back_at_ = turnovers_;
+  fell_back_ = true;
+  fallback_loss_ms_ = StretchExcess(cheaper);
+  for (ExpertState& x : experts_state_) x.at_fallback_ms = x.decayed_ms;
   Lead(cheaper);
   return true;
 }
@@ -142,9 +141,14 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
       const uint64_t admitted = x.pool().used_bytes() + evicted_bytes - admitted_before;
       turnovers_ += static_cast<double>(admitted) / capacity;
       const double decay = std::exp(-static_cast<double>(admitted) / capacity / kWindowTurnovers);
-      for (ExpertState& d : experts_state_) d.decayed_ms *= decay;
+      for (ExpertState& d : experts_state_) {
+        d.decayed_ms *= decay;
+        d.at_fallback_ms *= decay;
+      }
       decayed_requests_ = decayed_requests_ * decay + 1;
       real_decayed_ms_ *= decay;
+      for (double& offset : stretch_offset_ms_) offset *= decay;
+      fallback_loss_ms_ *= decay;
       evicted_ms_ *= decay;
       evicted_used_ms_ *= decay;
     }
@@ -157,17 +161,25 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
     return;
   }
   if (FallBack()) return;
-  // A full window after a fallback, the sums weigh mostly what came after it.
-  const bool model_may_lead = turnovers_ - fell_back_at_ >= kWindowTurnovers;
+  // After a fallback a model expert competes on what it cost since, unweighed:
+  // the lead it had before is what the fallback found wanting.
+  const auto returning = [&](size_t e) { return fell_back_ && e >= kHeuristicExperts; };
+  const auto since = [&](size_t e) {
+    return experts_state_[e].decayed_ms - experts_state_[e].at_fallback_ms;
+  };
   size_t best = leader_;
   for (size_t e = 0; e < experts_.size(); ++e) {
-    if (e >= kHeuristicExperts && !model_may_lead) continue;
+    if (returning(e) && since(e) >= since(leader_)) continue;
     if (Warm(e) && experts_state_[e].decayed_ms < experts_state_[best].decayed_ms) best = e;
   }
   if (best == leader_) return;
   const double mean_request = experts_state_[leader_].decayed_ms / decayed_requests_;
-  const double lead = experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms;
-  if (lead * WindowFill(best) > ExpectedRefill(best) + mean_request) Lead(best);
+  const double lead = returning(best)
+                          ? since(leader_) - since(best)
+                          : (experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms) *
+                                WindowFill(best);
+  const double won_back = returning(best) ? fallback_loss_ms_ : 0.0;
+  if (lead > ExpectedRefill(best) + mean_request + won_back) Lead(best);
 }
 
 void LearnedPolicy::OnHit(BlockIndex b, const AccessInfo&) {
@@ -209,6 +221,13 @@ double LearnedPolicy::EvictionPriority(BlockIndex b) const {
 }
 
 void LearnedPolicy::Lead(size_t e) {
+  if (e >= kHeuristicExperts && e != leader_) {  // the model expert's stretch begins
+    fell_back_ = false;
+    stretch_refill_ms_ = ExpectedRefill(e);
+    for (size_t h = 0; h < kHeuristicExperts; ++h) {
+      stretch_offset_ms_[h] = real_decayed_ms_ - experts_state_[h].decayed_ms;
+    }
+  }
   if (e != leader_) ++switches_;
   leader_ = e;
   for (BlockIndex b = 0; b < catalog_.size(); ++b) {
@@ -253,11 +272,11 @@ absl::Status LearnedPolicy::SwapModel(std::shared_ptr<const LearnedModel> model)
 
 // ---- state (core/policy_state.h) ----
 // The real pool's keys, the stamp, the leader, the switches, the clocks, the
-// evicted recompute sums, the real pool's cost sum and last fallback, each block's bits (named by
-// an announced request; used since admitted), and per expert its sums, when it joined, and its pool
-// and policy state, when a compaction keeps every block it holds (else it restarts empty and leads
-// again only once warm). Deficits are recounted on load. A model expert is state only if the
-// restarted policy has one too (its model comes from the environment).
+// evicted recompute sums, the real pool's cost sum, last fallback and the model's stretch, each
+// block's bits (named by an announced request; used since admitted), and per expert its sums, when
+// it joined, and its pool and policy state, when a compaction keeps every block it holds (else it
+// restarts empty and leads again only once warm). Deficits are recounted on load. A model expert is
+// state only if the restarted policy has one too (its model comes from the environment).
 absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
                                       PolicyStateWriter& out) const {
   SaveOrder(renumber, out);
@@ -271,7 +290,10 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
   out.Double(real_decayed_ms_);
   out.Varint(real_admitted_bytes_);
   out.Varint(fallbacks_);
-  out.Double(fell_back_at_);
+  out.Bool(fell_back_);
+  out.Double(fallback_loss_ms_);
+  for (const double offset : stretch_offset_ms_) out.Double(offset);
+  out.Double(stretch_refill_ms_);
   std::vector<std::pair<BlockIndex, uint8_t>> marked;  // renumbered, with their bits
   for (BlockIndex b = 0; b < std::min(seen_.size(), renumber.size()); ++b) {
     if (seen_[b] != 0 && renumber[b] != kNoBlock) marked.emplace_back(renumber[b], seen_[b]);
@@ -290,6 +312,7 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
     out.Double(s.decayed_ms);
     out.Double(s.total_ms);
     out.Double(s.joined);
+    out.Double(s.at_fallback_ms);
     std::vector<BlockIndex> residents;
     bool kept = x.status().ok();
     for (BlockIndex b = 0; b < catalog_.size() && kept; ++b) {
@@ -323,7 +346,10 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
   real_decayed_ms_ = in.Double("learned real pool cost");
   real_admitted_bytes_ = in.Varint("learned real pool admitted bytes");
   fallbacks_ = in.Varint("learned fallbacks");
-  fell_back_at_ = in.Double("learned fallback turnovers");
+  fell_back_ = in.Bool("learned fell back");
+  fallback_loss_ms_ = in.Double("learned fallback loss");
+  for (double& offset : stretch_offset_ms_) offset = in.Double("learned stretch offset");
+  stretch_refill_ms_ = in.Double("learned stretch refill");
   const uint64_t marked = in.Count("learned marked blocks", 2);
   for (uint64_t i = 0; i < marked && in.ok(); ++i) {
     const BlockIndex b = in.Block("learned marked block");
@@ -337,6 +363,7 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     s.decayed_ms = in.Double("learned expert cost");
     s.total_ms = in.Double("learned expert total cost");
     s.joined = in.Double("learned expert joined");
+    s.at_fallback_ms = in.Double("learned expert cost at fallback");
     const bool kept = in.Bool("learned expert kept");
     std::vector<BlockIndex> residents;
     std::string state;
@@ -369,11 +396,15 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
         in.Fail(absl::StrCat("learned expert ", name, ": ", st.message()));
         break;
       }
-      experts_state_[e] = {.decayed_ms = s.decayed_ms, .total_ms = s.total_ms, .joined = s.joined};
+      experts_state_[e] = {.decayed_ms = s.decayed_ms,
+                           .total_ms = s.total_ms,
+                           .joined = s.joined,
+                           .at_fallback_ms = s.at_fallback_ms};
     } else {
       experts_state_[e] = {.decayed_ms = s.decayed_ms,
                            .total_ms = s.total_ms,
-                           .joined = turnovers_};  // cold: warm again first
+                           .joined = turnovers_,  // cold: warm again first
+                           .at_fallback_ms = s.at_fallback_ms};
     }
   }
   if (!in.ok()) return in.status();

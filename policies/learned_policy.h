@@ -35,11 +35,13 @@
 // until it needs their room; both at the share of evicted recompute the
 // real pool had used while resident.
 //
-// Fallback. The real pool's own cost is summed with the same decay. While
-// the model expert leads, once that sum exceeds the cheaper heuristic
-// expert's (lru or gdsf) by more than one mean request's cost, that
-// heuristic leads at once, whatever the refill, and the model expert may
-// lead again only a full window later. The margin above can grow with the
+// Fallback. The real pool's own cost is summed with the same decay. Once,
+// since the model expert took the lead, that sum has grown more than the
+// cheaper heuristic expert's (lru or gdsf) by more than the refill that
+// switch was expected to pay plus one mean request's cost, that heuristic
+// leads at once, whatever the refill back. The model expert may then lead
+// again only on the lead it has built since the fallback, as it stands, not
+// weighed up to a whole window. The margin above can grow with the
 // deficit for as long as the model's pool lacks the heuristic's blocks; the
 // fallback does not wait for it. docs/learned_policy.md ("Safe by
 // construction") states the bound this gives and what was measured.
@@ -65,6 +67,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
  public:
   // The decay window of the experts' cost sums, in pool turnovers.
   static constexpr double kWindowTurnovers = 16.0;
+  // The heuristic experts, lru and gdsf, are experts 0 and 1; a model's
+  // expert comes after.
+  static constexpr size_t kHeuristicExperts = 2;
 
   // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
   explicit LearnedPolicy(const PolicyEnv& env);
@@ -109,11 +114,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
 
  private:
   struct ExpertState {
-    double decayed_ms = 0;  // cost summed with decay (the switching rule's)
-    double total_ms = 0;    // cost summed without decay
-    double deficit_ms = 0;  // recompute of the blocks it holds and the real pool does not
-    double surplus_ms = 0;  // recompute of the blocks the real pool holds and it does not
-    double joined = 0;      // turnovers_ when it joined: warm one window later
+    double decayed_ms = 0;      // cost summed with decay (the switching rule's)
+    double total_ms = 0;        // cost summed without decay
+    double deficit_ms = 0;      // recompute of the blocks it holds and the real pool does not
+    double surplus_ms = 0;      // recompute of the blocks the real pool holds and it does not
+    double joined = 0;          // turnovers_ when it joined: warm one window later
+    double at_fallback_ms = 0;  // decayed_ms at the last fallback, decayed since
   };
 
   void Grow();
@@ -121,6 +127,11 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // it (its resident prefix is its hits), with the transfer of the bytes it
   // admitted for the previous request.
   double RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access);
+  // How much more the real pool has cost than heuristic expert h since the
+  // model expert took the lead, ms (decayed as the sums).
+  double StretchExcess(size_t h) const {
+    return real_decayed_ms_ - experts_state_[h].decayed_ms - stretch_offset_ms_[h];
+  }
   // The fallback (see the top of this file): true when it made a heuristic
   // expert lead.
   bool FallBack();
@@ -170,9 +181,15 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double real_decayed_ms_ = 0;        // the real pool's cost, decayed as the sums
   uint64_t real_admitted_bytes_ = 0;  // admitted since the last request (priced at the next)
   uint64_t fallbacks_ = 0;
-  double fell_back_at_ = -kWindowTurnovers;  // turnovers_ at the last fallback
-  std::vector<uint8_t> seen_;  // per block: bit 0 named by an announced request, bit 1 used since
-                               // the real pool admitted it
+  // Since the model expert took the lead: what the real pool's sum exceeded
+  // each heuristic's by then (decayed as the sums), and the refill that
+  // switch was expected to pay.
+  double stretch_offset_ms_[kHeuristicExperts] = {};
+  double stretch_refill_ms_ = 0;
+  bool fell_back_ = false;       // since the last fallback, no model expert has led
+  double fallback_loss_ms_ = 0;  // the excess that made the last fallback, decayed since
+  std::vector<uint8_t> seen_;    // per block: bit 0 named by an announced request, bit 1 used since
+                                 // the real pool admitted it
 };
 
 }  // namespace kvlearn
