@@ -40,8 +40,9 @@
 // cheaper heuristic expert's (lru or gdsf) by more than the refill that
 // switch was expected to pay plus one mean request's cost, that heuristic
 // leads at once, whatever the refill back. The model expert may then lead
-// again only on the lead it has built since the fallback, as it stands, not
-// weighed up to a whole window. The margin above can grow with the
+// again only on the lead it has built since the fallback, as it stands (not
+// weighed up to a whole window), once that also wins back what its stretch
+// lost (decayed as the sums). The margin above can grow with the
 // deficit for as long as the model's pool lacks the heuristic's blocks; the
 // fallback does not wait for it. docs/learned_policy.md ("Safe by
 // construction") states the bound this gives and what was measured.
