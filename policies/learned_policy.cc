@@ -78,9 +78,39 @@ OrderKey LearnedPolicy::KeyFor(BlockIndex b, double stamp) const {
   return {held ? 1.0 : 0.0, stamp, catalog_[b].depth};
 }
 
+double LearnedPolicy::RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access) {
+  const LearnedExpert& priced = *experts_[0];  // every expert prices transfers alike
+  double cost = priced.TransferMs(real_admitted_bytes_);
+  real_admitted_bytes_ = 0;
+  const auto n = static_cast<uint32_t>(chain.size());
+  const uint32_t above = std::min<uint32_t>(access.served_above, n);
+  const uint32_t hits = pool_.ResidentPrefix(chain);
+  uint64_t loaded = 0;
+  for (uint32_t i = above; i < hits; ++i) loaded += catalog_[chain[i]].bytes;
+  for (uint32_t i = std::max(hits, above); i < n; ++i) cost += Refill(chain[i]);
+  return cost + priced.TransferMs(loaded);
+}
+
+bool LearnedPolicy::FallBack() {
+  if (leader_ < kHeuristicExperts) return false;
+  size_t cheaper = 0;  // the heuristic the real pool lost most to in this stretch
+  for (size_t h = 1; h < kHeuristicExperts; ++h) {
+    if (StretchExcess(h) > StretchExcess(cheaper)) cheaper = h;
+  }
+  const double mean_request = real_decayed_ms_ / decayed_requests_;
+  if (StretchExcess(cheaper) <= stretch_refill_ms_ + mean_request) return false;
+  ++fallbacks_;
+  fell_back_ = true;
+  fallback_loss_ms_ = StretchExcess(cheaper);
+  for (ExpertState& x : experts_state_) x.at_fallback_ms = x.decayed_ms;
+  Lead(cheaper);
+  return true;
+}
+
 void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {
   Grow();
   for (const BlockIndex b : chain) seen_[b] |= kSeen;
+  const double real_cost = RealPoolCost(chain, access);
   const double capacity = static_cast<double>(std::max<uint64_t>(pool_.capacity_bytes(), 1));
   for (size_t e = 0; e < experts_.size(); ++e) {
     LearnedExpert& x = *experts_[e];
@@ -111,26 +141,45 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
       const uint64_t admitted = x.pool().used_bytes() + evicted_bytes - admitted_before;
       turnovers_ += static_cast<double>(admitted) / capacity;
       const double decay = std::exp(-static_cast<double>(admitted) / capacity / kWindowTurnovers);
-      for (ExpertState& d : experts_state_) d.decayed_ms *= decay;
+      for (ExpertState& d : experts_state_) {
+        d.decayed_ms *= decay;
+        d.at_fallback_ms *= decay;
+      }
       decayed_requests_ = decayed_requests_ * decay + 1;
+      real_decayed_ms_ *= decay;
+      for (double& offset : stretch_offset_ms_) offset *= decay;
+      fallback_loss_ms_ *= decay;
       evicted_ms_ *= decay;
       evicted_used_ms_ *= decay;
     }
     s.decayed_ms += cost;
     s.total_ms += cost;
   }
+  real_decayed_ms_ += real_cost;
   if (!experts_[leader_]->status().ok()) {
     Lead(0);  // a broken expert decides nothing more; lru cannot break
     return;
   }
+  if (FallBack()) return;
+  // After a fallback a model expert competes on what it cost since, unweighed:
+  // the lead it had before is what the fallback found wanting.
+  const auto returning = [&](size_t e) { return fell_back_ && e >= kHeuristicExperts; };
+  const auto since = [&](size_t e) {
+    return experts_state_[e].decayed_ms - experts_state_[e].at_fallback_ms;
+  };
   size_t best = leader_;
   for (size_t e = 0; e < experts_.size(); ++e) {
+    if (returning(e) && since(e) >= since(leader_)) continue;
     if (Warm(e) && experts_state_[e].decayed_ms < experts_state_[best].decayed_ms) best = e;
   }
   if (best == leader_) return;
   const double mean_request = experts_state_[leader_].decayed_ms / decayed_requests_;
-  const double lead = experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms;
-  if (lead * WindowFill(best) > ExpectedRefill(best) + mean_request) Lead(best);
+  const double lead = returning(best)
+                          ? since(leader_) - since(best)
+                          : (experts_state_[leader_].decayed_ms - experts_state_[best].decayed_ms) *
+                                WindowFill(best);
+  const double won_back = returning(best) ? fallback_loss_ms_ : 0.0;
+  if (lead > ExpectedRefill(best) + mean_request + won_back) Lead(best);
 }
 
 void LearnedPolicy::OnHit(BlockIndex b, const AccessInfo&) {
@@ -155,6 +204,7 @@ void LearnedPolicy::OnInsert(BlockIndex b, const AccessInfo&) {
   seen_[b] &= ~kUsed;
   Track(b, KeyFor(b, static_cast<double>(++stamp_)));
   RealPoolChanged(b, +1);
+  if (admission_moves_bytes_) real_admitted_bytes_ += catalog_[b].bytes;
 }
 
 void LearnedPolicy::OnEvict(BlockIndex b) {
@@ -171,6 +221,13 @@ double LearnedPolicy::EvictionPriority(BlockIndex b) const {
 }
 
 void LearnedPolicy::Lead(size_t e) {
+  if (e >= kHeuristicExperts && e != leader_) {  // the model expert's stretch begins
+    fell_back_ = false;
+    stretch_refill_ms_ = ExpectedRefill(e);
+    for (size_t h = 0; h < kHeuristicExperts; ++h) {
+      stretch_offset_ms_[h] = real_decayed_ms_ - experts_state_[h].decayed_ms;
+    }
+  }
   if (e != leader_) ++switches_;
   leader_ = e;
   for (BlockIndex b = 0; b < catalog_.size(); ++b) {
@@ -215,12 +272,11 @@ absl::Status LearnedPolicy::SwapModel(std::shared_ptr<const LearnedModel> model)
 
 // ---- state (core/policy_state.h) ----
 // The real pool's keys, the stamp, the leader, the switches, the clocks, the
-// evicted recompute sums, each block's bits (named by an announced request;
-// used since admitted), and per expert its sums, when it joined,
-// and its pool and policy state, when a compaction keeps every block it
-// holds (else it restarts empty and leads again only once warm). Deficits
-// are recounted on load. A model expert is state only if the restarted
-// policy has one too (its model comes from the environment).
+// evicted recompute sums, the real pool's cost sum, last fallback and the model's stretch, each
+// block's bits (named by an announced request; used since admitted), and per expert its sums, when
+// it joined, and its pool and policy state, when a compaction keeps every block it holds (else it
+// restarts empty and leads again only once warm). Deficits are recounted on load. A model expert is
+// state only if the restarted policy has one too (its model comes from the environment).
 absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
                                       PolicyStateWriter& out) const {
   SaveOrder(renumber, out);
@@ -231,6 +287,13 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
   out.Double(decayed_requests_);
   out.Double(evicted_ms_);
   out.Double(evicted_used_ms_);
+  out.Double(real_decayed_ms_);
+  out.Varint(real_admitted_bytes_);
+  out.Varint(fallbacks_);
+  out.Bool(fell_back_);
+  out.Double(fallback_loss_ms_);
+  for (const double offset : stretch_offset_ms_) out.Double(offset);
+  out.Double(stretch_refill_ms_);
   std::vector<std::pair<BlockIndex, uint8_t>> marked;  // renumbered, with their bits
   for (BlockIndex b = 0; b < std::min(seen_.size(), renumber.size()); ++b) {
     if (seen_[b] != 0 && renumber[b] != kNoBlock) marked.emplace_back(renumber[b], seen_[b]);
@@ -249,6 +312,7 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
     out.Double(s.decayed_ms);
     out.Double(s.total_ms);
     out.Double(s.joined);
+    out.Double(s.at_fallback_ms);
     std::vector<BlockIndex> residents;
     bool kept = x.status().ok();
     for (BlockIndex b = 0; b < catalog_.size() && kept; ++b) {
@@ -279,6 +343,13 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
   Grow();
   evicted_ms_ = in.Double("learned evicted recompute");
   evicted_used_ms_ = in.Double("learned evicted recompute used");
+  real_decayed_ms_ = in.Double("learned real pool cost");
+  real_admitted_bytes_ = in.Varint("learned real pool admitted bytes");
+  fallbacks_ = in.Varint("learned fallbacks");
+  fell_back_ = in.Bool("learned fell back");
+  fallback_loss_ms_ = in.Double("learned fallback loss");
+  for (double& offset : stretch_offset_ms_) offset = in.Double("learned stretch offset");
+  stretch_refill_ms_ = in.Double("learned stretch refill");
   const uint64_t marked = in.Count("learned marked blocks", 2);
   for (uint64_t i = 0; i < marked && in.ok(); ++i) {
     const BlockIndex b = in.Block("learned marked block");
@@ -292,6 +363,7 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     s.decayed_ms = in.Double("learned expert cost");
     s.total_ms = in.Double("learned expert total cost");
     s.joined = in.Double("learned expert joined");
+    s.at_fallback_ms = in.Double("learned expert cost at fallback");
     const bool kept = in.Bool("learned expert kept");
     std::vector<BlockIndex> residents;
     std::string state;
@@ -324,11 +396,15 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
         in.Fail(absl::StrCat("learned expert ", name, ": ", st.message()));
         break;
       }
-      experts_state_[e] = {.decayed_ms = s.decayed_ms, .total_ms = s.total_ms, .joined = s.joined};
+      experts_state_[e] = {.decayed_ms = s.decayed_ms,
+                           .total_ms = s.total_ms,
+                           .joined = s.joined,
+                           .at_fallback_ms = s.at_fallback_ms};
     } else {
       experts_state_[e] = {.decayed_ms = s.decayed_ms,
                            .total_ms = s.total_ms,
-                           .joined = turnovers_};  // cold: warm again first
+                           .joined = turnovers_,  // cold: warm again first
+                           .at_fallback_ms = s.at_fallback_ms};
     }
   }
   if (!in.ok()) return in.status();

@@ -33,7 +33,18 @@
 // real pool misses the new leader's blocks it lacks (the expert's deficit)
 // but keeps hitting the old leader's blocks the new one lacks (its surplus)
 // until it needs their room; both at the share of evicted recompute the
-// real pool had used while resident. docs/learned_policy.md ("Safe by
+// real pool had used while resident.
+//
+// Fallback. The real pool's own cost is summed with the same decay. Once,
+// since the model expert took the lead, that sum has grown more than the
+// cheaper heuristic expert's (lru or gdsf) by more than the refill that
+// switch was expected to pay plus one mean request's cost, that heuristic
+// leads at once, whatever the refill back. The model expert may then lead
+// again only on the lead it has built since the fallback, as it stands (not
+// weighed up to a whole window), once that also wins back what its stretch
+// lost (decayed as the sums). The margin above can grow with the
+// deficit for as long as the model's pool lacks the heuristic's blocks; the
+// fallback does not wait for it. docs/learned_policy.md ("Safe by
 // construction") states the bound this gives and what was measured.
 //
 // Not thread-safe: one policy per pool.
@@ -57,6 +68,9 @@ class LearnedPolicy final : public LeafOrderedPolicy {
  public:
   // The decay window of the experts' cost sums, in pool turnovers.
   static constexpr double kWindowTurnovers = 16.0;
+  // The heuristic experts, lru and gdsf, are experts 0 and 1; a model's
+  // expert comes after.
+  static constexpr size_t kHeuristicExperts = 2;
 
   // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
   explicit LearnedPolicy(const PolicyEnv& env);
@@ -82,23 +96,46 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   uint64_t switches() const { return switches_; }
   // Every request's priced cost for expert e, summed without decay, ms.
   double total_cost_ms(size_t e) const { return experts_state_[e].total_ms; }
+  // The same summed with decay (the switching rule's sums), ms; the requests
+  // with that decay; the decay's clock, in pool turnovers.
+  double decayed_cost_ms(size_t e) const { return experts_state_[e].decayed_ms; }
+  double decayed_requests() const { return decayed_requests_; }
+  double turnovers() const { return turnovers_; }
   // The recompute of the blocks expert e holds and the real pool does not
   // (deficit), and of those the real pool holds and e does not (surplus), ms.
   double deficit_ms(size_t e) const { return experts_state_[e].deficit_ms; }
   double surplus_ms(size_t e) const { return experts_state_[e].surplus_ms; }
   // Makes expert `name` the leader now (tests force switches with it).
   absl::Status SwitchTo(std::string_view name);
+  // Every request's price for the real pool (its own hits and admissions,
+  // priced as an expert's), summed with the sums' decay, ms.
+  double real_decayed_ms() const { return real_decayed_ms_; }
+  // Times the fallback made a heuristic expert lead.
+  uint64_t fallbacks() const { return fallbacks_; }
 
  private:
   struct ExpertState {
-    double decayed_ms = 0;  // cost summed with decay (the switching rule's)
-    double total_ms = 0;    // cost summed without decay
-    double deficit_ms = 0;  // recompute of the blocks it holds and the real pool does not
-    double surplus_ms = 0;  // recompute of the blocks the real pool holds and it does not
-    double joined = 0;      // turnovers_ when it joined: warm one window later
+    double decayed_ms = 0;      // cost summed with decay (the switching rule's)
+    double total_ms = 0;        // cost summed without decay
+    double deficit_ms = 0;      // recompute of the blocks it holds and the real pool does not
+    double surplus_ms = 0;      // recompute of the blocks the real pool holds and it does not
+    double joined = 0;          // turnovers_ when it joined: warm one window later
+    double at_fallback_ms = 0;  // decayed_ms at the last fallback, decayed since
   };
 
   void Grow();
+  // The real pool's price of the request needing `chain`, before it serves
+  // it (its resident prefix is its hits), with the transfer of the bytes it
+  // admitted for the previous request.
+  double RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access);
+  // How much more the real pool has cost than heuristic expert h since the
+  // model expert took the lead, ms (decayed as the sums).
+  double StretchExcess(size_t h) const {
+    return real_decayed_ms_ - experts_state_[h].decayed_ms - stretch_offset_ms_[h];
+  }
+  // The fallback (see the top of this file): true when it made a heuristic
+  // expert lead.
+  bool FallBack();
   void AddExpert(std::string name, PolicyEnv env);
   bool Warm(size_t e) const;
   // What a lead of the decayed sums is worth over a whole window: the sums
@@ -142,8 +179,18 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // and that of blocks used while resident (the share a refill pays again).
   double evicted_ms_ = 0;
   double evicted_used_ms_ = 0;
-  std::vector<uint8_t> seen_;  // per block: bit 0 named by an announced request, bit 1 used since
-                               // the real pool admitted it
+  double real_decayed_ms_ = 0;        // the real pool's cost, decayed as the sums
+  uint64_t real_admitted_bytes_ = 0;  // admitted since the last request (priced at the next)
+  uint64_t fallbacks_ = 0;
+  // Since the model expert took the lead: what the real pool's sum exceeded
+  // each heuristic's by then (decayed as the sums), and the refill that
+  // switch was expected to pay.
+  double stretch_offset_ms_[kHeuristicExperts] = {};
+  double stretch_refill_ms_ = 0;
+  bool fell_back_ = false;       // since the last fallback, no model expert has led
+  double fallback_loss_ms_ = 0;  // the excess that made the last fallback, decayed since
+  std::vector<uint8_t> seen_;    // per block: bit 0 named by an announced request, bit 1 used since
+                                 // the real pool admitted it
 };
 
 }  // namespace kvlearn

@@ -5,7 +5,8 @@
 // switch is expected to refill) are kept exactly, a model that says "never
 // reused" cannot make it cost much more than the cheaper of lru and gdsf (it
 // did before: learned-model alone is the old policy, and the test shows it
-// failing), and without a model it follows gdsf in time on rag traffic.
+// failing), without a model it follows gdsf in time on rag traffic, and a
+// losing model's expert is left for a heuristic at once (the fallback).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +36,15 @@ std::shared_ptr<const LearnedModel> NeverAgainModel() {
   return std::make_shared<StandInModel>("never", [](std::span<const float>, std::span<float> out) {
     std::fill(out.begin(), out.end(), 0.0f);
   });
+}
+
+// A model that says only blocks never accessed before come back: frequency
+// turned upside down.
+std::shared_ptr<const LearnedModel> UpsideDownModel() {
+  return std::make_shared<StandInModel>(
+      "upside-down", [](std::span<const float> x, std::span<float> out) {
+        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
+      });
 }
 
 Trace ChatTrace(uint64_t seed, uint32_t requests) {
@@ -243,11 +253,7 @@ TEST(LearnedFollowerTest, DeficitsAndSurplusesKeptAsPoolsChangeEqualTheirDefinit
 // lru in at least one cell; learned, following experts, stays within 1% of
 // the cheaper of lru and gdsf and 0.5% of lru in every cell.
 TEST(LearnedFollowerTest, AModelWithoutSignalCannotMakeLearnedCostMoreThanTheHeuristics) {
-  const std::shared_ptr<const LearnedModel> models[] = {
-      NeverAgainModel(), std::make_shared<StandInModel>("upside-down", [](std::span<const float> x,
-                                                                          std::span<float> out) {
-        std::fill(out.begin(), out.end(), x[kAccessesLog] < 0.5f ? 1.0f : 0.0f);
-      })};
+  const std::shared_ptr<const LearnedModel> models[] = {NeverAgainModel(), UpsideDownModel()};
   int model_alone_over = 0;
   for (const uint64_t seed : {21, 22}) {
     MixedWorkloadOptions g;
@@ -297,6 +303,46 @@ TEST(LearnedFollowerTest, WithoutAModelOnRagTrafficLearnedSwitchesToGdsfInTime) 
     EXPECT_LE(learned, 1.01 * gdsf);
     EXPECT_LE(learned, 1.005 * lru);
   }
+}
+
+// The fallback: the upside-down model, made to lead from the first request
+// on mixed traffic (every pool empty, so that switch expects no refill).
+// While its expert leads, the real pool's decayed cost never exceeds the
+// cheaper heuristic's by more than one mean request (the ordinary margin,
+// which grows with the heuristic's deficit, would let it lead longer); then
+// a heuristic leads, and the model, which never wins back what that stretch
+// lost, never leads again.
+TEST(LearnedFollowerTest, FallbackLeavesALosingModelAtOnce) {
+  MixedWorkloadOptions g;
+  g.seed = 21;
+  g.requests = 6000;
+  const Trace trace = GenerateMixedTrace(g);
+  auto replay = BuildReplayTrace(trace, DefaultCost());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost(), UpsideDownModel())).ok());
+  LearnedPolicy& learned = Follower(driver);
+  ASSERT_TRUE(learned.SwitchTo("learned-model").ok());
+  const size_t model = learned.leader();
+  ASSERT_GE(model, LearnedPolicy::kHeuristicExperts);
+  bool led = true;  // the model's expert, so far
+  for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+    if (!led) {
+      ASSERT_NE(learned.leader(), model) << "request " << ri;
+      continue;
+    }
+    if (learned.leader() == model) {
+      const double heuristic = std::min(learned.decayed_cost_ms(0), learned.decayed_cost_ms(1));
+      const double mean_request = learned.real_decayed_ms() / learned.decayed_requests();
+      ASSERT_LE(learned.real_decayed_ms() - heuristic, mean_request) << "request " << ri;
+      continue;
+    }
+    led = false;
+    EXPECT_EQ(learned.fallbacks(), 1u) << "the model's expert left by the fallback, request " << ri;
+  }
+  EXPECT_FALSE(led);
 }
 
 }  // namespace
