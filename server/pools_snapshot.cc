@@ -9,8 +9,11 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 12;
-// The current layout without the blocks' origins (BlockMeta's request type
+constexpr char kFormat = 13;
+// The current layout, its policy states of the layout before learned's
+// fallback (learned without the real pool's own decayed cost)...
+constexpr char kFormatBeforeFallback = 12;
+// ...without the blocks' origins (BlockMeta's request type
 // and turn: they read as not known)...
 constexpr char kFormatWithoutOrigins = 11;
 // ...and without the in-flight requests' arrival times either.
@@ -20,9 +23,11 @@ constexpr char kFormatWithoutPolicyState = 2;
 // (learned without its shadow pool), 5 (learned without its ARC expert), 6
 // (lru without the block its next insert may be linked behind), 7 (learned
 // without its served shares), 8 (learned with an ARC expert in a node's HBM
-// and DRAM too), 9 (learned with the latest request's chain only).
-bool HasOldPolicyStates(char format) { return format >= 3 && format <= 9; }
-bool HasArrivalTimes(char format) { return format == kFormat || format == kFormatWithoutOrigins; }
+// and DRAM too), 9 (learned with the latest request's chain only), and 10 to
+// 12 (learned without its fallback).
+bool HasOldPolicyStates(char format) { return format >= 3 && format <= kFormatBeforeFallback; }
+bool HasOrigins(char format) { return format == kFormat || format == kFormatBeforeFallback; }
+bool HasArrivalTimes(char format) { return HasOrigins(format) || format == kFormatWithoutOrigins; }
 
 void PutString(std::string& out, std::string_view s) {
   PutVarint(out, s.size());
@@ -98,12 +103,10 @@ class Reader {
 std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
   // The layout of snapshot.format when it is one (tests write old ones),
   // else the current one.
-  const char format = snapshot.format == kFormatWithoutPolicyState ||
-                              HasOldPolicyStates(snapshot.format) ||
-                              snapshot.format == kFormatWithoutArrivalTimes ||
-                              snapshot.format == kFormatWithoutOrigins
-                          ? snapshot.format
-                          : kFormat;
+  const char format =
+      snapshot.format == kFormatWithoutPolicyState || HasOldPolicyStates(snapshot.format)
+          ? snapshot.format
+          : kFormat;
   const bool with_state = format != kFormatWithoutPolicyState;
   std::string out(1, format);
   PutString(out, snapshot.model_swap);
@@ -127,7 +130,7 @@ std::string EncodePoolsSnapshot(const PoolsSnapshot& snapshot) {
       PutVarint(out, meta.bytes);
       PutDouble(out, meta.recompute_gpu_ms);
       PutVarint(out, m.last_seen[b]);
-      if (format == kFormat) {
+      if (HasOrigins(format)) {
         PutVarint(out, static_cast<uint64_t>(meta.origin_type));
         PutVarint(out, meta.origin_turn);
       }
@@ -163,8 +166,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
   const auto bad = [](const std::string& what) {
     return absl::DataLossError(absl::StrCat("pool snapshot: ", what));
   };
-  if (bytes.empty() || (bytes[0] != kFormat && bytes[0] != kFormatWithoutOrigins &&
-                        bytes[0] != kFormatWithoutArrivalTimes && !HasOldPolicyStates(bytes[0]) &&
+  if (bytes.empty() || (bytes[0] != kFormat && !HasOldPolicyStates(bytes[0]) &&
                         bytes[0] != kFormatWithoutPolicyState)) {
     return bad("unknown format");
   }
@@ -209,7 +211,7 @@ absl::StatusOr<PoolsSnapshot> DecodePoolsSnapshot(std::string_view bytes) {
       meta.bytes = in.Varint();
       meta.recompute_gpu_ms = in.Double();
       m.last_seen[b] = in.Varint();
-      if (snapshot.format == kFormat) {
+      if (HasOrigins(snapshot.format)) {
         const uint64_t type = in.Varint();
         const uint64_t turn = in.Varint();
         if (type >= kRequestTypes || turn > UINT16_MAX) {

@@ -340,21 +340,34 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as format 11 (no origins: they read as not known),
-  // as format 10 (no arrival times either), as formats 3 to 9 (format 10's
-  // bytes, states of older layouts: dropped); and as format 2 (which leaves
-  // the state out).
+  // With a policy state; as format 12 (its states of the layout before
+  // learned's fallback: dropped, origins kept), as format 11 (no origins
+  // either: they read as not known), as format 10 (no arrival times either),
+  // as formats 3 to 9 (format 10's bytes, states of older layouts: dropped);
+  // and as format 2 (which leaves the state out).
   PoolsSnapshot with_state = s;
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 12);
+  EXPECT_EQ(state_back->format, 13);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  EXPECT_EQ(MissingPolicyStates(*state_back), "");
+  with_state.format = 12;
+  state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+  ASSERT_TRUE(state_back.ok()) << state_back.status();
+  EXPECT_EQ(state_back->format, 12);
+  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+  EXPECT_EQ(MissingPolicyStates(*state_back), "policy states of an older layout");
+  EXPECT_EQ(state_back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
+  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_type,
+            s.pools[0].image.blocks[1].origin_type);
+  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_turn,
+            s.pools[0].image.blocks[1].origin_turn);
   with_state.format = 11;
   state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
   EXPECT_EQ(state_back->format, 11);
-  EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
+  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
   EXPECT_EQ(state_back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
   EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_type, RequestType::kUnknown);
   EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_turn, 0);
@@ -363,7 +376,7 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
     state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
     ASSERT_TRUE(state_back.ok()) << state_back.status();
     EXPECT_EQ(state_back->format, old);
-    EXPECT_EQ(state_back->pools[0].image.policy_state.has_value(), old == 10);
+    EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
     EXPECT_EQ(state_back->pools[0].image.residents, (std::vector<BlockIndex>{1, 0}));
     EXPECT_TRUE(state_back->pools[0].image.request_arrival_us.empty());
   }
