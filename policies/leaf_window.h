@@ -135,10 +135,20 @@ class LeafWindow {
     };
     const auto begin = collected_.begin();
     const auto kth = begin + static_cast<ptrdiff_t>(k_);
-    std::nth_element(begin, kth, begin + static_cast<ptrdiff_t>(num_collected_), before);
+    const auto end = begin + static_cast<ptrdiff_t>(num_collected_);
+    std::nth_element(begin, kth, end, before);
     if (!before(*std::max_element(begin, kth, before), *kth)) return false;
-    out.clear();
-    for (auto it = begin; it != kth; ++it) out.push_back(it->block);
+    out.resize(k_);
+    for (size_t i = 0; i < k_; ++i) out[i] = collected_[i].block;
+    // Evictions turn parents into leaves, often older than the bound, so the
+    // entries under it need not thin out: past 3k of them, the bound moves
+    // down to the 2k-th least key, where a walk of 2k would put it (the
+    // entries under the old bound hold the 2k least).
+    if (num_collected_ > 3 * k_) {
+      const auto two_kth = begin + static_cast<ptrdiff_t>(2 * k_ - 1);
+      std::nth_element(kth, two_kth, end, before);
+      bound_ = two_kth->key;
+    }
     return true;
   }
 
