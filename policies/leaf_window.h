@@ -117,7 +117,11 @@ class LeafWindow {
       if (++visited > MaxVisited()) return false;
       const BlockIndex x = h.At(i);
       if (!pinned(x)) {
-        collected_[num_collected_++] = {h.KeyOf(x), x};
+        // Field by field: a braced temporary went through the stack, and
+        // its 16-byte reload straddled two stores (no store forwarding).
+        Collected& entry = collected_[num_collected_++];
+        entry.key = h.KeyOf(x);
+        entry.block = x;
         if (num_collected_ > MaxCollected()) return false;
       }
       h.ForEachChild(i, [&](uint32_t c) {
@@ -135,20 +139,10 @@ class LeafWindow {
     };
     const auto begin = collected_.begin();
     const auto kth = begin + static_cast<ptrdiff_t>(k_);
-    const auto end = begin + static_cast<ptrdiff_t>(num_collected_);
-    std::nth_element(begin, kth, end, before);
+    std::nth_element(begin, kth, begin + static_cast<ptrdiff_t>(num_collected_), before);
     if (!before(*std::max_element(begin, kth, before), *kth)) return false;
     out.resize(k_);
     for (size_t i = 0; i < k_; ++i) out[i] = collected_[i].block;
-    // Evictions turn parents into leaves, often older than the bound, so the
-    // entries under it need not thin out: past 3k of them, the bound moves
-    // down to the 2k-th least key, where a walk of 2k would put it (the
-    // entries under the old bound hold the 2k least).
-    if (num_collected_ > 3 * k_) {
-      const auto two_kth = begin + static_cast<ptrdiff_t>(2 * k_ - 1);
-      std::nth_element(kth, two_kth, end, before);
-      bound_ = two_kth->key;
-    }
     return true;
   }
 
