@@ -30,7 +30,8 @@ class MlpModel final : public LearnedModel {
   const ModelMetadata& metadata() const override { return metadata_; }
   void Predict(std::span<const float> features, std::span<float> out) const override;
   // Each layer over all n blocks together, each weight read once for four
-  // blocks. Every output is summed over its inputs in the order Predict's
+  // blocks, 8 rows a step (one AVX register where the CPU has AVX, else two
+  // SSE ones). Every output is summed over its inputs in the order Predict's
   // Eigen product sums them (from zero, input 0 first, then added to the
   // bias), so the floats are Predict's (mlp_batch_test checks it).
   void PredictBatch(std::span<const float> features, size_t n, std::span<float> out) const override;
