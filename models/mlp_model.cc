@@ -205,9 +205,18 @@ void AddLayerSums(const Eigen::MatrixXf& w, Eigen::Index step, const float* in,
 
 }  // namespace
 
+bool MlpModel::CpuHasAvx() {
+  static const bool has = __builtin_cpu_supports("avx");
+  return has;
+}
+
 void MlpModel::PredictBatch(std::span<const float> features, size_t n, std::span<float> out) const {
+  PredictBatchOn(CpuHasAvx(), features, n, out);
+}
+
+void MlpModel::PredictBatchOn(bool avx, std::span<const float> features, size_t n,
+                              std::span<float> out) const {
   if (n == 0) return;
-  static const bool kHasAvx = __builtin_cpu_supports("avx");
   // Activations block after block, max_width_ apart; per-thread scratch as
   // in Predict.
   thread_local std::vector<float> scratch_in, scratch_out;
@@ -231,7 +240,7 @@ void MlpModel::PredictBatch(std::span<const float> features, size_t n, std::span
       std::copy_n(layer.bias.data(), rows, y);
       std::fill(y + rows, y + w.rows(), 0.0f);
     }
-    if (kHasAvx) {
+    if (avx) {
       AddLayerSums<true>(w, step, in, in_width, next, stride, n);
     } else {
       AddLayerSums<false>(w, step, in, in_width, next, stride, n);

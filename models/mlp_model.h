@@ -35,6 +35,11 @@ class MlpModel final : public LearnedModel {
   // Eigen product sums them (from zero, input 0 first, then added to the
   // bias), so the floats are Predict's (mlp_batch_test checks it).
   void PredictBatch(std::span<const float> features, size_t n, std::span<float> out) const override;
+  // PredictBatch with AVX (REQUIRES: CpuHasAvx()) or with SSE only, so a
+  // test can check both ways on one machine.
+  void PredictBatchOn(bool avx, std::span<const float> features, size_t n,
+                      std::span<float> out) const;
+  static bool CpuHasAvx();
   std::string version() const override { return version_; }
 
  private:

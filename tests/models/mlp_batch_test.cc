@@ -2,7 +2,8 @@
 // the very same floats (the learned policy scores a request's blocks in one
 // batch and its decisions must not move), for batch sizes around the vector
 // width, narrow and wide layers (Eigen sums inputs in blocks from 128 on),
-// and inputs spread over the normalisation's range.
+// and inputs spread over the normalisation's range; the SSE way and the AVX
+// one (where the CPU has it) give the same floats too.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -39,8 +40,11 @@ void ExpectBatchIsPredict(const MlpModel& model, size_t inputs, size_t n, std::m
   std::vector<float> x(n * inputs);
   for (float& v : x) v = feature(rng);
   const size_t k = model.num_outputs();
-  std::vector<float> batch(n * k), one(k);
+  std::vector<float> batch(n * k), sse(n * k), one(k);
   model.PredictBatch(x, n, batch);
+  model.PredictBatchOn(/*avx=*/false, x, n, sse);
+  EXPECT_EQ(std::memcmp(batch.data(), sse.data(), batch.size() * sizeof(float)), 0)
+      << "SSE and " << (MlpModel::CpuHasAvx() ? "AVX" : "SSE") << " differ for " << n;
   for (size_t s = 0; s < n; ++s) {
     model.Predict(std::span<const float>(x).subspan(s * inputs, inputs), one);
     for (size_t i = 0; i < k; ++i) {
