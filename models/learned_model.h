@@ -55,6 +55,14 @@ class LearnedModel {
   // Writes num_outputs() probabilities for raw (un-normalised) features in
   // schema order.
   virtual void Predict(std::span<const float> features, std::span<float> out) const = 0;
+  // Predict for n blocks at once: `features` holds n vectors of the input
+  // count one after another, `out` n curves of num_outputs(). Gives the
+  // same floats as n calls of Predict; a model may override it to run the
+  // n through each layer together.
+  virtual void PredictBatch(std::span<const float> features, size_t n, std::span<float> out) const {
+    const size_t in = n ? features.size() / n : 0, k = num_outputs();
+    for (size_t s = 0; s < n; ++s) Predict(features.subspan(s * in, in), out.subspan(s * k, k));
+  }
   // Short identifier for logs and /metrics: "<file name>@<16 hex digits>", a
   // hash of the file's bytes (so two different models never share one).
   virtual std::string version() const = 0;

@@ -117,7 +117,11 @@ class LeafWindow {
       if (++visited > MaxVisited()) return false;
       const BlockIndex x = h.At(i);
       if (!pinned(x)) {
-        collected_[num_collected_++] = {h.KeyOf(x), x};
+        // Field by field: a braced temporary went through the stack, and
+        // its 16-byte reload straddled two stores (no store forwarding).
+        Collected& entry = collected_[num_collected_++];
+        entry.key = h.KeyOf(x);
+        entry.block = x;
         if (num_collected_ > MaxCollected()) return false;
       }
       h.ForEachChild(i, [&](uint32_t c) {
@@ -137,8 +141,8 @@ class LeafWindow {
     const auto kth = begin + static_cast<ptrdiff_t>(k_);
     std::nth_element(begin, kth, begin + static_cast<ptrdiff_t>(num_collected_), before);
     if (!before(*std::max_element(begin, kth, before), *kth)) return false;
-    out.clear();
-    for (auto it = begin; it != kth; ++it) out.push_back(it->block);
+    out.resize(k_);
+    for (size_t i = 0; i < k_; ++i) out[i] = collected_[i].block;
     return true;
   }
 

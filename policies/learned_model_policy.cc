@@ -159,7 +159,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     Grow();
     CountGhosts(chain, access.time_ms, access.served_above);
     now_ms_ = access.time_ms;
-    for (const BlockIndex b : chain) Score(b, access.request, true);
+    ScoreChain(chain, access.request);
     // G_i from the leaf up: what admitting block i and the run it enables is worth.
     double best_below = 0;
     for (size_t i = chain.size(); i-- > 0;) {
@@ -480,8 +480,34 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     std::array<float, kNumFeatures> x;
     extractor_.Extract(b, now_ms_, catalog_, history_, pool_, x);
     if (record && feature_sink_) feature_sink_(b, request, x);
+    model_->Predict(x, Curve(b));
+    Scored(b, record);
+  }
+
+  // Score(b, request, true) for each block of `chain` in turn, with one
+  // inference for all: no block's features read what scoring another
+  // writes, and the batch gives Predict's floats.
+  void ScoreChain(std::span<const BlockIndex> chain, uint32_t request) {
+    const size_t n = chain.size(), k = model_->num_outputs();
+    chain_features_.resize(n * kNumFeatures);
+    chain_curves_.resize(n * k);
+    for (size_t i = 0; i < n; ++i) {
+      const std::span<float, kNumFeatures> x(chain_features_.data() + i * kNumFeatures,
+                                             kNumFeatures);
+      extractor_.Extract(chain[i], now_ms_, catalog_, history_, pool_, x);
+      if (feature_sink_) feature_sink_(chain[i], request, x);
+    }
+    model_->PredictBatch(chain_features_, n, chain_curves_);
+    for (size_t i = 0; i < n; ++i) {
+      std::copy_n(chain_curves_.begin() + static_cast<ptrdiff_t>(i * k), k,
+                  Curve(chain[i]).begin());
+      Scored(chain[i], true);
+    }
+  }
+
+  // The rest of Score once b's curve is stored.
+  void Scored(BlockIndex b, bool record) {
     const std::span<float> curve = Curve(b);
-    model_->Predict(x, curve);
     scored_[b] = 1;
     value_ms_[b] = kStale;
     double p = served_.ReuseHere(curve, Horizon());
@@ -713,6 +739,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   std::vector<uint8_t> scored_;  // per block: 1 once a curve is stored
   std::vector<float> curves_;    // per block: num_outputs() probabilities at its latest score
   std::vector<float> gain_;      // per block: G (g until OnRequest sums the chain)
+  std::vector<float> chain_features_, chain_curves_;  // scratch of ScoreChain()
   // Cache of V: value_[b] was computed at request time value_ms_[b].
   mutable std::vector<float> value_;
   mutable std::vector<int64_t> value_ms_;
