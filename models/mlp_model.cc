@@ -148,6 +148,7 @@ void AddRows8(const Eigen::MatrixXf& w, Eigen::Index step, Eigen::Index i0, cons
   }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 // AddRows8 in one AVX register of 8 floats, for CPUs that have AVX: each
 // lane the same multiply and add, so the same floats (AVX has no fused
 // multiply-add to contract them into; that is FMA, not enabled here).
@@ -178,6 +179,15 @@ __attribute__((target("avx"))) void AddRows8Avx(const Eigen::MatrixXf& w, Eigen:
   }
 }
 
+#else
+// No AVX off x86: the portable sums.
+template <int S>
+void AddRows8Avx(const Eigen::MatrixXf& w, Eigen::Index step, Eigen::Index i0, const float* in,
+                 Eigen::Index in_width, float* out, Eigen::Index width) {
+  AddRows8<S>(w, step, i0, in, in_width, out, width);
+}
+#endif
+
 // One layer's sums for all n blocks, four at a time (`Avx`: with AddRows8Avx).
 template <bool Avx>
 void AddLayerSums(const Eigen::MatrixXf& w, Eigen::Index step, const float* in,
@@ -206,8 +216,12 @@ void AddLayerSums(const Eigen::MatrixXf& w, Eigen::Index step, const float* in,
 }  // namespace
 
 bool MlpModel::CpuHasAvx() {
+#if defined(__x86_64__) || defined(__i386__)
   static const bool has = __builtin_cpu_supports("avx");
   return has;
+#else
+  return false;
+#endif
 }
 
 void MlpModel::PredictBatch(std::span<const float> features, size_t n, std::span<float> out) const {
