@@ -151,9 +151,15 @@ int RunList(const ModelFlags& f) {
 // The costs of the candidate, the serving version and the heuristics on the
 // newest logged window.
 struct Evaluation {
-  std::vector<JudgedPolicy> rows;  // candidate, serving (if any), then the heuristics
+  // candidate, serving (if any), each of them alone (learned-model), then the
+  // heuristics
+  std::vector<JudgedPolicy> rows;
   double candidate_cost_s = 0;
   std::optional<double> serving_cost_s;
+  // The models alone: under `learned` any model costs about what the cheaper
+  // heuristic does, so a model without signal shows only here.
+  double candidate_alone_cost_s = 0;
+  std::optional<double> serving_alone_cost_s;
   double lru_cost_s = 0;
   std::string summary;  // one line, for the history
 };
@@ -164,10 +170,12 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
   if (!cost.ok()) return cost.status();
   const std::string name = absl::StrCat("v", candidate.version);
   std::vector<NamedModel> models;
+  std::vector<std::string> name_of;  // "vN" of each model loaded
   auto load = [&](const RegistryEntry& e, const std::string& label) -> absl::Status {
     auto model = LoadModelForReplay(registry.PathOf(e), f.read.block_size, {});
     if (!model.ok()) return model.status();
     models.push_back({label, *model});
+    name_of.push_back(absl::StrCat("v", e.version));
     return absl::OkStatus();
   };
   if (auto s = load(candidate, absl::StrCat(name, " (candidate)")); !s.ok()) return s;
@@ -185,6 +193,12 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
     } else if (auto s = load(**entry, absl::StrCat("v", *serving, " (serving)")); !s.ok()) {
       return s;
     }
+  }
+
+  // Each model alone too, after the models as they serve.
+  const size_t serving_models = models.size();
+  for (size_t i = 0; i < serving_models; ++i) {
+    models.push_back({absl::StrCat(name_of[i], " alone"), models[i].model, "learned-model"});
   }
 
   // Only the requests priced are held, however long the log.
@@ -228,7 +242,11 @@ absl::StatusOr<Evaluation> Evaluate(const ModelFlags& f, const ModelRegistry& re
   Evaluation ev;
   ev.rows = (*tables)[0];
   ev.candidate_cost_s = ev.rows[0].cost_s;
-  if (models.size() > 1) ev.serving_cost_s = ev.rows[1].cost_s;
+  ev.candidate_alone_cost_s = ev.rows[serving_models].cost_s;
+  if (serving_models > 1) {
+    ev.serving_cost_s = ev.rows[1].cost_s;
+    ev.serving_alone_cost_s = ev.rows[serving_models + 1].cost_s;
+  }
   for (const JudgedPolicy& row : ev.rows) {
     if (row.policy == "lru") ev.lru_cost_s = row.cost_s;
   }
@@ -265,6 +283,11 @@ std::string Refusal(const Evaluation& ev) {
   if (ev.candidate_cost_s > ev.lru_cost_s) {
     costlier.push_back(
         absl::StrFormat("lru (%.1f s against %.1f s)", ev.candidate_cost_s, ev.lru_cost_s));
+  }
+  if (ev.serving_alone_cost_s.has_value() && ev.candidate_alone_cost_s > *ev.serving_alone_cost_s) {
+    costlier.push_back(
+        absl::StrFormat("the serving version, each model alone (%.1f s against %.1f s)",
+                        ev.candidate_alone_cost_s, *ev.serving_alone_cost_s));
   }
   return costlier.empty() ? ""
                           : absl::StrCat("costs more than ", absl::StrJoin(costlier, " and than "));
@@ -313,7 +336,10 @@ int RunEvaluate(const ModelFlags& f) {
   if (!ev.ok()) return Fail("evaluate", ev.status());
   const std::string why = Refusal(*ev);
   std::cout << (why.empty() ? absl::StrCat("promotable: v", version, " costs no more than ",
-                                           ev->serving_cost_s ? "the serving version and " : "",
+                                           ev->serving_cost_s ? "the serving version (and its "
+                                                                "model alone no more than the "
+                                                                "serving one's) and "
+                                                              : "",
                                            "lru on this window")
                             : absl::StrCat("not promotable: v", version, " ", why))
             << "\n";
@@ -453,14 +479,16 @@ Command AddModelCommand(CLI::App& root) {
   CLI::App* evaluate = cmd->add_subcommand(
       "evaluate",
       "Price CANDIDATE on the newest logged requests beside the serving version and the online "
-      "heuristics (cost s = prefill GPU-s + transfer s of the window's requests; vs lru % = "
+      "heuristics, each version under `learned` as it serves and alone (`learned-model`, row "
+      "'vN alone') (cost s = prefill GPU-s + transfer s of the window's requests; vs lru % = "
       "(cost - lru's) / lru's x 100), and say whether promote would take it.");
   AddDataDir(evaluate, *f);
   AddEvaluationFlags(evaluate, *f);
   CLI::App* promote = cmd->add_subcommand(
       "promote",
-      "Evaluate CANDIDATE as `evaluate` does and make it serve, unless it costs more than the "
-      "serving version or lru on that window (then exit 1, nothing changed) or --force.");
+      "Evaluate CANDIDATE as `evaluate` does and make it serve, unless on that window it costs "
+      "more than the serving version or lru, or its model alone more than the serving "
+      "version's alone (then exit 1, nothing changed), or --force.");
   AddDataDir(promote, *f);
   AddEvaluationFlags(promote, *f);
   AddSidecarFlags(promote, *f);

@@ -57,7 +57,7 @@ absl::StatusOr<std::vector<std::vector<JudgedPolicy>>> PriceModels(
   auto replay = BuildReplayTrace(head, cost);
   if (!replay.ok()) return replay.status();
 
-  // Row i < models.size() is the learned policy with models[i].
+  // Row i < models.size() is models[i]'s policy with its model.
   std::vector<std::string> policies;
   for (const NamedModel& m : models) policies.push_back(m.name);
   for (std::string& h : JudgingHeuristics()) policies.push_back(std::move(h));
@@ -74,7 +74,8 @@ absl::StatusOr<std::vector<std::vector<JudgedPolicy>>> PriceModels(
     o.eval_from = eval_from;
     o.requests_done = options.requests_done;
     if (row < models.size()) o.model = models[row].model;
-    results[cell] = ReplayPool(*replay, cost, row < models.size() ? kLearned : policies[row], o);
+    results[cell] =
+        ReplayPool(*replay, cost, row < models.size() ? models[row].policy : policies[row], o);
   };
 #ifdef KVLEARN_TSAN_HAND_OFF
   // Debian's TBB is not instrumented, so ThreadSanitizer cannot see it hand a

@@ -41,10 +41,14 @@ struct JudgedPolicy {
   double cost_s = 0;  // cost_seconds with transfer weight 1
 };
 
-// A model to price under the learned policy, and the row name it gets.
+// A model to price, the row name it gets and the policy that runs it:
+// `learned` (the follower, as it serves) or `learned-model` (the model alone,
+// which shows what the model itself is worth: the follower hides a model
+// without signal behind its heuristics).
 struct NamedModel {
   std::string name;
   std::shared_ptr<const LearnedModel> model;
+  std::string policy = "learned";
 };
 
 struct PoolVerdict {
@@ -58,8 +62,8 @@ std::vector<std::string> JudgingHeuristics();
 
 // The cost table behind a verdict, for several models at once (`kvlearn model
 // evaluate` prices a candidate beside the serving model): per pool fraction,
-// in order, one row per entry of `models` (the learned policy with that model,
-// named as the entry), then one per JudgingHeuristics() policy. When set,
+// in order, one row per entry of `models` (its policy with its model, named as
+// the entry), then one per JudgingHeuristics() policy. When set,
 // options.requests_done reaches (models.size() + JudgingHeuristics().size()) *
 // pool_fractions.size() * end_request.
 // REQUIRES: as JudgeModel; `models` not empty.

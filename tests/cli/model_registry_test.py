@@ -171,10 +171,13 @@ class ModelRegistryTest(unittest.TestCase):
         self.assertEqual(self.serving(), before)
         self.assertEqual(before, (good, self.file_version(good)))
         # The table it decided on: candidate, serving, then lru among the heuristics.
-        rows = {l.split()[0]: float(l.split()[-2]) for l in p.stdout.splitlines()
+        # Rows "vN (candidate)" / "vN (serving)" as they serve, "vN alone" the model
+        # alone, "lru": the refusal is one of the three comparisons the rule names.
+        rows = {" ".join(l.split()[:-2]): float(l.split()[-2]) for l in p.stdout.splitlines()
                 if l.startswith("  v") or l.startswith("  lru ")}
-        self.assertTrue(rows[f"v{shuffled}"] > rows[f"v{good}"] or
-                        rows[f"v{shuffled}"] > rows["lru"], p.stdout)
+        as_served = rows[f"v{shuffled} (candidate)"]
+        self.assertTrue(as_served > rows[f"v{good} (serving)"] or as_served > rows["lru"] or
+                        rows[f"v{shuffled} alone"] > rows[f"v{good} alone"], p.stdout)
 
     def test_promote_and_rollback_round_trip(self):
         a = self.train_from_log()
