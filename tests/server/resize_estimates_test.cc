@@ -1,0 +1,167 @@
+// serve --resize-estimates in a real sidecar on loopback, driven by the load
+// generator's nodes (server/resize_estimates.h):
+//  - each node's ghost pools at 0.5x and 2x cost what the pool replay
+//    (`kvlearn compare`) of the live policy costs on that node's requests
+//    at 0.5x and 2x the pool, and scale 1 is the live pool's own cost;
+//  - past --resize-max-blocks a ghost skips arrivals and counts them;
+//  - without the flag there are no kvlearn_resize_* series.
+#include "server/resize_estimates.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clients/load_generator.h"
+#include "datasets/workload_generator.h"
+#include "sim/pool_simulator.h"
+#include "tests/server/metrics_scrape.h"
+#include "tests/server/sidecar_fixture.h"
+#include "tests/support/default_cost.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr uint32_t kNodes = 2;
+
+// The requests the load generator sends node `node` of `nodes`: request i
+// goes to node i mod nodes (clients/load_generator.h).
+Trace RequestsOfNode(const Trace& trace, uint32_t node, uint32_t nodes) {
+  Trace out;
+  out.source = trace.source;
+  out.block_size = trace.block_size;
+  for (size_t i = node; i < trace.requests.size(); i += nodes) {
+    const TraceRequest& r = trace.requests[i];
+    out.Add(r.timestamp_ms, r.input_length, r.output_length, trace.BlocksOf(r));
+    out.requests.back().type = r.type;
+    out.requests.back().turn = r.turn;
+  }
+  return out;
+}
+
+std::string Labels(uint32_t node, const char* scale) {
+  return "{node=\"loadgen-" + std::to_string(node) + "\",scale=\"" + scale + "\"}";
+}
+
+class ResizeEstimatesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ChatWorkloadOptions o;
+    o.seed = 23;
+    o.requests = 400;
+    o.sessions_per_second = 3;
+    o.mean_think_time_s = 5;
+    trace_ = GenerateChatTrace(o);
+    auto replay = BuildReplayTrace(trace_, DefaultCost());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    // Tight for one node's half of the trace: the 0.5x, 1x and 2x pools
+    // all evict.
+    pool_bytes_ = replay->distinct_block_bytes / 20;
+  }
+
+  // Starts a sidecar serving `policy` and replays the trace over kNodes.
+  std::unique_ptr<SidecarServer> Drive(const std::string& policy, const std::string& data,
+                                       const std::function<void(SidecarOptions&)>& tune) {
+    SidecarOptions o = TestOptions(dir_.File(data), policy);
+    o.cost = std::make_shared<CostModel>(DefaultCost());
+    o.snapshot_every_events = 0;
+    tune(o);
+    auto server = StartServer(o);
+    if (server == nullptr) return nullptr;
+    LoadgenOptions lo;
+    lo.target = "127.0.0.1:" + std::to_string(server->port());
+    lo.pool_bytes = pool_bytes_;
+    lo.nodes = kNodes;
+    auto replay = BuildReplayTrace(trace_, DefaultCost());
+    EXPECT_TRUE(replay.ok()) << replay.status();
+    auto got = RunLoadgen(*replay, DefaultCost(), lo);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return server;
+  }
+
+  // `compare` of `policy` on node `node`'s requests with a pool of `bytes`.
+  ReplayResult Compare(uint32_t node, const std::string& policy, uint64_t bytes) {
+    const Trace requests = RequestsOfNode(trace_, node, kNodes);  // the replay points into it
+    auto replay = BuildReplayTrace(requests, DefaultCost());
+    EXPECT_TRUE(replay.ok()) << replay.status();
+    if (!replay.ok()) return {};
+    PoolReplayOptions o;
+    o.pool_bytes = bytes;
+    auto r = ReplayPool(*replay, DefaultCost(), policy, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ReplayResult{};
+  }
+
+  TempDir dir_;
+  Trace trace_;
+  uint64_t pool_bytes_ = 0;
+};
+
+TEST_F(ResizeEstimatesTest, EachNodesGhostsCostWhatTheReplayCostsAtThatSize) {
+  auto server = Drive("gdsf", "on", [](SidecarOptions& o) { o.resize_estimates = true; });
+  ASSERT_NE(server, nullptr);
+  const auto m = Scrape(server->metrics_port());
+  for (uint32_t node = 0; node < kNodes; ++node) {
+    SCOPED_TRACE("node " + std::to_string(node));
+    const ReplayResult half = Compare(node, "gdsf", pool_bytes_ / 2);
+    const ReplayResult same = Compare(node, "gdsf", pool_bytes_);
+    const ReplayResult twice = Compare(node, "gdsf", pool_bytes_ * 2);
+    ASSERT_GT(twice.evicted_blocks, 0u);
+    // The sizes cost differently here, so each check below could fail.
+    EXPECT_NE(half.block_hits, same.block_hits);
+    EXPECT_NE(same.block_hits, twice.block_hits);
+    const std::vector<std::pair<const char*, const ReplayResult*>> scales = {
+        {"0.5", &half}, {"1", &same}, {"2", &twice}};
+    for (const auto& [scale, want] : scales) {
+      SCOPED_TRACE(std::string("scale ") + scale);
+      const std::string labels = Labels(node, scale);
+      EXPECT_NEAR(Series(m, "kvlearn_resize_cost_seconds_total" + labels), want->cost_seconds(1),
+                  1e-6);
+      EXPECT_EQ(Series(m, "kvlearn_resize_requests_total" + labels), want->requests);
+      EXPECT_EQ(Series(m, "kvlearn_resize_block_hits_total" + labels), want->block_hits);
+      EXPECT_EQ(Series(m, "kvlearn_resize_admitted_bytes_total" + labels), want->admitted_bytes);
+    }
+    for (const char* scale : kResizeScaleLabels) {
+      EXPECT_EQ(Series(m, "kvlearn_resize_requests_skipped_total" + Labels(node, scale)), 0);
+    }
+  }
+}
+
+// A budget below the 0.5x ghosts' residents: every ghost skips arrivals,
+// counts them, and what it served and skipped make up the node's arrivals;
+// the live pool (scale 1) is not bounded by it.
+TEST_F(ResizeEstimatesTest, GhostsPastTheBlockBudgetSkipAndCount) {
+  const uint64_t residents = pool_bytes_ / (512 * DefaultCost().BytesForTokens(1));
+  auto server = Drive("lru", "tight", [&](SidecarOptions& o) {
+    o.resize_estimates = true;
+    o.resize_max_blocks = residents / 4;
+  });
+  ASSERT_NE(server, nullptr);
+  const auto m = Scrape(server->metrics_port());
+  for (uint32_t node = 0; node < kNodes; ++node) {
+    SCOPED_TRACE("node " + std::to_string(node));
+    const double arrivals = Series(m, "kvlearn_resize_requests_total" + Labels(node, "1"));
+    EXPECT_EQ(arrivals, RequestsOfNode(trace_, node, kNodes).requests.size());
+    for (const char* scale : kResizeScaleLabels) {
+      SCOPED_TRACE(std::string("scale ") + scale);
+      const double skipped =
+          Series(m, "kvlearn_resize_requests_skipped_total" + Labels(node, scale));
+      const double served = Series(m, "kvlearn_resize_requests_total" + Labels(node, scale));
+      EXPECT_GT(skipped, 0);
+      EXPECT_EQ(served + skipped, arrivals);
+    }
+  }
+}
+
+TEST_F(ResizeEstimatesTest, OffByDefault) {
+  auto server = Drive("lru", "off", [](SidecarOptions&) {});
+  ASSERT_NE(server, nullptr);
+  for (const auto& [key, value] : Scrape(server->metrics_port())) {
+    EXPECT_EQ(key.rfind("kvlearn_resize_", 0), std::string::npos) << key;
+  }
+}
+
+}  // namespace
+}  // namespace kvlearn
