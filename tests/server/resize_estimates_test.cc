@@ -4,11 +4,14 @@
 //    (`kvlearn compare`) of the live policy costs on that node's requests
 //    at 0.5x and 2x the pool, and scale 1 is the live pool's own cost;
 //  - past --resize-max-blocks a ghost skips arrivals and counts them;
+//  - a restart from the event log counts the same again, and the ghosts
+//    follow the live policy across a reload;
 //  - without the flag there are no kvlearn_resize_* series.
 #include "server/resize_estimates.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
@@ -26,19 +29,25 @@ namespace {
 
 constexpr uint32_t kNodes = 2;
 
-// The requests the load generator sends node `node` of `nodes`: request i
-// goes to node i mod nodes (clients/load_generator.h).
-Trace RequestsOfNode(const Trace& trace, uint32_t node, uint32_t nodes) {
+// The requests of `trace` whose index passes `keep`, in order.
+Trace Requests(const Trace& trace, const std::function<bool(size_t)>& keep) {
   Trace out;
   out.source = trace.source;
   out.block_size = trace.block_size;
-  for (size_t i = node; i < trace.requests.size(); i += nodes) {
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    if (!keep(i)) continue;
     const TraceRequest& r = trace.requests[i];
     out.Add(r.timestamp_ms, r.input_length, r.output_length, trace.BlocksOf(r));
     out.requests.back().type = r.type;
     out.requests.back().turn = r.turn;
   }
   return out;
+}
+
+// The requests the load generator sends node `node` of `nodes`: request i
+// goes to node i mod nodes (clients/load_generator.h).
+Trace RequestsOfNode(const Trace& trace, uint32_t node, uint32_t nodes) {
+  return Requests(trace, [&](size_t i) { return i % nodes == node; });
 }
 
 std::string Labels(uint32_t node, const char* scale) {
@@ -64,27 +73,31 @@ class ResizeEstimatesTest : public ::testing::Test {
   // Starts a sidecar serving `policy` and replays the trace over kNodes.
   std::unique_ptr<SidecarServer> Drive(const std::string& policy, const std::string& data,
                                        const std::function<void(SidecarOptions&)>& tune) {
-    SidecarOptions o = TestOptions(dir_.File(data), policy);
+    SidecarOptions& o = options_;
+    o = TestOptions(dir_.File(data), policy);
     o.cost = std::make_shared<CostModel>(DefaultCost());
     o.snapshot_every_events = 0;
     tune(o);
     auto server = StartServer(o);
-    if (server == nullptr) return nullptr;
-    LoadgenOptions lo;
-    lo.target = "127.0.0.1:" + std::to_string(server->port());
-    lo.pool_bytes = pool_bytes_;
-    lo.nodes = kNodes;
-    auto replay = BuildReplayTrace(trace_, DefaultCost());
-    EXPECT_TRUE(replay.ok()) << replay.status();
-    auto got = RunLoadgen(*replay, DefaultCost(), lo);
-    EXPECT_TRUE(got.ok()) << got.status();
+    if (server != nullptr) Replay(*server, trace_, kNodes);
     return server;
   }
 
-  // `compare` of `policy` on node `node`'s requests with a pool of `bytes`.
-  ReplayResult Compare(uint32_t node, const std::string& policy, uint64_t bytes) {
-    const Trace requests = RequestsOfNode(trace_, node, kNodes);  // the replay points into it
-    auto replay = BuildReplayTrace(requests, DefaultCost());
+  // Replays `trace` through `server` over `nodes` load generator nodes.
+  void Replay(const SidecarServer& server, const Trace& trace, uint32_t nodes) {
+    LoadgenOptions lo;
+    lo.target = "127.0.0.1:" + std::to_string(server.port());
+    lo.pool_bytes = pool_bytes_;
+    lo.nodes = nodes;
+    auto replay = BuildReplayTrace(trace, DefaultCost());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    auto got = RunLoadgen(*replay, DefaultCost(), lo);
+    EXPECT_TRUE(got.ok()) << got.status();
+  }
+
+  // `compare` of `policy` on `requests` with a pool of `bytes`.
+  static ReplayResult CompareOn(const Trace& requests, const std::string& policy, uint64_t bytes) {
+    auto replay = BuildReplayTrace(requests, DefaultCost());  // points into `requests`
     EXPECT_TRUE(replay.ok()) << replay.status();
     if (!replay.ok()) return {};
     PoolReplayOptions o;
@@ -93,8 +106,13 @@ class ResizeEstimatesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : ReplayResult{};
   }
+  // The same on node `node`'s requests.
+  ReplayResult Compare(uint32_t node, const std::string& policy, uint64_t bytes) {
+    return CompareOn(RequestsOfNode(trace_, node, kNodes), policy, bytes);
+  }
 
   TempDir dir_;
+  SidecarOptions options_;  // of the last Drive
   Trace trace_;
   uint64_t pool_bytes_ = 0;
 };
@@ -152,6 +170,71 @@ TEST_F(ResizeEstimatesTest, GhostsPastTheBlockBudgetSkipAndCount) {
       EXPECT_GT(skipped, 0);
       EXPECT_EQ(served + skipped, arrivals);
     }
+  }
+}
+
+// The start-up replay of the event log drives the ghosts through the same
+// arrivals again, so every estimate comes back equal after a restart.
+TEST_F(ResizeEstimatesTest, ARestartFromTheLogCountsTheSameAgain) {
+  auto server = Drive("lru", "restart", [](SidecarOptions& o) { o.resize_estimates = true; });
+  ASSERT_NE(server, nullptr);
+  const auto before = Scrape(server->metrics_port());
+  server->Shutdown();
+  server.reset();
+  auto again = StartServer(options_);
+  ASSERT_NE(again, nullptr);
+  const auto after = Scrape(again->metrics_port());
+  for (uint32_t node = 0; node < kNodes; ++node) {
+    for (const char* scale : {"0.5", "1", "2"}) {
+      const std::string key = "kvlearn_resize_cost_seconds_total" + Labels(node, scale);
+      EXPECT_GT(Series(before, key), 0) << key;
+      EXPECT_NEAR(Series(after, key), Series(before, key), 1e-6) << key;
+    }
+  }
+}
+
+// A reload that changes the node's policy restarts its ghosts, empty, under
+// the new one: over the two halves of the trace they cost lru's replay of
+// the first half plus gdsf's of the second from an empty pool.
+TEST_F(ResizeEstimatesTest, GhostsFollowTheLivePolicyAcrossAReload) {
+  const std::string file = dir_.File("experiment.json");
+  const auto write = [&](const std::string& policy) {
+    std::ofstream(file) << R"({"arms": [{"name": "live", "policy": ")" << policy
+                        << R"(", "share": 1}]})";
+  };
+  write("lru");
+  SidecarOptions o = TestOptions(dir_.File("reload"));
+  o.policy.clear();
+  o.experiment_path = file;
+  o.cost = std::make_shared<CostModel>(DefaultCost());
+  o.resize_estimates = true;
+  auto server = StartServer(o);
+  ASSERT_NE(server, nullptr);
+  const size_t half = trace_.requests.size() / 2;
+  const Trace first = Requests(trace_, [&](size_t i) { return i < half; });
+  const Trace second = Requests(trace_, [&](size_t i) { return i >= half; });
+  Replay(*server, first, 1);
+  write("gdsf");
+  auto stub = Connect(server->port());
+  grpc::ClientContext ctx;
+  v1::ReloadModelRequest reload;
+  reload.set_experiment(true);
+  v1::ReloadModelResponse resp;
+  ASSERT_TRUE(stub->ReloadModel(&ctx, reload, &resp).ok());
+  Replay(*server, second, 1);
+  const auto m = Scrape(server->metrics_port());
+  for (size_t i = 0; i < kResizeScales.size(); ++i) {
+    SCOPED_TRACE(std::string("scale ") + kResizeScaleLabels[i]);
+    const auto bytes = static_cast<uint64_t>(pool_bytes_ * kResizeScales[i]);
+    const ReplayResult a = CompareOn(first, "lru", bytes);
+    const ReplayResult b = CompareOn(second, "gdsf", bytes);
+    // Had the ghosts kept lru they would count another cost.
+    EXPECT_NE(CompareOn(second, "lru", bytes).block_hits, b.block_hits);
+    const std::string labels = Labels(0, kResizeScaleLabels[i]);
+    EXPECT_NEAR(Series(m, "kvlearn_resize_cost_seconds_total" + labels),
+                a.cost_seconds(1) + b.cost_seconds(1), 1e-6);
+    EXPECT_EQ(Series(m, "kvlearn_resize_block_hits_total" + labels), a.block_hits + b.block_hits);
+    EXPECT_EQ(Series(m, "kvlearn_resize_requests_total" + labels), trace_.requests.size());
   }
 }
 
