@@ -19,6 +19,7 @@
 
 #include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
+#include "server/shadow_pool.h"
 #include "sim/pool_simulator.h"
 #include "tests/server/metrics_scrape.h"
 #include "tests/server/sidecar_fixture.h"
@@ -236,6 +237,18 @@ TEST_F(ResizeEstimatesTest, GhostsFollowTheLivePolicyAcrossAReload) {
     EXPECT_EQ(Series(m, "kvlearn_resize_block_hits_total" + labels), a.block_hits + b.block_hits);
     EXPECT_EQ(Series(m, "kvlearn_resize_requests_total" + labels), trace_.requests.size());
   }
+}
+
+// Pool sizes as `compare --pool-bytes` takes them: rounded down; the
+// sidecar's unbounded pool stays unbounded at any scale.
+TEST(ScaledCapacityTest, RoundsDownAndKeepsUnboundedPoolsUnbounded) {
+  EXPECT_EQ(ShadowPool::ScaledCapacity(1001, 0.5), 500u);
+  EXPECT_EQ(ShadowPool::ScaledCapacity(1001, 2.0), 2002u);
+  EXPECT_EQ(ShadowPool::ScaledCapacity(0, 2.0), 0u);
+  const uint64_t big = (uint64_t{1} << 62) + 1;  // 2x is past the unbounded size
+  EXPECT_EQ(ShadowPool::ScaledCapacity(big, 2.0), kUnboundedPoolBytes);
+  EXPECT_EQ(ShadowPool::ScaledCapacity(big, 0.5), big / 2);
+  EXPECT_EQ(ShadowPool::ScaledCapacity(kUnboundedPoolBytes, 0.5), kUnboundedPoolBytes);
 }
 
 TEST_F(ResizeEstimatesTest, OffByDefault) {
