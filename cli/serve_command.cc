@@ -196,6 +196,18 @@ Command AddServeCommand(CLI::App& root) {
                   "and counts them (kvlearn_shadow_requests_skipped_total)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  cmd->add_flag(
+      "--resize-estimates", o.resize_estimates,
+      "per node, run its live policy on two ghost pools at 0.5x and 2x its configured "
+      "pool bytes (block ids only), fed its arrivals, and export their cost beside the "
+      "live pool's as kvlearn_resize_*{node,scale} (docs/experiments.md); off by "
+      "default: the ghosts' work runs under each pool's lock, in the way of its decisions");
+  cmd->add_option("--resize-max-blocks", o.resize_max_blocks,
+                  "blocks all resize ghost pools together may remember (~90 B each under lru); at "
+                  "it a ghost forgets its ghosts, then skips arrivals and counts them "
+                  "(kvlearn_resize_requests_skipped_total)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   cmd->add_option("--metrics-listen", o.metrics_listen,
                   "Prometheus /metrics address HOST:PORT (empty: off); a port another "
                   "process listens on is refused at start")

@@ -73,35 +73,44 @@ CostCounters* ExperimentCosts::Shadow(const std::string& shadow, const std::stri
   return slot.get();
 }
 
+void AppendCostSeries(absl::string_view family, absl::string_view help,
+                      std::span<const LabeledCosts> sets, std::string* out) {
+  for (const Quantity& q : kQuantities) {
+    const std::string name = absl::StrCat(family, "_", q.suffix);
+    absl::StrAppend(out, "# HELP ", name, " ", help, q.help, "\n# TYPE ", name, " counter\n");
+    for (const LabeledCosts& s : sets) {
+      absl::StrAppend(out, name, "{", s.labels, "} ", q.value(*s.costs), "\n");
+    }
+  }
+}
+
+void AppendSkippedSeries(absl::string_view family, absl::string_view help,
+                         std::span<const LabeledCosts> sets, std::string* out) {
+  const std::string name = absl::StrCat(family, "_requests_skipped_total");
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n");
+  for (const LabeledCosts& s : sets) {
+    absl::StrAppend(out, name, "{", s.labels, "} ", Int(s.costs->requests_skipped), "\n");
+  }
+}
+
 std::string ExperimentCosts::Render() const {
   absl::MutexLock lock(&mu_);
-  std::string out;
-  for (const Quantity& q : kQuantities) {
-    const std::string arm_name = absl::StrCat("kvlearn_arm_", q.suffix);
-    absl::StrAppend(&out, "# HELP ", arm_name, " Live arm, its nodes: ", q.help, "\n# TYPE ",
-                    arm_name, " counter\n");
-    for (const auto& [arm, c] : arms_) {
-      absl::StrAppend(&out, arm_name, "{arm=\"", arm, "\"} ", q.value(*c), "\n");
-    }
-    if (shadows_.empty()) continue;
-    const std::string shadow_name = absl::StrCat("kvlearn_shadow_", q.suffix);
-    absl::StrAppend(&out, "# HELP ", shadow_name,
-                    " Shadow policy on the nodes of a live arm, had it decided: ", q.help,
-                    "\n# TYPE ", shadow_name, " counter\n");
-    for (const auto& [key, c] : shadows_) {
-      absl::StrAppend(&out, shadow_name, "{shadow=\"", key.first, "\",arm=\"", key.second, "\"} ",
-                      q.value(*c), "\n");
-    }
-  }
-  if (shadows_.empty()) return out;
-  absl::StrAppend(&out,
-                  "# HELP kvlearn_shadow_requests_skipped_total Arrivals a shadow did not serve "
-                  "(--shadow-max-blocks reached, or its policy broke its contract), so not in its "
-                  "other counters.\n# TYPE kvlearn_shadow_requests_skipped_total counter\n");
+  std::vector<LabeledCosts> arms;
+  for (const auto& [arm, c] : arms_) arms.push_back({absl::StrCat("arm=\"", arm, "\""), c.get()});
+  std::vector<LabeledCosts> shadows;
   for (const auto& [key, c] : shadows_) {
-    absl::StrAppend(&out, "kvlearn_shadow_requests_skipped_total{shadow=\"", key.first, "\",arm=\"",
-                    key.second, "\"} ", Int(c->requests_skipped), "\n");
+    shadows.push_back(
+        {absl::StrCat("shadow=\"", key.first, "\",arm=\"", key.second, "\""), c.get()});
   }
+  std::string out;
+  AppendCostSeries("kvlearn_arm", "Live arm, its nodes: ", arms, &out);
+  if (shadows.empty()) return out;
+  AppendCostSeries("kvlearn_shadow",
+                   "Shadow policy on the nodes of a live arm, had it decided: ", shadows, &out);
+  AppendSkippedSeries("kvlearn_shadow",
+                      "Arrivals a shadow did not serve (--shadow-max-blocks reached, or its policy "
+                      "broke its contract), so not in its other counters.",
+                      shadows, &out);
   return out;
 }
 

@@ -28,9 +28,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cost_model.h"
 
@@ -66,6 +68,21 @@ struct CostCounters {
            transfer_seconds.load(std::memory_order_relaxed);
   }
 };
+
+// One counter set of a /metrics family, with its labels ("k=\"v\",...").
+struct LabeledCosts {
+  std::string labels;
+  const CostCounters* costs = nullptr;
+};
+
+// Appends, for every quantity above (requests_total ... cost_seconds_total),
+// the series `<family>_<quantity>{labels}` of each set, the quantity's help
+// line starting with `help` (the lines come even when `sets` is empty).
+void AppendCostSeries(absl::string_view family, absl::string_view help,
+                      std::span<const LabeledCosts> sets, std::string* out);
+// Appends `<family>_requests_skipped_total{labels}` of each set with `help`.
+void AppendSkippedSeries(absl::string_view family, absl::string_view help,
+                         std::span<const LabeledCosts> sets, std::string* out);
 
 class ExperimentCosts {
  public:

@@ -34,7 +34,7 @@ PolicyEnv ShardEnv(const CostModel& cost, std::shared_ptr<const LearnedModel> mo
 }
 
 // Capacity of a pool whose node never said (see the header).
-constexpr uint64_t kUnbounded = UINT64_MAX / 2;
+constexpr uint64_t kUnbounded = kUnboundedPoolBytes;
 
 v1::Tier NormalTier(v1::Tier tier) { return tier == v1::TIER_UNSPECIFIED ? v1::TIER_POOL : tier; }
 
@@ -205,6 +205,7 @@ void NodePools::CloseTallyLocked(Shard& s) {
   if (!s.tally_open) return;
   s.tally_open = false;
   s.arm_costs->Charge(*options_.cost, s.tally);
+  s.resize_ghosts.ChargeLive(*options_.cost, s.tally);
 }
 
 NodePools::Shard* NodePools::Find(const std::string& node, v1::Tier tier) const {
@@ -652,6 +653,17 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
         shadow->Serve(s.catalog, blocks, s.tally.input_tokens, e.timestamp_us(), cost, bs,
                       options_.ghost_blocks);
       }
+      // A ghost that cannot start (the live policy started, so it should)
+      // serves nothing; the estimates then miss this pool's arrivals.
+      if (options_.resize_estimates &&
+          s.resize_ghosts
+              .Follow(
+                  s.node, s.tier, s.policy, s.model, s.driver.pool().capacity_bytes(),
+                  [&] { return ShardEnv(cost, s.model, s.tier); }, resize_)
+              .ok()) {
+        s.resize_ghosts.Serve(s.catalog, blocks, s.tally.input_tokens, e.timestamp_us(), cost, bs,
+                              options_.ghost_blocks);
+      }
       const AccessInfo access = Access(s, e.timestamp_us());
       // Any arrival ends the pins of a request without an id (one request
       // at a time, as before ids existed).
@@ -778,6 +790,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       }
       s.HoldInFlight();
       for (auto& shadow : s.shadows) shadow->Restart(capacity);
+      s.resize_ghosts.Restart(capacity);
       return absl::OkStatus();
     }
     case Event::kAllBlocksCleared: {
@@ -798,6 +811,7 @@ absl::Status NodePools::ApplyLocked(Shard& s, const Event& e) {
       CompactLocked(s);
       // The node lost its cache (a restart, say): so would have the shadows.
       for (auto& shadow : s.shadows) shadow->Restart(s.driver.pool().capacity_bytes());
+      s.resize_ghosts.Restart(s.driver.pool().capacity_bytes());
       return absl::OkStatus();
     }
     default:

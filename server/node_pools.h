@@ -77,6 +77,7 @@
 #include "server/experiment.h"
 #include "server/experiment_costs.h"
 #include "server/model_swap_record.h"
+#include "server/resize_estimates.h"
 #include "server/retried_batches.h"
 #include "server/shadow_budget.h"
 
@@ -121,7 +122,15 @@ struct NodePoolsOptions {
   uint64_t ghost_blocks = uint64_t{1} << 18;
   // Blocks all shadow pools together may remember (server/shadow_pool.h).
   uint64_t shadow_max_blocks = uint64_t{1} << 24;
+  // Ghost pools at 0.5x and 2x every pool under its live policy
+  // (server/resize_estimates.h), and the blocks they may remember together.
+  bool resize_estimates = false;
+  uint64_t resize_max_blocks = uint64_t{1} << 24;
 };
+
+// The capacity of a pool whose node never said what it holds (nor
+// --default-pool-bytes): so large that nothing is ever evicted.
+inline constexpr uint64_t kUnboundedPoolBytes = UINT64_MAX / 2;
 
 // What changed in a shard, for /metrics.
 struct PoolCounters {
@@ -199,6 +208,8 @@ class NodePools {
   // Whether SetExperiment was called (a file runs, not the single arm).
   bool runs_experiment() const;
   const ExperimentCosts& costs() const { return costs_; }
+  // The resize estimates (empty unless options().resize_estimates).
+  const ResizeEstimates& resize_estimates() const { return resize_; }
 
   // The batch ids applied so far (server/retried_batches.h); Apply of a
   // batch_received event remembers one.
@@ -290,6 +301,7 @@ class NodePools {
   RetriedBatches retried_batches_;
   ExperimentCosts costs_;
   ShadowBudget shadow_budget_;
+  ResizeEstimates resize_{options_.resize_max_blocks};  // outlives the pools' ghosts
   absl::Mutex create_mu_;  // held while a new pool is tried (WithShard)
   std::atomic<uint64_t> accepted_{0};
   std::string last_model_swap_ ABSL_GUARDED_BY(create_mu_);

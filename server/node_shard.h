@@ -18,6 +18,7 @@
 #include "policies/policy_driver.h"
 #include "server/experiment_costs.h"
 #include "server/node_pools.h"
+#include "server/resize_ghosts.h"
 #include "server/shadow_pool.h"
 
 namespace kvlearn {
@@ -114,6 +115,8 @@ struct NodePools::Shard {
   RequestTally tally ABSL_GUARDED_BY(mu);
   // The shadow policies this pool's arrivals also drive.
   std::vector<std::unique_ptr<ShadowPool>> shadows ABSL_GUARDED_BY(mu);
+  // Its ghost pools at other sizes (serve --resize-estimates); none otherwise.
+  ResizeGhosts resize_ghosts ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace kvlearn

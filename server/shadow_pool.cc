@@ -12,19 +12,28 @@ namespace kvlearn {
 
 absl::StatusOr<std::unique_ptr<ShadowPool>> ShadowPool::Start(
     const ExperimentPolicy& spec, const std::string& node, v1::Tier tier, uint64_t capacity_bytes,
-    PolicyEnv env, CostCounters* costs, ShadowBudget* budget) {
+    PolicyEnv env, CostCounters* costs, ShadowBudget* budget, double capacity_scale) {
   std::unique_ptr<ShadowPool> s(new ShadowPool());
   s->name_ = spec.name;
   s->policy_ = spec.policy;
+  s->capacity_scale_ = capacity_scale;
   s->model_ = spec.loaded_model;
   s->env_ = env;
   s->costs_ = costs;
   s->budget_ = budget;
-  s->pool_ = std::make_unique<NodePools::Shard>(node, tier, capacity_bytes);
+  s->pool_ = std::make_unique<NodePools::Shard>(node, tier,
+                                                ScaledCapacity(capacity_bytes, capacity_scale));
   absl::MutexLock lock(&s->pool_->mu);
   if (auto st = s->pool_->driver.StartPolicy(spec.policy, std::move(env)); !st.ok()) return st;
   s->pool_->model = spec.loaded_model;
   return s;
+}
+
+uint64_t ShadowPool::ScaledCapacity(uint64_t capacity_bytes, double scale) {
+  if (scale == 1.0 || capacity_bytes >= kUnboundedPoolBytes) return capacity_bytes;
+  // long double holds every 64-bit size exactly, so 0.5x and 2x are exact.
+  const long double scaled = static_cast<long double>(capacity_bytes) * scale;
+  return scaled >= kUnboundedPoolBytes ? kUnboundedPoolBytes : static_cast<uint64_t>(scaled);
 }
 
 ShadowPool::~ShadowPool() {
@@ -111,7 +120,8 @@ void ShadowPool::Compact(NodePools::Shard& s, size_t keep_ghosts, const CostMode
 
 void ShadowPool::Restart(uint64_t capacity_bytes) {
   absl::MutexLock lock(&pool_->mu);
-  pool_->driver.Restart(capacity_bytes).IgnoreError();  // built before from the same name
+  pool_->driver.Restart(ScaledCapacity(capacity_bytes, capacity_scale_))
+      .IgnoreError();  // built before from the same name
 }
 
 }  // namespace kvlearn

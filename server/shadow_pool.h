@@ -18,6 +18,11 @@
 // cannot take makes that shadow pool drop all its ghosts and try again; if
 // it still does not fit, the shadow skips it (counted, not served).
 //
+// Capacity scale: a shadow may run at `capacity_scale` times the pool's
+// configured bytes (the resize estimates of server/resize_estimates.h run
+// the live policy at 0.5x and 2x); an unbounded pool stays unbounded. It
+// holds block ids and metadata only, never KV data, at any scale.
+//
 // Thread-safety: the caller holds the live shard's mutex; the shadow's own
 // shard mutex is taken inside (uncontended).
 #pragma once
@@ -41,12 +46,15 @@ namespace kvlearn {
 
 class ShadowPool {
  public:
-  // Fails as the policy's factory does.
-  static absl::StatusOr<std::unique_ptr<ShadowPool>> Start(const ExperimentPolicy& spec,
-                                                           const std::string& node, v1::Tier tier,
-                                                           uint64_t capacity_bytes, PolicyEnv env,
-                                                           CostCounters* costs,
-                                                           ShadowBudget* budget);
+  // Fails as the policy's factory does. `capacity_bytes` is the live
+  // pool's; the shadow's is that times `capacity_scale` (ScaledCapacity).
+  static absl::StatusOr<std::unique_ptr<ShadowPool>> Start(
+      const ExperimentPolicy& spec, const std::string& node, v1::Tier tier, uint64_t capacity_bytes,
+      PolicyEnv env, CostCounters* costs, ShadowBudget* budget, double capacity_scale = 1.0);
+  // `capacity_bytes` x `scale`, rounded down as an integer pool size given
+  // to `compare --pool-bytes` would be; a capacity at or past the
+  // sidecar's unbounded one (UINT64_MAX / 2) is returned as it is.
+  static uint64_t ScaledCapacity(uint64_t capacity_bytes, double scale);
   ~ShadowPool();
 
   const std::string& name() const { return name_; }
@@ -60,7 +68,8 @@ class ShadowPool {
   void Serve(const BlockCatalog& live, std::span<const BlockIndex> chain, uint64_t input_tokens,
              int64_t timestamp_us, const CostModel& cost, uint32_t block_size,
              uint64_t ghost_blocks);
-  // Empties the pool at `capacity_bytes` (the node cleared or resized its own).
+  // Empties the pool at `capacity_bytes` x its scale (the node cleared or
+  // resized its own; `capacity_bytes` is the live pool's).
   void Restart(uint64_t capacity_bytes);
 
  private:
@@ -71,6 +80,7 @@ class ShadowPool {
 
   std::string name_;
   std::string policy_;
+  double capacity_scale_ = 1.0;
   std::shared_ptr<const LearnedModel> model_;
   PolicyEnv env_;
   CostCounters* costs_ = nullptr;

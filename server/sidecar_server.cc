@@ -163,6 +163,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   pools.request_timeout_us = static_cast<int64_t>(o.request_timeout_seconds * 1e6);
   pools.max_nodes = o.max_nodes;
   pools.shadow_max_blocks = o.shadow_max_blocks;
+  pools.resize_estimates = o.resize_estimates;
+  pools.resize_max_blocks = o.resize_max_blocks;
   pools.policy = o.policy.empty() ? (o.model_path.empty() ? "lru" : "learned") : o.policy;
   std::string model_version;
   std::string model_path = o.model_path;
@@ -480,7 +482,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       return self->metrics_->Render(g) + self->counters_->Render() + self->peer_streams_->Render() +
              self->access_->Render() +
              RenderBoundMetrics(self->pools_->counters(), *self->log_, server) + engines +
-             self->pools_->costs().Render() +
+             self->pools_->costs().Render() + self->pools_->resize_estimates().Render() +
              (self->nats_ingest_ ? self->nats_ingest_->Render() : "");
     });
     if (!started.ok()) {

@@ -128,6 +128,10 @@ struct SidecarOptions {
   std::string experiment_path;
   // Blocks all shadow pools together may remember (server/shadow_pool.h).
   uint64_t shadow_max_blocks = uint64_t{1} << 24;
+  // Ghost pools at 0.5x and 2x each pool (server/resize_estimates.h), and
+  // the blocks they may remember together.
+  bool resize_estimates = false;
+  uint64_t resize_max_blocks = uint64_t{1} << 24;
   // Called every replay_progress_interval_seconds (checked every 4096
   // events) while the event log is replayed at start (events done, events to
   // replay, seconds so far); nullptr: silent.

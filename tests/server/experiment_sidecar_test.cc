@@ -9,19 +9,17 @@
 //    change;
 //  - a bad file stops the start, naming its field.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <fstream>
 #include <functional>
 #include <map>
 #include <string>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "clients/load_generator.h"
 #include "datasets/workload_generator.h"
 #include "server/experiment.h"
 #include "sim/pool_simulator.h"
+#include "tests/server/metrics_scrape.h"
 #include "tests/server/sidecar_fixture.h"
 #include "tests/support/default_cost.h"
 
@@ -40,29 +38,6 @@ Trace ChatTrace(uint32_t requests) {
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-}
-
-// Every series of /metrics with labels, by "name{labels}".
-std::map<std::string, double> Scrape(int metrics_port) {
-  std::map<std::string, double> out;
-  httplib::Client http("127.0.0.1", metrics_port);
-  auto res = http.Get("/metrics");
-  EXPECT_TRUE(res && res->status == 200);
-  if (!res) return out;
-  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    double v = 0;
-    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &v)) continue;
-    out[std::string(line.substr(0, space))] = v;
-  }
-  return out;
-}
-
-double Series(const std::map<std::string, double>& m, const std::string& key) {
-  auto it = m.find(key);
-  EXPECT_NE(it, m.end()) << key << " missing from /metrics";
-  return it == m.end() ? -1 : it->second;
 }
 
 struct SidecarRun {

@@ -38,7 +38,9 @@ class PrometheusMetricsTest(unittest.TestCase):
             [kvlearn, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
              "--data-dir", os.path.join(cls.work, "data"),
              # An engine stream nobody publishes on: its families are rendered too.
-             "--engine-events", "engine0=tcp://127.0.0.1:9"],
+             "--engine-events", "engine0=tcp://127.0.0.1:9",
+             # So the kvlearn_resize_* families are checked too.
+             "--resize-estimates"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         # First stdout line: "port P metrics_port M" (docs/sidecar.md).
         ready, _, _ = select.select([cls.server.stdout], [], [], 60)
