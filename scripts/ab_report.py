@@ -15,6 +15,8 @@ Two inputs:
                  every shadow's, at --pool-bytes (the node's pool), over the
                  whole log and over --windows equal time windows of it (each
                  window replayed from an empty pool: the over-time plots only).
+                 An arm's "registry:serving" or "registry:vN" model is the
+                 file the data dir's model registry names now.
 
 Writes into --out DIR: report.html (the PNGs embedded as base64), the PNGs
 (cost_over_time.png, hit_ratio_over_time.png, cumulative_saving.png) and

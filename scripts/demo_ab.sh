@@ -72,7 +72,7 @@ version=$(sed -n 's/.*registered as v\([0-9]*\).*/\1/p' "$work/train.txt" | head
 step "promote v$version: priced against lru on the newest logged requests; if no costlier, the registry serves it and the sidecar reloads its experiment"
 if "$kvlearn" model promote "$version" --data-dir "$work/data" --sidecar "$target" --quiet \
   > "$work/promote.txt" 2> "$work/promote.log"; then
-  grep -E '^  (v[0-9]+ \(candidate\)|lru) |reloaded its experiment' "$work/promote.txt" || true
+  grep -E '^  (v[0-9]+ \(candidate\)|lru) |reloaded its experiment|serves \(was' "$work/promote.txt" || true
 elif grep -q "refused: v$version costs more" "$work/promote.log"; then
   grep -E '^  (v[0-9]+ \(candidate\)|lru) ' "$work/promote.txt" || true
   step "keep: the model costs more than lru there, the learned arm keeps its experts"
