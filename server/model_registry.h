@@ -21,8 +21,13 @@
 // Check, naming the version; the others stay usable. A registry.json that does
 // not parse refuses every command that needs it (nothing is rewritten).
 //
+// `kvlearn train --data-dir` and `kvlearn model` write it; the sidecar only
+// reads it, for experiment arms naming a version
+// (server/registry_model_reference.h): Open checks every entry's checksum, so
+// each lookup reads every registered model file once.
+//
 // Thread-safety: none; one command at a time changes a registry (the last
-// rename wins).
+// rename wins). A reader in another process sees each file whole (renames).
 #pragma once
 
 #include <cstdint>
