@@ -1,10 +1,12 @@
 // `kvlearn model list|evaluate|promote|rollback`: the model registry of a
-// sidecar's data directory (cli/model_registry.h). evaluate prices a
+// sidecar's data directory (server/model_registry.h). evaluate prices a
 // registered version on the newest logged requests beside the serving one and
 // the heuristics; promote does the same and makes it serve only if it costs no
 // more than both the serving version and lru there (or with --force), hot-
-// reloading a running sidecar (ReloadModel) before recording it; rollback
-// restores the version that served before.
+// reloading a running sidecar (ReloadModel) before recording it, or, when the
+// sidecar runs an experiment, recording it and then having the sidecar reload
+// its experiment (arms naming "registry:serving" follow registry.json);
+// rollback restores the version that served before.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -21,19 +23,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/command.h"
 #include "cli/cost_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
-#include "cli/model_registry.h"
 #include "cli/replay_input.h"
 #include "cli/sidecar_call_context.h"
 #include "core/progress_line.h"
 #include "kvlearn/v1/retention.grpc.pb.h"
 #include "learner/model_judge.h"
 #include "models/model_judgement.h"
+#include "server/model_registry.h"
 
 namespace kvlearn {
 namespace {
@@ -346,11 +349,60 @@ int RunEvaluate(const ModelFlags& f) {
   return 0;
 }
 
-// Makes `to` serve: reloads the sidecar when one is named, then records it.
+// Whether the sidecar at f.sidecar runs --experiment (its arms name their
+// models, so it reloads its experiment rather than a model file).
+absl::StatusOr<bool> SidecarRunsExperiment(const ModelFlags& f) {
+  v1::GetStatusResponse r;
+  const grpc::Status s = SidecarStub(f)->GetStatus(SidecarContext(f).get(), {}, &r);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("the sidecar at ", f.sidecar,
+                                               " did not answer (GetStatus: ", s.error_message(),
+                                               "); the registry was not changed"));
+  }
+  return r.policy() == "experiment";
+}
+
+// Asks the experiment sidecar at f.sidecar to reload its experiment (arms
+// naming registry:serving then load what registry.json now names) and says
+// which arms serve `entry`.
+absl::Status ReloadSidecarExperiment(const ModelFlags& f, const RegistryEntry& entry) {
+  auto ctx = SidecarContext(f);
+  v1::ReloadModelRequest req;
+  req.set_experiment(true);
+  v1::ReloadModelResponse r;
+  const grpc::Status s = SidecarStub(f)->ReloadModel(ctx.get(), req, &r);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("the sidecar at ", f.sidecar,
+                                               " did not reload its experiment (ReloadModel: ",
+                                               s.error_message(), "); it keeps its models"));
+  }
+  const std::vector<std::string> arms = absl::StrSplit(r.experiment_arms(), ',');
+  const bool serves = std::any_of(arms.begin(), arms.end(), [&](const std::string& arm) {
+    return arm.ends_with(absl::StrCat("@", entry.checksum));
+  });
+  std::cout << "sidecar " << f.sidecar << " reloaded its experiment: arms " << r.experiment_arms()
+            << "\n";
+  if (!serves) {
+    std::cerr << "kvlearn model: note: no arm of the sidecar's experiment serves v" << entry.version
+              << " (only arms whose model is registry:serving follow the "
+              << "registry)\n";
+  }
+  return absl::OkStatus();
+}
+
+// Makes `to` serve. A sidecar serving one model reloads it before the
+// registry records it; an experiment sidecar reloads its experiment after
+// (its arms read registry.json), and the record is taken back if it refuses.
 int Switch(const ModelFlags& f, ModelRegistry& registry, const RegistryEntry& to,
            const char* command, const std::string& evaluation, bool forced) {
+  bool experiment = false;
   if (!f.sidecar.empty()) {
-    if (auto s = ReloadSidecar(f, registry, to); !s.ok()) return Fail(command, s);
+    auto runs = SidecarRunsExperiment(f);
+    if (!runs.ok()) return Fail(command, runs.status());
+    experiment = *runs;
+    if (!experiment) {
+      if (auto s = ReloadSidecar(f, registry, to); !s.ok()) return Fail(command, s);
+    }
   }
   CrashPoint("before-record");
   ServingChange change;
@@ -362,6 +414,16 @@ int Switch(const ModelFlags& f, ModelRegistry& registry, const RegistryEntry& to
   change.forced = forced;
   change.evaluation = evaluation;
   if (auto s = registry.Record(change); !s.ok()) return Fail(command, s);
+  if (experiment) {
+    CrashPoint("before-experiment-reload");
+    if (auto s = ReloadSidecarExperiment(f, to); !s.ok()) {
+      const absl::Status undone = registry.UndoLast();
+      const std::string after =
+          undone.ok() ? "; the registry was restored"
+                      : absl::StrCat("; restoring the registry failed too: ", undone.message());
+      return Fail(command, absl::Status(s.code(), absl::StrCat(s.message(), after)));
+    }
+  }
   std::cout << absl::StrFormat(
       "%s: v%d serves (was %s), recorded in %s/registry.json\n", command, to.version,
       change.from.has_value() ? absl::StrCat("v", *change.from) : std::string("none"),
@@ -420,7 +482,10 @@ void AddSidecarFlags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("--sidecar", f.sidecar,
                   "ADDR of the serving sidecar (kvlearn serve --listen): it hot-reloads the "
                   "version (ReloadModel) before the registry records it; a refusal changes "
-                  "nothing. Its --model-dir, if any, must hold DATA_DIR/models");
+                  "nothing. Its --model-dir, if any, must hold DATA_DIR/models. A sidecar "
+                  "running --experiment reloads its experiment after the registry records "
+                  "the version (its arms naming registry:serving take it; a refusal puts "
+                  "the registry back)");
   cmd->add_option("--token", f.token, "bearer token for the sidecar (its --auth-tokens)")
       ->envname("KVLEARN_TOKEN");
   cmd->add_option("--timeout-seconds", f.timeout_seconds, "how long to wait for the sidecar")

@@ -20,7 +20,6 @@
 #include "cli/flag_checks.h"
 #include "cli/log_window_flags.h"
 #include "cli/logged_trace.h"
-#include "cli/model_registry.h"
 #include "cli/output_path.h"
 #include "cli/replay_input.h"
 #include "cli/trace_input_flags.h"
@@ -38,6 +37,7 @@
 #include "models/model_file.h"
 #include "models/model_judgement.h"
 #include "policies/policy_factory.h"
+#include "server/model_registry.h"
 
 namespace kvlearn {
 namespace {

@@ -15,6 +15,8 @@ Two inputs:
                  every shadow's, at --pool-bytes (the node's pool), over the
                  whole log and over --windows equal time windows of it (each
                  window replayed from an empty pool: the over-time plots only).
+                 An arm's "registry:serving" or "registry:vN" model is the
+                 file the data dir's model registry names now.
 
 Writes into --out DIR: report.html (the PNGs embedded as base64), the PNGs
 (cost_over_time.png, hit_ratio_over_time.png, cumulative_saving.png) and
@@ -157,7 +159,32 @@ def run(args):
     return done.stdout
 
 
-def read_experiment(path):
+def registry_model(data_dir, reference):
+    """The model file an arm's "registry:serving" or "registry:vN" names in the data
+    dir's model registry (docs/experiments.md), as the sidecar resolves it now; None
+    when nothing serves."""
+    models = os.path.join(data_dir, "models")
+    which = reference[len("registry:"):]
+    if which == "serving":
+        try:
+            with open(os.path.join(models, "registry.json")) as f:
+                version = json.load(f)["serving"]
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"ab_report.py: {models}/registry.json: {e}")
+        if version is None:
+            return None
+    else:
+        version = which.removeprefix("v")
+    try:
+        with open(os.path.join(models, f"v{version}.json")) as f:
+            return os.path.join(models, json.load(f)["file"])
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"ab_report.py: {reference}: {e}")
+
+
+def read_experiment(path, data_dir):
     try:
         with open(path) as f:
             x = json.load(f)
@@ -173,7 +200,9 @@ def read_experiment(path):
         sys.exit(f"ab_report.py: {path}: no arms")
     # A model path is relative to the experiment file, as the sidecar reads it.
     for p in arms + shadows:
-        if p["model"] and not os.path.isabs(p["model"]):
+        if p["model"] and p["model"].startswith("registry:"):
+            p["model"] = registry_model(data_dir, p["model"])
+        elif p["model"] and not os.path.isabs(p["model"]):
             p["model"] = os.path.join(os.path.dirname(os.path.abspath(path)), p["model"])
     return arms, shadows
 
@@ -206,7 +235,7 @@ def replay(kvlearn, lines, policies, tmp, args):
 
 
 def from_data_dir(args):
-    arms, shadows = read_experiment(args.experiment)
+    arms, shadows = read_experiment(args.experiment, args.data_dir)
     listed = run([args.kvlearn, "export-log", "--data-dir", args.data_dir, "--list-nodes"])
     nodes = [line.split("\t")[0] for line in listed.splitlines() if line]
     if not nodes:

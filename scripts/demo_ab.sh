@@ -6,9 +6,11 @@
 # Starts `kvlearn serve --experiment` with an lru arm and a learned arm (half
 # the nodes each) and gdsf and s3fifo shadows, plays the first half of
 # datasets/mooncake_conversation_trace.jsonl over 16 nodes with `kvlearn
-# loadgen`, exports the log, trains a model on it, evaluates it against lru on
-# that log with `kvlearn compare`, gives it to the learned arm (rewrites the
-# experiment file, `kvlearn ctl reload-experiment`) only if it costs less,
+# loadgen`, trains a model from the sidecar's log (`kvlearn train --data-dir`,
+# which registers it in the data dir's model registry), promotes it with
+# `kvlearn model promote --sidecar` (refused when it costs more than lru on the
+# newest logged requests; else the registry's serving pointer moves and the
+# sidecar reloads its experiment, whose learned arm names "registry:serving"),
 # plays the second half, and writes the report with scripts/ab_report.py
 # (which replays each node's whole log under the final experiment). Steps
 # print as they go; the sidecar is stopped on exit, whatever happens.
@@ -34,13 +36,12 @@ half=$(($(wc -l < "$trace") / 2))
 head -n "$half" "$trace" > "$work/first.jsonl"
 tail -n +"$((half + 1))" "$trace" > "$work/second.jsonl"
 experiment="$work/experiment.json"
-write_experiment() {  # $1: the learned arm's model entry ("" for none)
-  printf '%s\n' '{"arms": [{"name": "lru", "policy": "lru", "share": 0.5},' \
-    "{\"name\": \"learned\", \"policy\": \"learned\", $1\"share\": 0.5}]," \
-    '"shadows": [{"name": "gdsf", "policy": "gdsf"}, {"name": "s3fifo", "policy": "s3fifo"}]}' \
-    > "$experiment"
-}
-write_experiment ""
+# The learned arm serves whatever version the registry serves: none at first
+# (learned then runs on its lru and gdsf experts), the promoted one after.
+printf '%s\n' '{"arms": [{"name": "lru", "policy": "lru", "share": 0.5},' \
+  '{"name": "learned", "policy": "learned", "model": "registry:serving", "share": 0.5}],' \
+  '"shadows": [{"name": "gdsf", "policy": "gdsf"}, {"name": "s3fifo", "policy": "s3fifo"}]}' \
+  > "$experiment"
 
 step "starting kvlearn serve --experiment (arms lru and learned, shadows gdsf and s3fifo)"
 "$kvlearn" serve --data-dir "$work/data" --experiment "$experiment" --listen 127.0.0.1:0 \
@@ -61,29 +62,23 @@ pool=$(sed -n 's/.*pool \([0-9]*\) bytes per node.*/\1/p' "$work/loadgen1.txt" |
 [[ -n "$pool" ]] || { echo "demo_ab.sh: loadgen did not say its pool:" >&2; cat "$work/loadgen1.txt" >&2; exit 1; }
 echo "  pool $pool bytes per node"
 
-step "export-log and train a model on the logged requests"
-"$kvlearn" export-log --data-dir "$work/data" --out "$work/logged.jsonl" --quiet 2> /dev/null
-# --force: the guard below, not train's own verdict, decides what serves.
-"$kvlearn" train --trace "$work/logged.jsonl" --out "$work/model.pt" --force --quiet \
+step "train a model from the sidecar's log (kvlearn train --data-dir registers it)"
+# --force: promote's guard below, not train's own verdict, decides what serves.
+"$kvlearn" train --data-dir "$work/data" --out "$work/model.pt" --force --quiet \
   > "$work/train.txt" 2>&1
+version=$(sed -n 's/.*registered as v\([0-9]*\).*/\1/p' "$work/train.txt" | head -n 1)
+[[ -n "$version" ]] || { echo "demo_ab.sh: train registered nothing:" >&2; cat "$work/train.txt" >&2; exit 1; }
 
-step "evaluate: the model against lru on the logged requests"
-"$kvlearn" compare --trace "$work/logged.jsonl" --model "$work/model.pt" --policies lru,learned \
-  --pool-bytes "$pool" --format json --quiet > "$work/evaluate.json" 2> "$work/evaluate.log"
-verdict=$(/usr/bin/python3 -c '
-import json, sys
-rows = {r["policy"]: r["cost_seconds"] for r in json.load(open(sys.argv[1]))["results"]}
-print("promote" if rows["learned"] < rows["lru"] else "keep",
-      "%.1f" % rows["learned"], "%.1f" % rows["lru"])
-' "$work/evaluate.json")
-read -r decision learned_cost lru_cost <<< "$verdict"
-echo "  learned with the model: $learned_cost cost s, lru: $lru_cost cost s"
-if [[ "$decision" == promote ]]; then
-  step "promote: the learned arm gets the model (kvlearn ctl reload-experiment)"
-  write_experiment '"model": "model.pt", '
-  "$kvlearn" ctl --target "$target" reload-experiment
+step "promote v$version: priced against lru on the newest logged requests; if no costlier, the registry serves it and the sidecar reloads its experiment"
+if "$kvlearn" model promote "$version" --data-dir "$work/data" --sidecar "$target" --quiet \
+  > "$work/promote.txt" 2> "$work/promote.log"; then
+  grep -E '^  (v[0-9]+ \(candidate\)|lru) |reloaded its experiment|serves \(was' "$work/promote.txt" || true
+elif grep -q "refused: v$version costs more" "$work/promote.log"; then
+  grep -E '^  (v[0-9]+ \(candidate\)|lru) ' "$work/promote.txt" || true
+  step "keep: the model costs more than lru there, the learned arm keeps its experts"
 else
-  step "keep: the model costs no less than lru, the learned arm keeps its experts"
+  cat "$work/promote.log" >&2
+  exit 1
 fi
 
 step "loadgen: second half over the same 16 nodes"

@@ -34,7 +34,9 @@ class LearnedModel;
 struct ExperimentPolicy {
   std::string name;    // label of its /metrics series
   std::string policy;  // a policy factory name (policies/policy_factory.h)
-  std::string model;   // model file as written; empty: none
+  // Model file as written, or a registry version ("registry:serving",
+  // server/registry_model_reference.h); empty: none.
+  std::string model;
   // Loaded by the server from `model` (nullptr when none).
   std::shared_ptr<const LearnedModel> loaded_model;
 };

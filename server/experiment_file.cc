@@ -8,19 +8,27 @@
 #include "models/learned_model.h"
 #include "models/model_block_size.h"
 #include "server/model_loader.h"
+#include "server/registry_model_reference.h"
 
 namespace kvlearn {
 namespace {
 
 // Loads `p.model` into `p.loaded_model`; errors start with `field`.
 absl::Status LoadModel(ExperimentPolicy& p, const std::string& field, const std::string& path,
-                       const ModelDirectory* model_dir, uint32_t block_size) {
+                       const ModelDirectory* model_dir, const std::string& data_dir,
+                       uint32_t block_size) {
   if (p.model.empty()) return absl::OkStatus();
   const auto named = [&](const absl::Status& st) {
     return absl::Status(st.code(), absl::StrCat(path, ": ", field, ": ", st.message()));
   };
   std::string file = p.model;
-  if (model_dir != nullptr) {
+  if (IsRegistryReference(file)) {
+    // The sidecar's own data directory: not subject to --model-dir.
+    auto registered = ResolveRegistryReference(file, data_dir);
+    if (!registered.ok()) return named(registered.status());
+    if (registered->empty()) return absl::OkStatus();  // nothing serves yet
+    file = *registered;
+  } else if (model_dir != nullptr) {
     auto inside = model_dir->Resolve(file);
     if (!inside.ok()) return named(inside.status());
     file = *inside;
@@ -40,7 +48,8 @@ absl::Status LoadModel(ExperimentPolicy& p, const std::string& field, const std:
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Experiment>> LoadExperimentFile(
-    const std::string& path, const ModelDirectory* model_dir, uint32_t block_size) {
+    const std::string& path, const ModelDirectory* model_dir, const std::string& data_dir,
+    uint32_t block_size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("--experiment: cannot read ", path));
   std::ostringstream text;
@@ -48,15 +57,15 @@ absl::StatusOr<std::shared_ptr<const Experiment>> LoadExperimentFile(
   auto x = ParseExperiment(text.str(), path);
   if (!x.ok()) return x.status();
   for (size_t i = 0; i < x->arms.size(); ++i) {
-    if (auto st =
-            LoadModel(x->arms[i], absl::StrCat("arms[", i, "].model"), path, model_dir, block_size);
+    if (auto st = LoadModel(x->arms[i], absl::StrCat("arms[", i, "].model"), path, model_dir,
+                            data_dir, block_size);
         !st.ok()) {
       return st;
     }
   }
   for (size_t i = 0; i < x->shadows.size(); ++i) {
     if (auto st = LoadModel(x->shadows[i], absl::StrCat("shadows[", i, "].model"), path, model_dir,
-                            block_size);
+                            data_dir, block_size);
         !st.ok()) {
       return st;
     }

@@ -218,7 +218,7 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
   if (!o.experiment_path.empty()) {
     // Before the replay, so every pool is rebuilt under its arm's policy.
     auto x = LoadExperimentFile(o.experiment_path, s->model_dir_ ? &*s->model_dir_ : nullptr,
-                                o.block_size);
+                                o.data_dir, o.block_size);
     if (!x.ok()) return x.status();
     if (auto st = s->pools_->SetExperiment(*x); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat(o.experiment_path, ": ", st.message()));
@@ -501,12 +501,14 @@ absl::StatusOr<std::string> SidecarServer::ReloadExperiment() {
     return absl::FailedPreconditionError("this sidecar runs no --experiment file to reload");
   }
   auto x = LoadExperimentFile(options_.experiment_path, model_dir_ ? &*model_dir_ : nullptr,
-                              options_.block_size);
+                              options_.data_dir, options_.block_size);
   absl::Status st = x.ok() ? pools_->SetExperiment(*x) : x.status();
   metrics_->CountReload(st.ok());
   if (!st.ok()) return st;
   return DescribeArms(**x);
 }
+
+std::string SidecarServer::experiment_arms() const { return DescribeArms(*pools_->experiment()); }
 
 absl::StatusOr<std::string> SidecarServer::ReloadModel(const std::string& path) {
   if (pools_->runs_experiment()) {

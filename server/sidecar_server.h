@@ -201,6 +201,8 @@ class SidecarServer {
   // file as it is then.
   absl::StatusOr<std::string> ReloadExperiment();
   const std::string& experiment_path() const { return options_.experiment_path; }
+  // DescribeArms of the experiment running now (server/experiment_file.h).
+  std::string experiment_arms() const;
 
   // What the start-up replay of the event log did.
   uint64_t replayed_events() const { return replayed_events_; }

@@ -1,4 +1,4 @@
-#include "cli/model_registry.h"
+#include "server/model_registry.h"
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -352,18 +352,30 @@ absl::StatusOr<int> ModelRegistry::Register(const std::string& model_path,
   return e.version;
 }
 
-absl::Status ModelRegistry::Record(ServingChange change) {
+absl::Status ModelRegistry::Write(std::optional<int> serving, std::vector<ServingChange> history) {
   if (auto s = CreateOwnerOnly(dir_); !s.ok()) return s;
-  std::vector<ServingChange> history = history_;
-  history.push_back(change);
   if (auto s = WriteFileAtomically((fs::path(dir_) / kRegistryFile).string(),
-                                   RegistryJson(change.to, history), "registry-rename");
+                                   RegistryJson(serving, history), "registry-rename");
       !s.ok()) {
     return s;
   }
-  serving_ = change.to;
+  serving_ = serving;
   history_ = std::move(history);
   return absl::OkStatus();
+}
+
+absl::Status ModelRegistry::Record(ServingChange change) {
+  std::vector<ServingChange> history = history_;
+  history.push_back(change);
+  return Write(change.to, std::move(history));
+}
+
+absl::Status ModelRegistry::UndoLast() {
+  if (history_.empty()) return absl::FailedPreconditionError("no serving change to take back");
+  std::vector<ServingChange> history = history_;
+  const std::optional<int> from = history.back().from;
+  history.pop_back();
+  return Write(from, std::move(history));
 }
 
 std::optional<int> ModelRegistry::Previous() const {

@@ -21,8 +21,13 @@
 // Check, naming the version; the others stay usable. A registry.json that does
 // not parse refuses every command that needs it (nothing is rewritten).
 //
+// `kvlearn train --data-dir` and `kvlearn model` write it; the sidecar only
+// reads it, for experiment arms naming a version
+// (server/registry_model_reference.h): Open checks every entry's checksum, so
+// each lookup reads every registered model file once.
+//
 // Thread-safety: none; one command at a time changes a registry (the last
-// rename wins).
+// rename wins). A reader in another process sees each file whole (renames).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +40,7 @@
 
 namespace kvlearn {
 
-// The part of an event log a model was trained on (cli/logged_trace.h).
+// The part of an event log a model was trained on (`kvlearn train --data-dir`).
 struct LogWindow {
   std::string node;                 // empty: every node
   std::optional<int64_t> since_ms;  // --since / --until as given
@@ -94,6 +99,9 @@ class ModelRegistry {
                                const std::optional<LogWindow>& window);
   // Makes change.to serve and appends `change` to the history.
   absl::Status Record(ServingChange change);
+  // Takes back the last Record (its `from` serves again, its entry leaves
+  // the history): for a change the sidecar then refused.
+  absl::Status UndoLast();
   // The version that served before the serving one was last promoted (what
   // rollback restores); nullopt when there is none.
   std::optional<int> Previous() const;
@@ -104,6 +112,10 @@ class ModelRegistry {
   std::vector<RegistryEntry> entries_;  // by version
   std::optional<int> serving_;
   std::vector<ServingChange> history_;
+
+  // Writes registry.json as `serving` and `history` (atomically), then
+  // holds them.
+  absl::Status Write(std::optional<int> serving, std::vector<ServingChange> history);
 };
 
 // The user and host running the command ("alice@host"), for `by`.
