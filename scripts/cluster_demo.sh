@@ -3,18 +3,19 @@
 #
 #   ./scripts/cluster_demo.sh [--out DIR] [--requests N] [--nodes N] [--small]
 #       (default: build/cluster-demo, the shipped trace's 12,031 requests over
-#        48 nodes; --small: 1,500 requests over 12 nodes; needs a build and
+#        48 nodes; --small: 1,000 requests over 12 nodes; needs a build and
 #        nats-server)
 #
 # Starts nats-server (JetStream, its store in DIR, a free port) and three
 # `kvlearn serve --nats ... --replica-group demo` replicas (replica-0..2, TTL
 # 2 s, heartbeat 0.5 s), plays datasets/mooncake_conversation_trace.jsonl
 # over the nodes with `kvlearn loadgen --follow-owners` entering at
-# replica-0, and once every node has its pool on some replica, kills
-# replica-2 with kill -9. Prints loadgen's table, then the failover timeline:
-# the kill at t = 0 and, per node that moved, when its first call failed and
-# when its new owner answered (seconds after the kill; from loadgen's move
-# lines), and checks that the nodes that moved are exactly the ones
+# replica-0, and once every node has its pool on some replica and half the
+# requests have arrived (the replicas' /metrics), kills replica-2 with kill
+# -9. Prints loadgen's table, then the failover timeline: the kill at t = 0
+# and, per node that moved, when its first call failed and when its new
+# owner answered (seconds after the kill; from loadgen's move lines), and
+# checks that the nodes that moved are exactly the ones
 # rendezvous hashing gave replica-2 and that each went to the survivor it
 # gives over replica-0 and replica-1. Steps print as they go; every process
 # it started is stopped on exit, whatever happens. Exits 0 when every step
@@ -30,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --requests) requests=${2:?--requests needs a number}; shift 2 ;;
     --nodes) nodes=${2:?--nodes needs a number}; shift 2 ;;
-    --small) requests=1500; nodes=12; shift ;;
+    --small) requests=1000; nodes=12; shift ;;
     *) echo "cluster_demo.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -75,24 +76,35 @@ nats_port=$(free_port)
 step "starting nats-server -js on 127.0.0.1:$nats_port (store $out/nats-store)"
 nats-server -js -a 127.0.0.1 -p "$nats_port" -sd "$out/nats-store" 2> "$out/nats-server.log" &
 pids+=($!)
-wait_until 10 bash -c "(echo > /dev/tcp/127.0.0.1/$nats_port) 2> /dev/null" ||
-  fail "nats-server did not listen within 10 s (see $out/nats-server.log)"
+# Ready once it logs so (JetStream started, the port open).
+wait_until 10 grep -q "Server is ready" "$out/nats-server.log" ||
+  fail "nats-server was not ready within 10 s (see $out/nats-server.log)"
 
 declare -a replica_pid replica_port
-for r in 0 1 2; do
+start_replica() {  # $1: 0, 1 or 2
+  local r=$1
   "$kvlearn" serve --data-dir "$out/replica-$r" --listen 127.0.0.1:0 \
     --metrics-listen 127.0.0.1:0 --nats "nats://127.0.0.1:$nats_port" \
     --replica-group demo --advertise 127.0.0.1 --replica-name "replica-$r" \
     --replica-ttl 2 --replica-heartbeat 0.5 > "$out/replica-$r.out" 2> "$out/replica-$r.log" &
   replica_pid[r]=$!
   pids+=($!)
-done
-for r in 0 1 2; do
+}
+started() {  # $1: 0, 1 or 2
+  local r=$1
   wait_until 20 grep -q '^port ' "$out/replica-$r.out" ||
     fail "replica-$r did not start within 20 s (see $out/replica-$r.log)"
   replica_port[r]=$(awk '/^port /{print $2}' "$out/replica-$r.out")
   step "replica-$r (pid ${replica_pid[r]}) listening on 127.0.0.1:${replica_port[r]}"
-done
+}
+# The first creates the stream and the group's bucket; replicas that join an
+# empty server at the same moment can fail to ("No responders").
+start_replica 0
+started 0
+start_replica 1
+start_replica 2
+started 1
+started 2
 # Every replica reads the members back at each heartbeat (0.5 s).
 sleep 1.5
 
@@ -103,20 +115,21 @@ step "loadgen: $(wc -l < "$trace") requests over $nodes nodes, entering at repli
 loadgen_pid=$!
 pids+=($loadgen_pid)
 
-pools() {  # the pools replica $1 tracks
-  "$kvlearn" ctl --target "127.0.0.1:${replica_port[$1]}" metrics 2> /dev/null |
-    awk '$1 == "kvlearn_pools" {print $2}'
-}
-every_node_has_a_pool() {
+total_metric() {  # $1: a series of /metrics, added up over the three replicas
   local total=0 r n
   for r in 0 1 2; do
-    n=$(pools "$r")
+    n=$("$kvlearn" ctl --target "127.0.0.1:${replica_port[r]}" metrics 2> /dev/null |
+      awk -v series="$1" '$1 == series {print $2}')
     total=$((total + ${n:-0}))
   done
-  [[ $total -ge $nodes ]]
+  echo "$total"
 }
-wait_until 60 every_node_has_a_pool || fail "the $nodes nodes did not all reach a replica in 60 s"
-sleep 1  # into the run: every node is serving requests
+halfway() {  # every node has its pool, and half the requests arrived
+  [[ $(total_metric kvlearn_pools) -ge $nodes &&
+    $(total_metric 'kvlearn_events_ingested_total{kind="request_arrival"}') -ge $((trace_requests / 2)) ]]
+}
+trace_requests=$(wc -l < "$trace")
+wait_until 300 halfway || fail "loadgen did not reach half the requests in 300 s"
 kill -0 "$loadgen_pid" 2> /dev/null ||
   fail "loadgen finished before the kill (see $out/loadgen.log): give it more --requests"
 kill_at=$(date +%s.%N)
