@@ -9,8 +9,8 @@
 # Starts nats-server (JetStream, its store in DIR, a free port) and three
 # `kvlearn serve --nats ... --replica-group demo` replicas (replica-0..2, TTL
 # 2 s, heartbeat 0.5 s), plays datasets/mooncake_conversation_trace.jsonl
-# over the nodes with `kvlearn loadgen --follow-owners` entering at
-# replica-0, and once every node has its pool on some replica and half the
+# over the nodes with `kvlearn loadgen --follow-owners --pool-fraction
+# 0.02` entering at replica-0, and once every node has its pool on some replica and half the
 # requests have arrived (the replicas' /metrics), kills replica-2 with kill
 # -9. Prints loadgen's table, then the failover timeline: the kill at t = 0
 # and, per node that moved, when its first call failed and when its new
@@ -110,8 +110,9 @@ sleep 1.5
 
 entry=127.0.0.1:${replica_port[0]}
 step "loadgen: $(wc -l < "$trace") requests over $nodes nodes, entering at replica-0 ($entry)"
+# Pools of 2% of the trace's distinct blocks each, so that they fill and evict.
 "$kvlearn" loadgen --target "$entry" --trace "$trace" --nodes "$nodes" --concurrency 4 \
-  --follow-owners --quiet > "$out/loadgen.table" 2> "$out/loadgen.log" &
+  --pool-fraction 0.02 --follow-owners --quiet > "$out/loadgen.table" 2> "$out/loadgen.log" &
 loadgen_pid=$!
 pids+=($loadgen_pid)
 
