@@ -40,6 +40,8 @@ struct LoadgenFlags {
   CostFlags cost;
   std::string tls_ca, tls_cert, tls_key;
   std::string token;
+  bool follow_owners = false;
+  double failover_seconds = 30;
 };
 
 int Fail(const absl::Status& s) {
@@ -72,6 +74,8 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   o.concurrency = f.concurrency;
   o.eval_from = f.eval_from;
   o.token = f.token;
+  o.follow_owners = f.follow_owners;
+  o.failover_seconds = f.failover_seconds;
   o.pool_bytes = f.pool_bytes
                      ? f.pool_bytes
                      : static_cast<uint64_t>(f.pool_fraction * replay->distinct_block_bytes);
@@ -112,6 +116,12 @@ int RunLoadgenCommand(const LoadgenFlags& f) {
   auto result = RunLoadgen(*replay, *sized, o);
   progress.Finish();
   if (!result.ok()) return Fail(result.status());
+  for (const NodeMove& m : result->moves) {
+    std::cerr << absl::StrFormat(
+        "loadgen: node %s moved from %s to %s: first failed call at %.3f, answered again at "
+        "%.3f (unix seconds)\n",
+        m.node, m.from, m.to, m.failed_at_unix, m.answered_at_unix);
+  }
 
   Comparison c;
   c.trace = f.input.trace;
@@ -168,6 +178,16 @@ Command AddLoadgenCommand(CLI::App& root) {
                   "bearer token of the sidecar's --auth-tokens file (a reporter bound to the "
                   "node ids loadgen-0.. or '*'); default: $KVLEARN_TOKEN")
       ->envname("KVLEARN_TOKEN");
+  cmd->add_flag("--follow-owners", f->follow_owners,
+                "--target is one replica of a group (serve --replica-group): make each node's "
+                "calls at the replica owning it, and when that replica redirects or stops "
+                "answering, find the new owner through --target and re-report the node's pool "
+                "there; each move is printed on stderr (node, old and new replica, the unix "
+                "time of the first failed call and of the new owner's first answer)");
+  cmd->add_option("--failover-seconds", f->failover_seconds,
+                  "--follow-owners: how long a node may look for an owner before loadgen fails")
+      ->capture_default_str()
+      ->check(FiniteRange(0.001, 3600));
   return {cmd, [f] { return RunLoadgenCommand(*f); }};
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,17 +31,64 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& rpc) {
                       absl::StrCat(rpc, ": ", s.error_message()));
 }
 
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// One channel per replica address, shared by the nodes (follow_owners).
+class Replicas {
+ public:
+  explicit Replicas(std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : credentials_(std::move(credentials)) {}
+
+  v1::Retention::Stub& At(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    auto& stub = stubs_[address];
+    if (!stub) stub = v1::Retention::NewStub(grpc::CreateChannel(address, credentials_));
+    return *stub;
+  }
+
+ private:
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<v1::Retention::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+};
+
+// The owner a replica's redirect names, or "" when the call was not one.
+std::string RedirectedTo(const grpc::ClientContext& ctx, const grpc::Status& s) {
+  if (s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return "";
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  // The key server/replica_ownership.h names (clients do not link the server).
+  const auto it = trailers.find("kvlearn-owner");
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+// A call that a replica group answers by moving the node elsewhere: a
+// redirect, or a replica that is gone or not ready.
+bool NodeMustMove(const grpc::ClientContext& ctx, const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || !RedirectedTo(ctx, s).empty();
+}
+
 // One serving node: its own pool and the calls it makes.
 class Node {
  public:
-  Node(const ReplayTrace& replay, const LoadgenOptions& o, uint32_t index)
+  Node(const ReplayTrace& replay, const LoadgenOptions& o, uint32_t index, Replicas& replicas)
       : replay_(replay),
         pool_(&replay.catalog, o.pool_bytes),
         id_(o.node_prefix + std::to_string(index)),
-        token_(o.token) {}
+        token_(o.token),
+        replicas_(replicas),
+        entry_(o.target),
+        follow_(o.follow_owners),
+        failover_seconds_(o.failover_seconds),
+        target_(o.follow_owners ? "" : o.target) {}
 
-  absl::Status Serve(v1::Retention::Stub& stub, uint32_t ri, RequestOutcome& out,
+  absl::Status Serve(uint32_t ri, RequestOutcome& out,
                      std::vector<double> (&latency_us)[kRpcCount]) {
+    if (target_.empty()) {
+      if (auto s = FindOwner(); !s.ok()) return s;
+    }
     const Trace& trace = *replay_.trace;
     const TraceRequest& r = trace.requests[ri];
     const BlockIndex* chain = replay_.blocks.data() + r.first_block;
@@ -59,7 +107,8 @@ class Node {
           ->set_capacity_bytes(static_cast<int64_t>(pool_.capacity_bytes()));
       configured_ = true;
     }
-    auto* arrival = NewEvent(batch, ts_us)->mutable_request_arrival();
+    v1::Event* arrival_event = NewEvent(batch, ts_us);
+    auto* arrival = arrival_event->mutable_request_arrival();
     running_ = absl::StrCat("r", ri);
     arrival->set_request_id(running_);
     arrival->set_input_length(r.input_length);
@@ -73,6 +122,7 @@ class Node {
       arrival->add_block_tokens(catalog[chain[i]].tokens);
       arrival->add_block_bytes(static_cast<int64_t>(catalog[chain[i]].bytes));
     }
+    if (follow_) running_arrival_ = *arrival_event;
     pool_.BeginRequest();
     const uint32_t hits = pool_.ResidentPrefix({chain, r.num_blocks});
     for (uint32_t i = hits; i-- > 0;) {
@@ -82,7 +132,7 @@ class Node {
       out.loaded_bytes += catalog[chain[i]].bytes;
     }
     out.hit_blocks = hits;
-    if (auto s = Report(stub, batch, latency_us); !s.ok()) return s;
+    if (auto s = Report(batch, latency_us); !s.ok()) return s;
 
     for (uint32_t i = hits; i < r.num_blocks; ++i) {
       const BlockIndex b = chain[i];
@@ -98,13 +148,9 @@ class Node {
       c->set_tokens(meta.tokens);
       c->set_bytes(static_cast<int64_t>(meta.bytes));
       v1::AdmitResponse decision;
-      {
-        grpc::ClientContext ctx;
-        Authorize(ctx, token_);
-        const auto start = std::chrono::steady_clock::now();
-        const grpc::Status s = stub.Admit(&ctx, admit, &decision);
-        latency_us[kAdmit].push_back(Micros(start));
-        if (!s.ok()) return FromGrpc(s, "Admit");
+      if (auto s = Call(kAdmit, &v1::Retention::Stub::Admit, admit, &decision, latency_us);
+          !s.ok()) {
+        return s;
       }
       if (policy_.empty()) policy_ = decision.policy();
       if (decision.decisions_size() != 1 || !decision.decisions(0).keep()) break;
@@ -116,12 +162,11 @@ class Node {
         rank.set_tier(v1::TIER_POOL);
         rank.set_bytes_to_free(static_cast<int64_t>(meta.bytes - pool_.free_bytes()));
         v1::RankResponse victims;
-        grpc::ClientContext ctx;
-        Authorize(ctx, token_);
-        const auto start = std::chrono::steady_clock::now();
-        const grpc::Status s = stub.RankEviction(&ctx, rank, &victims);
-        latency_us[kRankEviction].push_back(Micros(start));
-        if (!s.ok()) return FromGrpc(s, "RankEviction");
+        if (auto s =
+                Call(kRankEviction, &v1::Retention::Stub::RankEviction, rank, &victims, latency_us);
+            !s.ok()) {
+          return s;
+        }
         for (const auto& v : victims.victims()) {
           const BlockIndex vb = catalog.Find(v.block_id());
           if (vb == kNoBlock || !pool_.IsEvictable(vb)) {
@@ -139,14 +184,10 @@ class Node {
         pool_.Insert(b);
         pool_.Pin(b);
         out.admitted_bytes += meta.bytes;
-        auto* stored = NewEvent(changes, ts_us)->mutable_block_stored();
-        stored->set_block_id(meta.hash_id);
-        if (meta.parent != kNoBlock) stored->set_parent_id(catalog[meta.parent].hash_id);
-        stored->set_tokens(meta.tokens);
-        stored->set_bytes(static_cast<int64_t>(meta.bytes));
+        AddStored(changes, ts_us, b);
       }
       if (changes.events_size() > 0) {
-        if (auto s = Report(stub, changes, latency_us); !s.ok()) return s;
+        if (auto s = Report(changes, latency_us); !s.ok()) return s;
       }
       if (!fits) break;  // everything left is pinned
     }
@@ -154,15 +195,16 @@ class Node {
   }
 
   // Reports the last request served finished (once the node has no more).
-  absl::Status Finish(v1::Retention::Stub& stub, std::vector<double> (&latency_us)[kRpcCount]) {
+  absl::Status Finish(std::vector<double> (&latency_us)[kRpcCount]) {
     v1::EventBatch batch;
     FinishPrevious(batch, last_ts_us_);
     if (batch.events().empty()) return absl::OkStatus();
-    return Report(stub, batch, latency_us);
+    return Report(batch, latency_us);
   }
 
   // The policy named by the sidecar's first Admit answer ("" before one).
   const std::string& policy() const { return policy_; }
+  const std::vector<NodeMove>& moves() const { return moves_; }
 
  private:
   static double Micros(std::chrono::steady_clock::time_point start) {
@@ -178,17 +220,63 @@ class Node {
     return e;
   }
 
-  absl::Status Report(v1::Retention::Stub& stub, const v1::EventBatch& batch,
-                      std::vector<double> (&latency_us)[kRpcCount]) {
+  void AddStored(v1::EventBatch& batch, int64_t ts_us, BlockIndex b) {
+    const BlockCatalog& catalog = replay_.catalog;
+    const BlockMeta& meta = catalog[b];
+    auto* stored = NewEvent(batch, ts_us)->mutable_block_stored();
+    stored->set_block_id(meta.hash_id);
+    if (meta.parent != kNoBlock) stored->set_parent_id(catalog[meta.parent].hash_id);
+    stored->set_tokens(meta.tokens);
+    stored->set_bytes(static_cast<int64_t>(meta.bytes));
+  }
+
+  // A unary decision call at the node's replica; with follow_owners, a
+  // redirect or a replica gone moves the node (Relocate) and the call is made
+  // again at its new owner.
+  template <typename Request, typename Response>
+  absl::Status Call(LoadgenRpc rpc,
+                    grpc::Status (v1::Retention::Stub::*method)(grpc::ClientContext*,
+                                                                const Request&, Response*),
+                    const Request& request, Response* response,
+                    std::vector<double> (&latency_us)[kRpcCount]) {
+    // More moves than this within one call means the group does not settle.
+    constexpr int kMaxMoves = 8;
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      Authorize(ctx, token_);
+      const auto start = std::chrono::steady_clock::now();
+      const grpc::Status s = (replicas_.At(target_).*method)(&ctx, request, response);
+      latency_us[rpc].push_back(Micros(start));
+      if (s.ok() || !follow_ || attempt == kMaxMoves || !NodeMustMove(ctx, s)) {
+        return FromGrpc(s, kRpcNames[rpc]);
+      }
+      if (auto moved = Relocate(); !moved.ok()) return moved;
+    }
+  }
+
+  // One ReportEvents call of `batch` at `address`.
+  grpc::Status SendReport(const std::string& address, const v1::EventBatch& batch,
+                          v1::ReportSummary* summary) {
     grpc::ClientContext ctx;
     Authorize(ctx, token_);
-    v1::ReportSummary summary;
-    const auto start = std::chrono::steady_clock::now();
-    auto writer = stub.ReportEvents(&ctx, &summary);
+    auto writer = replicas_.At(address).ReportEvents(&ctx, summary);
     writer->Write(batch);
     writer->WritesDone();
-    const grpc::Status s = writer->Finish();
+    return writer->Finish();
+  }
+
+  absl::Status Report(const v1::EventBatch& batch, std::vector<double> (&latency_us)[kRpcCount]) {
+    v1::ReportSummary summary;
+    const auto start = std::chrono::steady_clock::now();
+    const grpc::Status s = SendReport(target_, batch, &summary);
     latency_us[kReportEvents].push_back(Micros(start));
+    // ReportEvents is not routed: only a replica gone says the node must move.
+    // The re-report at the new owner carries what this batch did (the local
+    // pool and the running request already include it).
+    if (follow_ && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                    s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+      return Relocate();
+    }
     if (!s.ok()) return FromGrpc(s, "ReportEvents");
     if (summary.rejected() > 0) {
       return absl::InternalError(absl::StrCat(
@@ -208,13 +296,128 @@ class Node {
     running_.clear();
   }
 
+  // Asks the entry replica which replica owns this node (a redirect names
+  // it; any other answer than UNAVAILABLE means the one asked serves it) and
+  // makes it the node's target. The probe is a RankEviction of zero bytes,
+  // which changes nothing. Retried every 50 ms, from the entry again, while
+  // replicas are gone or not ready (a dead owner is still named until its
+  // key expires), for at most failover_seconds.
+  absl::Status FindOwner() {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(failover_seconds_));
+    std::string at = entry_;
+    int hops = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      v1::RankRequest probe;
+      probe.set_node_id(id_);
+      probe.set_tier(v1::TIER_POOL);
+      probe.set_bytes_to_free(0);
+      v1::RankResponse ignored;
+      grpc::ClientContext ctx;
+      Authorize(ctx, token_);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      const grpc::Status s = replicas_.At(at).RankEviction(&ctx, probe, &ignored);
+      const std::string owner = RedirectedTo(ctx, s);
+      if (!owner.empty() && owner != at && ++hops <= 3) {
+        at = owner;
+        continue;
+      }
+      if (!NodeMustMove(ctx, s)) {
+        target_ = at;
+        return absl::OkStatus();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      at = entry_;
+      hops = 0;
+    }
+    return absl::UnavailableError(absl::StrCat("no replica of the group at ", entry_,
+                                               " served node ", id_, " within ", failover_seconds_,
+                                               " s (--failover-seconds)"));
+  }
+
+  // The node's replica is gone or redirected it: finds the owner and
+  // re-reports the node's whole state there (its pool cleared and
+  // configured, every resident block parents first, the running request's
+  // arrival), retrying while that owner fails too. Records the move.
+  absl::Status Relocate() {
+    NodeMove move{.node = id_, .from = target_, .failed_at_unix = UnixNow()};
+    constexpr int kMaxOwners = 8;
+    for (int owners = 0; owners < kMaxOwners; ++owners) {
+      if (auto s = FindOwner(); !s.ok()) return s;
+      grpc::Status sent = grpc::Status::OK;
+      for (const v1::EventBatch& batch : StateBatches()) {
+        v1::ReportSummary summary;
+        sent = SendReport(target_, batch, &summary);
+        if (!sent.ok()) break;
+        if (summary.rejected() > 0) {
+          return absl::InternalError(
+              absl::StrCat("ReportEvents: replica ", target_, " refused ", summary.rejected(),
+                           " events of node ", id_, "'s re-reported state",
+                           summary.rejections_size() > 0
+                               ? absl::StrCat(", first: ", summary.rejections(0).message())
+                               : ""));
+        }
+      }
+      if (sent.ok()) {
+        move.to = target_;
+        move.answered_at_unix = UnixNow();
+        if (move.to != move.from) moves_.push_back(move);
+        return absl::OkStatus();
+      }
+      if (sent.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          sent.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return FromGrpc(sent, "ReportEvents");
+      }
+    }
+    return absl::UnavailableError(
+        absl::StrCat("node ", id_, ": ", kMaxOwners, " owners in a row stopped answering"));
+  }
+
+  // The node's state as events, in batches the sidecar's default
+  // --max-events-per-batch takes.
+  std::vector<v1::EventBatch> StateBatches() {
+    constexpr int kPerBatch = 1024;
+    std::vector<v1::EventBatch> batches(1);
+    const int64_t ts = last_ts_us_;
+    NewEvent(batches[0], ts)->mutable_all_blocks_cleared();
+    NewEvent(batches[0], ts)
+        ->mutable_pool_configured()
+        ->set_capacity_bytes(static_cast<int64_t>(pool_.capacity_bytes()));
+    const BlockCatalog& catalog = replay_.catalog;
+    std::vector<bool> sent(catalog.size(), false);
+    std::vector<BlockIndex> path;
+    for (BlockIndex b = 0; b < catalog.size(); ++b) {
+      // Ancestors first: a stored block's parent must be known.
+      path.clear();
+      for (BlockIndex a = b; a != kNoBlock && pool_.IsResident(a) && !sent[a];
+           a = catalog[a].parent) {
+        path.push_back(a);
+      }
+      for (auto it = path.rbegin(); it != path.rend(); ++it) {
+        if (batches.back().events_size() >= kPerBatch) batches.emplace_back();
+        AddStored(batches.back(), ts, *it);
+        sent[*it] = true;
+      }
+    }
+    if (!running_.empty()) *batches.back().add_events() = running_arrival_;
+    return batches;
+  }
+
   const ReplayTrace& replay_;
   PoolState pool_;
   const std::string id_;
   const std::string token_;
+  Replicas& replicas_;
+  const std::string entry_;  // the address given as --target
+  const bool follow_;
+  const double failover_seconds_;
+  std::string target_;  // where this node's calls go ("" until its owner is found)
   std::string policy_;
   bool configured_ = false;
-  std::string running_;  // request id of the request served last, until finished
+  std::string running_;          // request id of the request served last, until finished
+  v1::Event running_arrival_;    // follow_owners: its arrival, for a re-report
+  std::vector<NodeMove> moves_;  // follow_owners
   int64_t last_ts_us_ = 0;
 };
 
@@ -229,9 +432,10 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
   }
   const uint32_t prefill_nodes = cost.hardware().prefill_nodes;
   if (prefill_nodes == 0) return absl::InvalidArgumentError("prefill_nodes must be at least 1");
-  auto creds = o.credentials ? o.credentials : grpc::InsecureChannelCredentials();
-  auto channel = grpc::CreateChannel(o.target, creds);
-  auto stub = v1::Retention::NewStub(channel);
+  if (!(o.failover_seconds > 0))
+    return absl::InvalidArgumentError("--failover-seconds must be > 0");
+  Replicas replicas(o.credentials ? o.credentials : grpc::InsecureChannelCredentials());
+  v1::Retention::Stub* stub = &replicas.At(o.target);
 
   LoadgenResult result;
   {
@@ -262,7 +466,9 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
   const auto n = static_cast<uint32_t>(trace.requests.size());
   std::vector<RequestOutcome> outcomes(n);
   std::vector<std::unique_ptr<Node>> nodes;
-  for (uint32_t i = 0; i < o.nodes; ++i) nodes.push_back(std::make_unique<Node>(replay, o, i));
+  for (uint32_t i = 0; i < o.nodes; ++i) {
+    nodes.push_back(std::make_unique<Node>(replay, o, i, replicas));
+  }
   const uint32_t threads = std::min(o.concurrency, o.nodes);
   std::vector<std::vector<double>> latency(kRpcCount);
   absl::Mutex mu;
@@ -277,11 +483,11 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
       for (uint32_t ri = 0; ri < n && status.ok(); ++ri) {
         const uint32_t node = ri % o.nodes;
         if (node % threads != t) continue;
-        status = nodes[node]->Serve(*stub, ri, outcomes[ri], mine);
+        status = nodes[node]->Serve(ri, outcomes[ri], mine);
         if (o.requests_done) o.requests_done->fetch_add(1, std::memory_order_relaxed);
       }
       for (uint32_t node = t; node < o.nodes && status.ok(); node += threads) {
-        status = nodes[node]->Finish(*stub, mine);
+        status = nodes[node]->Finish(mine);
       }
       absl::MutexLock lock(&mu);
       if (!status.ok() && first_error.ok()) first_error = status;
@@ -302,7 +508,11 @@ absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostMo
   std::string policy = res.policy;
   for (const auto& node : nodes) {
     if (policy.empty()) policy = node->policy();
+    result.moves.insert(result.moves.end(), node->moves().begin(), node->moves().end());
   }
+  std::sort(result.moves.begin(), result.moves.end(), [](const NodeMove& a, const NodeMove& b) {
+    return a.answered_at_unix < b.answered_at_unix;
+  });
   res = accounting.Finish();
   res.policy = policy;
   res.replay_seconds = result.wall_seconds;

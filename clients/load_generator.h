@@ -51,6 +51,23 @@ struct LoadgenOptions {
   std::string token;
   // When set, advanced by one per request served (a progress line reads it).
   std::atomic<uint64_t>* requests_done = nullptr;
+  // `target` is one replica of a group (docs/scale_out.md): each node first
+  // asks it which replica owns the node and then makes every call there
+  // (ReportEvents included, which replicas do not route); a redirect or a
+  // replica that stops answering sends the node back to `target` to find its
+  // owner again, within `failover_seconds`, and the node re-reports its whole
+  // pool (cleared, configured, every resident block, the request running) to
+  // the owner it finds before going on.
+  bool follow_owners = false;
+  double failover_seconds = 30;
+};
+
+// A node whose calls moved from one replica to another (follow_owners).
+struct NodeMove {
+  std::string node;
+  std::string from, to;         // replica addresses
+  double failed_at_unix = 0;    // the first call that failed or was redirected
+  double answered_at_unix = 0;  // the new owner took the node's re-reported pool
 };
 
 struct RpcLatency {
@@ -64,6 +81,7 @@ struct LoadgenResult {
   ReplayResult result;  // summed over nodes; policy = the server's
   std::vector<RpcLatency> rpcs;
   double wall_seconds = 0;
+  std::vector<NodeMove> moves;  // in the order the nodes were answered again
 };
 
 absl::StatusOr<LoadgenResult> RunLoadgen(const ReplayTrace& replay, const CostModel& cost,

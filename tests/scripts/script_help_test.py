@@ -10,7 +10,8 @@ import tempfile
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPTS = ["run.sh", "test.sh", "build.sh", "ci_stages.sh", "fuzz.sh", "setup.sh", "demo_ab.sh"]
+SCRIPTS = ["run.sh", "test.sh", "build.sh", "ci_stages.sh", "fuzz.sh", "setup.sh", "demo_ab.sh",
+           "cluster_demo.sh"]
 
 
 def run_script(script, arg, env=None):
