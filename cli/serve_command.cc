@@ -183,13 +183,12 @@ Command AddServeCommand(CLI::App& root) {
       cmd->add_option("--model", o.model_path,
                       "model file for the learned policies ('learned' runs without one, on lru and "
                       "gdsf; 'learned-model' needs one)");
-  auto* experiment =
-      cmd->add_option("--experiment", o.experiment_path,
-                      "A/B experiment JSON file: live arms (name, policy, model, share of nodes) "
-                      "and shadow policies, with per-arm and per-shadow cost on /metrics; "
-                      "reloaded by SIGHUP (docs/experiments.md)")
-          ->excludes(policy)
-          ->excludes(model);
+  cmd->add_option("--experiment", o.experiment_path,
+                  "A/B experiment JSON file: live arms (name, policy, model, share of nodes) "
+                  "and shadow policies, with per-arm and per-shadow cost on /metrics; "
+                  "reloaded by SIGHUP (docs/experiments.md)")
+      ->excludes(policy)
+      ->excludes(model);
   cmd->add_option("--shadow-max-blocks", o.shadow_max_blocks,
                   "blocks all shadow pools together may remember (~90 B each under lru, as a "
                   "live pool's); at it a shadow pool forgets its ghosts, then skips arrivals "

@@ -91,10 +91,16 @@ TEST(ExperimentTest, ANodeKeepsItsArmWhileItsIntervalStays) {
   for (int i = 0; i < 2000; ++i) {
     const std::string node = "n" + std::to_string(i);
     const size_t a = before.ArmOf(node), b = after.ArmOf(node);
-    if (a == 0) EXPECT_EQ(b, 0u) << node;  // [0, 0.5) in both
-    if (a == 2) EXPECT_EQ(b, 2u) << node;  // [0.75, 1) inside [0.6, 1)
+    if (a == 0) {
+      EXPECT_EQ(b, 0u) << node;  // [0, 0.5) in both
+    }
+    if (a == 2) {
+      EXPECT_EQ(b, 2u) << node;  // [0.75, 1) inside [0.6, 1)
+    }
     moved += a != b;
-    if (a != b) EXPECT_TRUE(a == 1 && b == 2) << node;
+    if (a != b) {
+      EXPECT_TRUE(a == 1 && b == 2) << node;
+    }
   }
   EXPECT_GT(moved, 0);
 }
