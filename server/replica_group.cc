@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/splitmix64.h"
@@ -60,20 +61,37 @@ absl::StatusOr<std::unique_ptr<ReplicaGroup>> ReplicaGroup::Join(ReplicaGroupOpt
   if (!connected.ok()) return connected.status();
   g->connection_ = *std::move(connected);
   const std::string& bucket = g->options_.bucket;
-  natsStatus s = js_KeyValue(&g->kv_, g->connection_->js(), bucket.c_str());
-  if (s == NATS_NOT_FOUND) {
-    kvConfig config;
-    kvConfig_Init(&config);
-    config.Bucket = bucket.c_str();
-    config.History = 1;
-    config.TTL = static_cast<int64_t>(g->options_.ttl_seconds * 1e9);  // nanoseconds
-    s = js_CreateKeyValue(&g->kv_, g->connection_->js(), &config);
+  // Replicas joining an empty server at once race to create the bucket, and a
+  // bucket just created may not answer its first put yet ("no responders"):
+  // a few tries, a heartbeat apart, before giving up.
+  absl::Status joined;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(std::min(g->options_.heartbeat_seconds, 1.0)));
+    }
+    if (g->kv_ != nullptr) {
+      kvStore_Destroy(g->kv_);
+      g->kv_ = nullptr;
+    }
+    natsStatus s = js_KeyValue(&g->kv_, g->connection_->js(), bucket.c_str());
+    if (s == NATS_NOT_FOUND) {
+      kvConfig config;
+      kvConfig_Init(&config);
+      config.Bucket = bucket.c_str();
+      config.History = 1;
+      config.TTL = static_cast<int64_t>(g->options_.ttl_seconds * 1e9);  // nanoseconds
+      s = js_CreateKeyValue(&g->kv_, g->connection_->js(), &config);
+    }
+    if (s != NATS_OK) {
+      g->kv_ = nullptr;
+      joined = NatsStatus(s, 0, absl::StrCat("key-value bucket ", bucket));
+      continue;
+    }
+    joined = g->Beat();
+    if (joined.ok()) break;
   }
-  if (s != NATS_OK) {
-    g->kv_ = nullptr;
-    return NatsStatus(s, 0, absl::StrCat("key-value bucket ", bucket));
-  }
-  if (auto st = g->Beat(); !st.ok()) return st;
+  if (!joined.ok()) return joined;
   if (auto st = g->Refresh(); !st.ok()) return st;
   g->thread_ = std::thread([p = g.get()] { p->Run(); });
   return g;
