@@ -79,13 +79,23 @@ class LearnedExpert {
     driver_.Touch(chain, hits, at, above);
     uint64_t admitted = 0, evicted = 0;
     status_ = driver_.Admit(chain, hits, n, at, admitted, evicted, on_evict);
+    const double served = MissesAndLoadMs(catalog, chain, above, hits);
+    for (uint32_t i = hits; i < n && driver_.pool().IsResident(chain[i]); ++i) on_insert(chain[i]);
+    return served + (admission_moves_bytes_ ? TransferMs(admitted) : 0.0);
+  }
+
+  // A request's price without its admissions, ms, when its first `hits`
+  // blocks are resident and the node already holds the first `above`: the
+  // recompute of the blocks missed and one transfer of those hit.
+  double MissesAndLoadMs(const BlockCatalog& catalog, std::span<const BlockIndex> chain,
+                         uint32_t above, uint32_t hits) const {
+    const auto n = static_cast<uint32_t>(chain.size());
     uint64_t loaded = 0;
     for (uint32_t i = above; i < hits; ++i) loaded += catalog[chain[i]].bytes;
     double recompute = 0;
     for (uint32_t i = std::max(hits, above); i < n; ++i)
       recompute += catalog[chain[i]].recompute_gpu_ms;
-    for (uint32_t i = hits; i < n && driver_.pool().IsResident(chain[i]); ++i) on_insert(chain[i]);
-    return recompute + TransferMs(loaded) + (admission_moves_bytes_ ? TransferMs(admitted) : 0.0);
+    return recompute + TransferMs(loaded);
   }
 
  private:

@@ -80,15 +80,10 @@ OrderKey LearnedPolicy::KeyFor(BlockIndex b, double stamp) const {
 
 double LearnedPolicy::RealPoolCost(std::span<const BlockIndex> chain, const AccessInfo& access) {
   const LearnedExpert& priced = *experts_[0];  // every expert prices transfers alike
-  double cost = priced.TransferMs(real_admitted_bytes_);
+  const double admitted = priced.TransferMs(real_admitted_bytes_);
   real_admitted_bytes_ = 0;
-  const auto n = static_cast<uint32_t>(chain.size());
-  const uint32_t above = std::min<uint32_t>(access.served_above, n);
-  const uint32_t hits = pool_.ResidentPrefix(chain);
-  uint64_t loaded = 0;
-  for (uint32_t i = above; i < hits; ++i) loaded += catalog_[chain[i]].bytes;
-  for (uint32_t i = std::max(hits, above); i < n; ++i) cost += Refill(chain[i]);
-  return cost + priced.TransferMs(loaded);
+  const uint32_t above = std::min<uint32_t>(access.served_above, chain.size());
+  return admitted + priced.MissesAndLoadMs(catalog_, chain, above, pool_.ResidentPrefix(chain));
 }
 
 bool LearnedPolicy::FallBack() {
