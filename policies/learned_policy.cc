@@ -352,6 +352,8 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     if (in.ok()) seen_[b] = bits;
   }
   const uint64_t n = in.Count("learned experts", 3);
+  // An expert restored twice would hold its residents twice: damage.
+  std::vector<uint8_t> loaded(experts_.size(), 0);
   for (uint64_t i = 0; i < n && in.ok(); ++i) {
     const std::string name = in.Bytes("learned expert name");
     ExpertState s;
@@ -383,6 +385,10 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     size_t e = 0;
     while (e < experts_.size() && experts_[e]->name() != name) ++e;
     if (e == experts_.size()) continue;
+    if (loaded[e]++ != 0) {
+      in.Fail(absl::StrCat("learned expert ", name, " saved twice"));
+      break;
+    }
     LearnedExpert& x = *experts_[e];
     if (kept) {
       x.driver().Grow();

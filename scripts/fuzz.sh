@@ -86,5 +86,16 @@ for f in "${fuzzers[@]}"; do
   new_crashes=$(find "$crashes" -type f -name 'crash-*' -newer "$stamp" | wc -l)
   old_crashes=$(($(find "$crashes" -type f -name 'crash-*' | wc -l) - new_crashes))
   echo "fuzz: $f $result: $execs executions in ${elapsed}s, corpus $(ls "$corpus" | wc -l) inputs, crash inputs $new_crashes (and $old_crashes from earlier runs)"
+  if [ "$result" = FAILED ]; then
+    # CI keeps only this output: the sanitizer's report and each new crash
+    # input as hex, enough to replay it (xxd -r -p > input; $build/fuzz/$f input).
+    echo "fuzz: $f: the end of its log:"
+    grep -v -E '^#[0-9]+' "$log" | tail -n 60 | sed 's/^/  | /'
+    find "$crashes" -type f -newer "$stamp" | head -n 3 | while read -r input; do
+      echo "fuzz: $f: crash input $(basename "$input") ($(stat -c %s "$input") bytes), hex:"
+      od -An -v -tx1 "$input" | tr -d ' \n' | fold -w 120 | sed 's/^/  | /'
+      echo
+    done
+  fi
 done
 exit $status

@@ -311,6 +311,33 @@ TEST_P(PolicyStateTest, DamagedBytesAreRefusedOrLoadedNeverACrash) {
 
 INSTANTIATE_TEST_SUITE_P(Online, PolicyStateTest, ::testing::ValuesIn(OnlinePolicies()), TestName);
 
+// learned saves each expert's pool after its own: a state naming an expert
+// twice (bytes copied within a snapshot) would restore that pool's residents
+// twice over, so it is refused.
+TEST(PolicyStateTest, ALearnedStateNamingAnExpertTwiceIsRefused) {
+  const ReplayTrace& replay = SampleTrace();
+  PolicyDriver original(&replay.catalog, PoolBytes());
+  ASSERT_TRUE(original.StartPolicy("learned", Env("learned")).ok());
+  Drive(original, 0, replay.trace->requests.size() / 2);
+  const std::string state = original.SavePolicyState(Identity(replay.catalog.size())).value();
+  // Experts in order lru, gdsf, learned-model, each opening with its name
+  // (length, bytes), the count of experts just before the first.
+  const size_t gdsf = state.rfind("\x04gdsf");
+  ASSERT_NE(gdsf, std::string::npos);
+  const size_t lru = state.rfind("\x03lru", gdsf);
+  ASSERT_NE(lru, std::string::npos);
+  ASSERT_EQ(state[lru - 1], 3) << "the expert count precedes lru's section";
+  absl::Status st;
+  Restored(replay.catalog, "learned", Residents(original), state, &st);
+  ASSERT_TRUE(st.ok()) << st;
+  const std::string lru_section = state.substr(lru, gdsf - lru);
+  const std::string twice =
+      state.substr(0, lru - 1) + '\x04' + lru_section + state.substr(lru);  // lru, lru, gdsf, ...
+  Restored(replay.catalog, "learned", Residents(original), twice, &st);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("lru saved twice"), std::string::npos) << st;
+}
+
 TEST(PolicyStateTest, OfflinePoliciesSayTheyCannotSave) {
   const ReplayTrace& replay = SampleTrace();
   for (const std::string_view name : PolicyNames()) {
