@@ -25,9 +25,9 @@ inline constexpr char kTrainDescription[] =
     "(--data-dir, registering the model there: kvlearn model --help): replay it (under "
     "--record-policy), label "
     "every block access from the future, fit an MLP with LibTorch, judge it on the validation "
-    "split against lru and the other heuristics (table on stdout: cost s = prefill GPU-s + "
-    "transfer s of the validation requests, vs lru % = (cost - lru's) / lru's x 100; "
-    "docs/learned_policy.md, 'The verdict'), write the TorchScript model if it is fit.";
+    "split against lru, the other heuristics and learned without a model (table on stdout: "
+    "cost s = prefill GPU-s + transfer s of the validation requests, vs lru % = (cost - lru's) "
+    "/ lru's x 100; docs/training.md, 'The verdict'), write the TorchScript model if it is fit.";
 Command AddTrainCommand(CLI::App& root);    // cli/train_command.cc, in kvlearn-train
 Command AddTrainForwarder(CLI::App& root);  // cli/train_forwarder.cc, in kvlearn
 Command AddServeCommand(CLI::App& root);

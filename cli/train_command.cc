@@ -77,12 +77,12 @@ int Fail(const absl::Status& s) {
 std::string JudgementTable(const PoolVerdict& v, uint32_t first, uint32_t end) {
   std::string out = absl::StrFormat(
       "validation requests [%d, %d), pool %g of distinct-block bytes (%.1f GB)\n"
-      "  %-14s %12s %9s\n",
+      "  %-18s %12s %9s\n",
       first, end, v.judgement.pool_fraction, v.judgement.pool_bytes / 1e9, "policy", "cost s",
       "vs lru %");
   for (const JudgedPolicy& row : v.rows) {
     const double lru = v.judgement.lru_cost_s;
-    absl::StrAppend(&out, absl::StrFormat("  %-14s %12.1f %+9.2f\n", row.policy, row.cost_s,
+    absl::StrAppend(&out, absl::StrFormat("  %-18s %12.1f %+9.2f\n", row.policy, row.cost_s,
                                           lru > 0 ? 100 * (row.cost_s / lru - 1) : 0.0));
   }
   return out;
@@ -320,7 +320,7 @@ int RunTrain(const TrainFlags& f) {
   judge.distinct_block_bytes = replay->distinct_block_bytes;
   ProgressLine judging(
       "kvlearn train: judged",
-      uint64_t(valid_end) * (1 + JudgingHeuristics().size()) * f.judge_pool_fractions.size(),
+      uint64_t(valid_end) * (2 + JudgingHeuristics().size()) * f.judge_pool_fractions.size(),
       "requests", live, std::cerr);
   judge.requests_done = &judging.counter();
   judging.Start();
@@ -340,8 +340,9 @@ int RunTrain(const TrainFlags& f) {
                                JudgementText(judgement), elapsed());
   if (!fit && !f.force) {
     std::cerr << absl::StrFormat(
-        "kvlearn train: not writing %s: the model is not fit, learned must cost less than lru and "
-        "the best heuristic on the validation split (%s); train on more or other traffic, or pass "
+        "kvlearn train: not writing %s: the model is not fit, learned must cost less than lru, "
+        "the best heuristic and learned without a model on the validation split (%s); "
+        "train on more or other traffic, or pass "
         "--force to write it marked unfit\n",
         f.out, JudgementText(judgement));
     return 1;
@@ -434,7 +435,8 @@ Command AddTrainCommand(CLI::App& root) {
   cmd->add_option("--judge-pool-fractions", f->judge_pool_fractions,
                   "pools the trained model is judged at on the validation split, as shares of "
                   "the trace's distinct-block bytes (compare's --pool-fraction); it is fit when "
-                  "learned costs less than lru and the cheapest other online policy at each")
+                  "learned costs less than lru, the cheapest other online policy and learned "
+                  "without a model at each")
       ->delimiter(',')
       ->capture_default_str()
       ->check(FiniteRange(1e-9, 1e6));

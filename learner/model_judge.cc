@@ -13,6 +13,8 @@ namespace kvlearn {
 namespace {
 
 constexpr char kLearned[] = "learned";
+// The row of `learned` without a model: its heuristic experts only.
+constexpr char kNoModel[] = "learned, no model";
 
 // The trace's first `end` requests: what the judge may read.
 Trace Head(const Trace& trace, uint32_t end) {
@@ -101,7 +103,8 @@ absl::StatusOr<std::vector<std::vector<JudgedPolicy>>> PriceModels(
 absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const CostModel& cost,
                                                     std::shared_ptr<const LearnedModel> model,
                                                     const JudgeOptions& options) {
-  auto tables = PriceModels(trace, cost, {{kLearned, std::move(model)}}, options);
+  auto tables =
+      PriceModels(trace, cost, {{kLearned, model}, {kNoModel, nullptr, kLearned}}, options);
   if (!tables.ok()) return tables.status();
   std::vector<PoolVerdict> verdicts;
   for (size_t p = 0; p < options.pool_fractions.size(); ++p) {
@@ -113,6 +116,10 @@ absl::StatusOr<std::vector<PoolVerdict>> JudgeModel(const Trace& trace, const Co
     for (const JudgedPolicy& row : v.rows) {
       if (row.policy == kLearned) {
         v.judgement.learned_cost_s = row.cost_s;
+        continue;
+      }
+      if (row.policy == kNoModel) {
+        v.judgement.no_model_cost_s = row.cost_s;
         continue;
       }
       if (row.policy == "lru") v.judgement.lru_cost_s = row.cost_s;

@@ -1,7 +1,7 @@
 // Judges a trained model the way `compare` would run it: replays the trace's
-// first `end_request` requests under `learned` (with the model), `lru` and
-// every other online heuristic, on the same pool and cost model, and prices
-// the requests from `first_request` on (the earlier ones warm the pool). With
+// first `end_request` requests under `learned` with the model and without one
+// (row "learned, no model"), `lru` and every other online heuristic, on the same pool and cost
+// model, and prices the requests from `first_request` on (the earlier ones warm the pool). With
 // first_request = the end of the training split and end_request = the end of
 // the validation split, that is `kvlearn compare --eval-from` on requests the
 // model was not trained on and the trace after them unread.
@@ -32,7 +32,7 @@ struct JudgeOptions {
   std::vector<double> pool_fractions = {0.1};
   uint64_t distinct_block_bytes = 0;
   // When set, advanced per request replayed: end_request per policy and pool,
-  // (1 + JudgingHeuristics().size()) * pool_fractions.size() * end_request in all.
+  // (JudgeModel: 2 + JudgingHeuristics().size()) * pool_fractions.size() * end_request in all.
   std::atomic<uint64_t>* requests_done = nullptr;
 };
 
@@ -53,7 +53,8 @@ struct NamedModel {
 
 struct PoolVerdict {
   PoolJudgement judgement;
-  std::vector<JudgedPolicy> rows;  // learned first, then the heuristics in PolicyNames order
+  // learned, "learned, no model", then the heuristics in PolicyNames order
+  std::vector<JudgedPolicy> rows;
 };
 
 // The online policies a model is judged against: every policy that reads

@@ -53,11 +53,15 @@ std::string JudgementText(const ModelJudgement& j) {
   for (const PoolJudgement& p : j.pools) {
     absl::StrAppend(
         &out, out.empty() ? "" : "; ",
-        absl::StrFormat("learned %.1f s vs lru %.1f s (%+.2f%%), best heuristic %s %.1f s at "
+        absl::StrFormat("learned %.1f s vs lru %.1f s (%+.2f%%), best heuristic %s %.1f s%s at "
                         "pool %g",
                         p.learned_cost_s, p.lru_cost_s,
                         p.lru_cost_s > 0 ? 100 * (p.learned_cost_s / p.lru_cost_s - 1) : 0.0,
-                        p.best_heuristic, p.best_heuristic_cost_s, p.pool_fraction));
+                        p.best_heuristic, p.best_heuristic_cost_s,
+                        p.no_model_cost_s < 0
+                            ? std::string()
+                            : absl::StrFormat(", without a model %.1f s", p.no_model_cost_s),
+                        p.pool_fraction));
   }
   return out;
 }

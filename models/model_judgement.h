@@ -1,8 +1,12 @@
 // The verdict `kvlearn train` records in a model file: on the validation split
 // it trained against (requests it did not learn from), the cost of `learned`
-// with the model against `lru` and the cheapest online heuristic, for each pool
-// it was judged at. A model is fit when `learned` costs less than both at every
-// pool; `kvlearn train` writes an unfit one only with --force. `compare` and
+// with the model against `lru`, the cheapest online heuristic and `learned`
+// without a model, for each pool it was judged at. A model is fit when, at
+// every pool, `learned` with it costs less than all three: `learned` follows
+// `lru` and `gdsf` where its model loses, so it can beat every heuristic with
+// a model that carries no signal, and only beating `learned` without a model
+// shows that the model adds something. `kvlearn train` writes an unfit one
+// only with --force. `compare` and
 // `serve` say so in one line when they load an unfit model (UnfitModelLine).
 //
 // The verdict names the weights it judged (WeightsFingerprint): a file whose
@@ -29,8 +33,14 @@ struct PoolJudgement {
   double lru_cost_s = 0;
   std::string best_heuristic;  // the cheapest online policy other than learned (may be lru)
   double best_heuristic_cost_s = 0;
+  // `learned` without a model (following lru and gdsf only); negative in
+  // files judged before it was priced, whose verdict stands on the others.
+  double no_model_cost_s = -1;
 
-  bool fit() const { return learned_cost_s < lru_cost_s && learned_cost_s < best_heuristic_cost_s; }
+  bool fit() const {
+    return learned_cost_s < lru_cost_s && learned_cost_s < best_heuristic_cost_s &&
+           (no_model_cost_s < 0 || learned_cost_s < no_model_cost_s);
+  }
 };
 
 struct ModelJudgement {
@@ -47,8 +57,9 @@ struct ModelJudgement {
 // metadata's normalisation, as float bits.
 std::string WeightsFingerprint(std::span<const DenseLayer> layers, const ModelMetadata& metadata);
 
-// "learned 3226.0 s vs lru 3317.0 s (-2.74%), best heuristic gdsf 3252.0 s at pool 0.1" for each
-// pool, joined by "; ".
+// "learned 3226.0 s vs lru 3317.0 s (-2.74%), best heuristic gdsf 3252.0 s, without a model
+// 3240.1 s at pool 0.1" for each pool (no "without a model" when it was not priced), joined
+// by "; ".
 std::string JudgementText(const ModelJudgement& judgement);
 
 // For a model marked unfit: one line naming `model` (a path or version), the

@@ -48,7 +48,10 @@ std::string JudgementJson(const ModelMetadata& m) {
         ", \"pool_bytes\": ", p.pool_bytes, ", \"learned_cost_s\": ", Exact(p.learned_cost_s),
         ", \"lru_cost_s\": ", Exact(p.lru_cost_s), ", \"best_heuristic\": \"",
         JsonEscaped(p.best_heuristic),
-        "\", \"best_heuristic_cost_s\": ", Exact(p.best_heuristic_cost_s), "}");
+        "\", \"best_heuristic_cost_s\": ", Exact(p.best_heuristic_cost_s),
+        p.no_model_cost_s < 0 ? std::string()
+                              : absl::StrCat(", \"no_model_cost_s\": ", Exact(p.no_model_cost_s)),
+        "}");
   }
   return absl::StrCat(",\n \"judgement\": {\"verdict\": \"", j.fit() ? "fit" : "unfit",
                       "\", \"validation_requests\": [", j.first_request, ", ", j.end_request,
@@ -120,6 +123,14 @@ absl::Status ParseJudgement(simdjson::dom::element doc, ModelMetadata& m, const 
                               "best_heuristic and best_heuristic_cost_s"));
     }
     p.best_heuristic = std::string(best);
+    // Optional: files judged before learned without a model was priced lack it.
+    if (double no_model; !e["no_model_cost_s"].get(no_model)) {
+      if (!(no_model >= 0)) {
+        return bad(absl::StrCat("field 'judgement.pools[", out.pools.size(),
+                                "].no_model_cost_s' must be a cost, at least 0"));
+      }
+      p.no_model_cost_s = no_model;
+    }
     out.pools.push_back(std::move(p));
   }
   // The verdict is the costs' to give: one edited by hand must not say fit.

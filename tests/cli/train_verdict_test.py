@@ -91,7 +91,11 @@ class TrainVerdictTest(unittest.TestCase):
             # Unfit: at some pool learned is not cheaper than both.
             self.assertLessEqual(p["best_heuristic_cost_s"], p["lru_cost_s"])
             self.assertNotEqual(p["best_heuristic"], "learned")
+            # learned without a model is priced too: a cost, not a placeholder.
+            self.assertGreater(p["no_model_cost_s"], 0)
         self.assertTrue(any(p["learned_cost_s"] >= p["best_heuristic_cost_s"] for p in j["pools"]))
+        # With no signal the model adds nothing to learned's heuristic experts.
+        self.assertTrue(any(p["learned_cost_s"] >= p["no_model_cost_s"] for p in j["pools"]))
         # The table: every pool's rows, learned first.
         self.assertEqual(r.stdout.count("validation requests [1200, 1600)"), 2)
         self.assertIn("verdict: unfit", r.stdout)

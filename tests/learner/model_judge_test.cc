@@ -47,7 +47,7 @@ TEST(ModelJudgeTest, JudgesAgainstTheOnlineHeuristicsOnly) {
   }
 }
 
-TEST(ModelJudgeTest, TheBestHeuristicIsTheCheapestRowOtherThanLearned) {
+TEST(ModelJudgeTest, TheBestHeuristicIsTheCheapestRowOtherThanTheModels) {
   const Trace trace = Chat(11, 1500);
   JudgeOptions o;
   o.first_request = 900;
@@ -62,12 +62,15 @@ TEST(ModelJudgeTest, TheBestHeuristicIsTheCheapestRowOtherThanLearned) {
     EXPECT_EQ(v.judgement.pool_fraction, o.pool_fractions[p]);
     EXPECT_EQ(v.judgement.pool_bytes,
               static_cast<uint64_t>(o.pool_fractions[p] * o.distinct_block_bytes));
-    ASSERT_EQ(v.rows.size(), 1 + JudgingHeuristics().size());
+    ASSERT_EQ(v.rows.size(), 2 + JudgingHeuristics().size());
     EXPECT_EQ(v.rows[0].policy, "learned");
+    EXPECT_EQ(v.rows[1].policy, "learned, no model");
     EXPECT_EQ(v.judgement.learned_cost_s, v.rows[0].cost_s);
+    EXPECT_EQ(v.judgement.no_model_cost_s, v.rows[1].cost_s);
     EXPECT_EQ(v.judgement.lru_cost_s, Cost(v, "lru"));
-    double cheapest = v.rows[1].cost_s;
-    for (size_t i = 1; i < v.rows.size(); ++i) cheapest = std::min(cheapest, v.rows[i].cost_s);
+    // learned's two rows are never the best heuristic, even when cheapest.
+    double cheapest = v.rows[2].cost_s;
+    for (size_t i = 2; i < v.rows.size(); ++i) cheapest = std::min(cheapest, v.rows[i].cost_s);
     EXPECT_EQ(v.judgement.best_heuristic_cost_s, cheapest);
     EXPECT_EQ(Cost(v, v.judgement.best_heuristic), cheapest);
     EXPECT_GT(cheapest, 0);
@@ -98,9 +101,9 @@ TEST(ModelJudgeTest, PricingSeveralModelsGivesEachTheCostOfJudgingItAlone) {
     ASSERT_TRUE(alone.ok()) << alone.status();
     const PoolVerdict& v = (*alone)[0];
     EXPECT_EQ(rows[seed == 2 ? 0 : 1].cost_s, v.judgement.learned_cost_s) << seed;
-    for (size_t i = 1; i < v.rows.size(); ++i) {
-      EXPECT_EQ(rows[i + 1].policy, v.rows[i].policy);
-      EXPECT_EQ(rows[i + 1].cost_s, v.rows[i].cost_s) << v.rows[i].policy;
+    for (size_t i = 2; i < v.rows.size(); ++i) {  // after learned's two rows
+      EXPECT_EQ(rows[i].policy, v.rows[i].policy);
+      EXPECT_EQ(rows[i].cost_s, v.rows[i].cost_s) << v.rows[i].policy;
     }
   }
   EXPECT_FALSE(PriceModels(trace, DefaultCost(), {}, o).ok());

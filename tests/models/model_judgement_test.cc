@@ -61,9 +61,23 @@ TEST(PoolJudgementTest, FitMeansCheaperThanBothAndATieIsNot) {
   EXPECT_TRUE(j.fit());
 }
 
+// learned can beat its heuristics by switching between them with a model of
+// no worth: it must beat itself without the model too, where that was priced.
+TEST(PoolJudgementTest, FitNeedsLearnedCheaperThanWithoutItsModelWhenPriced) {
+  PoolJudgement p = Pool(0.1, 90, 100, "gdsf", 95);
+  ASSERT_LT(p.no_model_cost_s, 0) << "not priced: judged on the other costs";
+  p.no_model_cost_s = 91;
+  EXPECT_TRUE(p.fit());
+  p.no_model_cost_s = 90;  // a tie: the model added nothing
+  EXPECT_FALSE(p.fit());
+  p.no_model_cost_s = 85;
+  EXPECT_FALSE(p.fit());
+}
+
 TEST(ModelMetadataJsonTest, VerdictAndTrafficRoundTripExactly) {
-  const ModelMetadata meta =
-      Judged({Pool(0.05, 1930.25, 1887.5, "gdsf", 1685.125), Pool(0.1, 1, 2, "a\"rc", 1.5)});
+  PoolJudgement priced = Pool(0.1, 1, 2, "a\"rc", 1.5);
+  priced.no_model_cost_s = 1.0 / 3;  // not a short decimal: must still read back exactly
+  const ModelMetadata meta = Judged({Pool(0.05, 1930.25, 1887.5, "gdsf", 1685.125), priced});
   auto back = ParseModelMetadata(ModelMetadataJson(meta), "m.pt");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_TRUE(back->judgement.has_value());
@@ -80,6 +94,7 @@ TEST(ModelMetadataJsonTest, VerdictAndTrafficRoundTripExactly) {
     EXPECT_EQ(a.lru_cost_s, b.lru_cost_s);
     EXPECT_EQ(a.best_heuristic, b.best_heuristic);
     EXPECT_EQ(a.best_heuristic_cost_s, b.best_heuristic_cost_s);
+    EXPECT_EQ(a.no_model_cost_s, b.no_model_cost_s);  // -1 (absent) reads back as absent
   }
   EXPECT_FALSE(j.fit());
   ASSERT_TRUE(back->training_traffic.has_value());
@@ -113,6 +128,20 @@ TEST(ModelMetadataJsonTest, AVerdictTheCostsContradictIsRefused) {
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("edited.pt"), std::string::npos);
   EXPECT_NE(back.status().message().find("judgement.verdict"), std::string::npos);
+}
+
+TEST(ModelMetadataJsonTest, ANegativeCostWithoutAModelIsRefusedNamingTheField) {
+  PoolJudgement p = Pool(0.1, 110, 100, "gdsf", 95);
+  p.no_model_cost_s = 7;
+  std::string json = ModelMetadataJson(Judged({p}));
+  const std::string field = "\"no_model_cost_s\": 7";
+  const size_t at = json.find(field);
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, field.size(), "\"no_model_cost_s\": -7");
+  auto back = ParseModelMetadata(json, "edited.pt");
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("judgement.pools[0].no_model_cost_s"), std::string::npos)
+      << back.status();
 }
 
 class ModelFileVerdictTest : public ::testing::Test {
