@@ -1,0 +1,230 @@
+// How long a replica takes to take over a serving node with a long history
+// (docs/scale_out.md, "Snapshots in JetStream"), with and without the
+// node's snapshots kept in JetStream.
+//
+//   build/bench/replica_takeover_bench [--events 1000000] [--snapshot-events 500000] [--rounds 3]
+//
+// Per round: starts a nats-server (JetStream, file storage) on a free port in
+// a temporary directory and two in-process replicas of a group (TTL 2 s,
+// heartbeat 0.5 s), publishes --events events of one node in EventBatch
+// messages of 256 (nats_ingest_bench's mix), waits until both replicas have
+// logged them all and, with snapshots, until the node's owner has published
+// its latest snapshot, then stops the owner's heartbeats (as a kill does)
+// and times the survivor: from the moment its view loses the owner until it
+// serves the node (its rebuild), and the messages it read to rebuild. Twice
+// per round: --snapshot-events 0 (no snapshot: the whole subject is read),
+// then snapshots every --snapshot-events of the node's events.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kvlearn/v1/retention.pb.h"
+#include "server/jetstream_connection.h"
+#include "server/nats_ingest.h"
+#include "server/replica_group.h"
+#include "server/replica_ownership.h"
+#include "server/sidecar_server.h"
+#include "tests/server/nats_server_process.h"
+#include "tests/server/sidecar_fixture.h"
+
+namespace kvlearn {
+namespace {
+
+constexpr int kBatch = 256;
+constexpr char kNode[] = "node-0";
+
+// Per request a 4-block arrival, a store and a removal of its root (chains
+// over 16,384 distinct roots), the rest transfer-finished events.
+v1::EventBatch MakeBatch(uint64_t& next_chain) {
+  v1::EventBatch batch;
+  const auto add = [&](int64_t t) {
+    v1::Event* e = batch.add_events();
+    e->set_node_id(kNode);
+    e->set_timestamp_us(t);
+    return e;
+  };
+  while (batch.events_size() + 3 <= kBatch) {
+    const uint64_t c = next_chain++;
+    const uint64_t base = (c % 16384) * 4;
+    v1::Event* a = add(static_cast<int64_t>(c));
+    for (uint64_t i = 0; i < 4; ++i) a->mutable_request_arrival()->add_block_ids(base + i);
+    auto* st = add(static_cast<int64_t>(c))->mutable_block_stored();
+    st->set_block_id(base);
+    st->set_tokens(512);
+    st->set_bytes(512 * 131072);
+    add(static_cast<int64_t>(c))->mutable_block_removed()->set_block_id(base);
+  }
+  while (batch.events_size() < kBatch) {
+    auto* tf = add(0)->mutable_transfer_finished();
+    tf->set_src("p1");
+    tf->set_dst("pool");
+    tf->set_bytes(65536);
+    tf->set_microseconds(3);
+  }
+  return batch;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+struct Takeover {
+  double rebuild_seconds = 0;   // view lost the owner -> node served
+  double failover_seconds = 0;  // heartbeats stopped -> node served
+  uint64_t replayed = 0;        // messages read to rebuild
+  uint64_t snapshot_through = 0;
+  uint64_t messages = 0;
+};
+
+bool Run(int events, uint64_t snapshot_events, Takeover* out) {
+  TempDir store;
+  NatsServerProcess nats(store.path());
+  if (!nats.Found()) {
+    std::fprintf(stderr, "%s\n", NatsServerProcess::kSkipMessage);
+    return false;
+  }
+  if (!nats.Start()) {
+    std::fprintf(stderr, "nats-server did not start\n");
+    return false;
+  }
+  auto publisher = JetStreamConnection::Connect({.url = nats.url(), .name = "bench"});
+  if (!publisher.ok() || !(*publisher)->EnsureStream("KVLEARN_EVENTS", "kvlearn.events").ok()) {
+    std::fprintf(stderr, "cannot reach nats-server\n");
+    return false;
+  }
+  TempDir data[2];
+  std::unique_ptr<SidecarServer> replicas[2];
+  for (int r = 0; r < 2; ++r) {
+    SidecarOptions o;
+    o.listen = "127.0.0.1:0";
+    o.metrics_listen = "";
+    o.data_dir = data[r].path();
+    o.policy = "lru";
+    o.nats_url = nats.url();
+    o.replica_group = "bench";
+    o.replica_advertise = "127.0.0.1";
+    o.replica_name = "replica-" + std::to_string(r);
+    o.replica_ttl_seconds = 2;
+    o.replica_heartbeat_seconds = 0.5;
+    o.replica_snapshot_events = snapshot_events;
+    o.replica_snapshot_seconds = 0;
+    auto started = SidecarServer::Start(o);
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(started.status().message()).c_str());
+      return false;
+    }
+    replicas[r] = *std::move(started);
+  }
+  if (!WaitUntil([&] {
+        return replicas[0]->replica_ownership()->group()->Members().size() == 2 &&
+               replicas[1]->replica_ownership()->group()->Members().size() == 2;
+      })) {
+    std::fprintf(stderr, "the replicas did not see each other\n");
+    return false;
+  }
+  uint64_t chain = 0, last = 0;
+  out->messages = (events + kBatch - 1) / kBatch;
+  for (uint64_t m = 0; m < out->messages; ++m) {
+    auto sequence =
+        (*publisher)
+            ->Publish(std::string("kvlearn.events.") + kNode, MakeBatch(chain).SerializeAsString());
+    if (!sequence.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(sequence.status().message()).c_str());
+      return false;
+    }
+    last = *sequence;
+  }
+  const int owner =
+      replicas[0]->replica_ownership()->RouteOf(kNode).kind == ReplicaOwnership::Route::kServe ? 0
+                                                                                               : 1;
+  const NatsIngest& owner_ingest = *replicas[owner]->nats_ingest();
+  const NatsIngest& survivor_ingest = *replicas[1 - owner]->nats_ingest();
+  if (!WaitUntil([&] {
+        return owner_ingest.logged_sequence() >= last && survivor_ingest.logged_sequence() >= last;
+      })) {
+    std::fprintf(stderr, "the replicas did not consume the stream\n");
+    return false;
+  }
+  if (snapshot_events > 0) {
+    // The last snapshot due: one each time snapshot_events of the node's
+    // events were applied since the last.
+    uint64_t due_message = 0, since = 0;
+    for (uint64_t m = 1; m <= out->messages; ++m) {
+      since += kBatch;
+      if (since >= snapshot_events) {
+        due_message = m;
+        since = 0;
+      }
+    }
+    if (!WaitUntil([&] { return owner_ingest.snapshot_published_through(kNode) >= due_message; })) {
+      std::fprintf(stderr, "the owner published no snapshot\n");
+      return false;
+    }
+    out->snapshot_through = owner_ingest.snapshot_published_through(kNode);
+  }
+  const uint64_t replayed = survivor_ingest.messages_replayed();
+  const auto stopped_at = std::chrono::steady_clock::now();
+  replicas[owner]->replica_ownership()->group()->StopHeartbeats();
+  const ReplicaOwnership& view = *replicas[1 - owner]->replica_ownership();
+  if (!WaitUntil([&] { return view.group()->Members().size() == 1; })) return false;
+  const auto lost_at = std::chrono::steady_clock::now();
+  if (!WaitUntil([&] { return view.RouteOf(kNode).kind == ReplicaOwnership::Route::kServe; })) {
+    return false;
+  }
+  out->rebuild_seconds = Seconds(lost_at);
+  out->failover_seconds = Seconds(stopped_at);
+  out->replayed = survivor_ingest.messages_replayed() - replayed;
+  return true;
+}
+
+}  // namespace
+}  // namespace kvlearn
+
+int main(int argc, char** argv) {
+  int events = 1'000'000, rounds = 3;
+  uint64_t snapshot_events = 500'000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--events") {
+      events = std::atoi(argv[i + 1]);
+    } else if (flag == "--snapshot-events") {
+      snapshot_events = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (flag == "--rounds") {
+      rounds = std::atoi(argv[i + 1]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: replica_takeover_bench [--events N] [--snapshot-events N] "
+                   "[--rounds N]\n");
+      return 2;
+    }
+  }
+  if (events < kvlearn::kBatch || rounds < 1 || snapshot_events < 1) {
+    std::fprintf(stderr, "--events at least 256, --rounds and --snapshot-events at least 1\n");
+    return 2;
+  }
+  std::printf("one node's %d events in messages of %d; takeover by the other of two replicas\n",
+              events, kvlearn::kBatch);
+  for (int round = 1; round <= rounds; ++round) {
+    for (const uint64_t every : {uint64_t{0}, snapshot_events}) {
+      kvlearn::Takeover t;
+      if (!kvlearn::Run(events, every, &t)) return 1;
+      std::printf(
+          "round %d, %s: rebuilt in %.3f s (%.3f s after the heartbeats stopped), %llu of %llu "
+          "messages read",
+          round,
+          every == 0 ? "no snapshot"
+                     : ("snapshots every " + std::to_string(every) + " events").c_str(),
+          t.rebuild_seconds, t.failover_seconds, static_cast<unsigned long long>(t.replayed),
+          static_cast<unsigned long long>(t.messages));
+      if (every > 0) {
+        std::printf(", snapshot through message %llu",
+                    static_cast<unsigned long long>(t.snapshot_through));
+      }
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
