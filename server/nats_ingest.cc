@@ -441,7 +441,10 @@ bool NatsIngest::RestoreFromSnapshot(const std::string& node, uint64_t through, 
       // A pool half created is taken as it is: the whole subject goes on top.
       return true;
     }
-    if (!note.empty()) std::cerr << "kvlearn serve: " << what << ": " << note << std::endl;
+    // A takeover is rare and worth a line: which snapshot, how far it covers.
+    std::cerr << "kvlearn serve: node " << node << " restored from " << what << " (events stream "
+              << options_.stream << " through sequence " << f.through << ")"
+              << (note.empty() ? "" : "; ") << note << std::endl;
     restored_.fetch_add(1, std::memory_order_relaxed);
     *from = f.through + 1;
     return true;

@@ -333,7 +333,11 @@ TEST_F(ReplicaServeTest, KillNineMovesNodesAndDecisionsMatchALoneSidecar) {
         std::vector<std::string>{"--nats", nats_->url(), "--replica-group", "test", "--advertise",
                                  "127.0.0.1", "--replica-name", "r" + std::to_string(i),
                                  "--replica-ttl", "2", "--replica-heartbeat", "0.5", "--policy",
-                                 "lru", "--snapshot-every-events", "0"}));
+                                 "lru", "--snapshot-every-events", "0",
+                                 // Snapshots in JetStream every few rounds of a node, so
+                                 // the takeover starts from one (replica_snapshot_test.cc
+                                 // checks that in detail).
+                                 "--replica-snapshot-events", "20"}));
     ASSERT_GT(replicas.back()->port(), 0);
     addresses.push_back("127.0.0.1:" + std::to_string(replicas.back()->port()));
   }

@@ -10,7 +10,9 @@
 //  - the same with a torn snapshot (one chunk of two) and a damaged one (a
 //    wrong checksum) published last on a moved node's subject: both skipped;
 //  - the same with the events stream purged up to what the snapshots cover:
-//    the stream no longer needs the nodes' whole history.
+//    the stream no longer needs the nodes' whole history;
+//  - each time, the survivor restarted on its directory (the restored nodes
+//    are in its own log) holds the same pools again.
 // The policy is s3fifo, whose queues a decision changes, and the owner
 // answers one RankEviction per node before its snapshots, so a restore that
 // lost the policy's state or the decisions would answer differently.
@@ -95,6 +97,20 @@ std::string Ids(const v1::RankResponse& r) {
 
 enum class Damage { kNone, kTornAndCorrupt, kEventsPurged };
 
+std::string DamageName(Damage d) {
+  switch (d) {
+    case Damage::kNone:
+      return "Intact";
+    case Damage::kTornAndCorrupt:
+      return "TornAndCorrupt";
+    case Damage::kEventsPurged:
+      return "EventsPurged";
+  }
+  return "";
+}
+// For gtest's messages.
+void PrintTo(Damage d, std::ostream* out) { *out << DamageName(d); }
+
 class ReplicaSnapshotTest : public ::testing::TestWithParam<Damage> {
  protected:
   void SetUp() override {
@@ -154,7 +170,7 @@ TEST_P(ReplicaSnapshotTest, TakeoverFromTheLatestSnapshotDecidesAsALoneSidecar) 
   }
   const int old = owned[0].empty() ? 1 : 0;
   SidecarServer& owner = *replicas[old];
-  SidecarServer& survivor = *replicas[1 - old];
+  SidecarServer& survivor = *replicas[1 - old];  // until its restart below
   auto owner_stub = Connect(owner.port());
 
   uint64_t last = 0;
@@ -254,22 +270,26 @@ TEST_P(ReplicaSnapshotTest, TakeoverFromTheLatestSnapshotDecidesAsALoneSidecar) 
   }
   ASSERT_TRUE(WaitUntil([&] { return ingest.logged_sequence() >= last; }));
   expect_same("after more events");
+
+  // The restored nodes are in the survivor's own log: restarted on its
+  // directory, it holds the same pools.
+  replicas[1 - old].reset();
+  replicas[1 - old] = StartServer(ReplicaOptions(1 - old));
+  ASSERT_NE(replicas[1 - old], nullptr);
+  survivor_stub = Connect(replicas[1 - old]->port());
+  const ReplicaOwnership& view = *replicas[1 - old]->replica_ownership();
+  ASSERT_TRUE(WaitUntil([&] {
+    return std::all_of(owned[old].begin(), owned[old].end(), [&](int n) {
+      return view.RouteOf(NodeName(n)).kind == ReplicaOwnership::Route::kServe;
+    });
+  }));
+  expect_same("after a restart");
 }
 
 INSTANTIATE_TEST_SUITE_P(Damages, ReplicaSnapshotTest,
                          ::testing::Values(Damage::kNone, Damage::kTornAndCorrupt,
                                            Damage::kEventsPurged),
-                         [](const ::testing::TestParamInfo<Damage>& info) {
-                           switch (info.param) {
-                             case Damage::kNone:
-                               return std::string("Intact");
-                             case Damage::kTornAndCorrupt:
-                               return std::string("TornAndCorrupt");
-                             case Damage::kEventsPurged:
-                               return std::string("EventsPurged");
-                           }
-                           return std::string();
-                         });
+                         [](const auto& info) { return DamageName(info.param); });
 
 }  // namespace
 }  // namespace kvlearn
