@@ -76,6 +76,7 @@ struct Takeover {
   double failover_seconds = 0;  // heartbeats stopped -> node served
   uint64_t replayed = 0;        // messages read to rebuild
   uint64_t snapshot_through = 0;
+  uint64_t snapshot_bytes = 0;  // mean size of the owner's snapshots
   uint64_t messages = 0;
 };
 
@@ -164,6 +165,8 @@ bool Run(int events, uint64_t snapshot_events, Takeover* out) {
       return false;
     }
     out->snapshot_through = owner_ingest.snapshot_published_through(kNode);
+    out->snapshot_bytes = owner_ingest.snapshot_bytes_published() /
+                          std::max<uint64_t>(1, owner_ingest.snapshots_published());
   }
   const uint64_t replayed = survivor_ingest.messages_replayed();
   const auto stopped_at = std::chrono::steady_clock::now();
@@ -220,8 +223,8 @@ int main(int argc, char** argv) {
           t.rebuild_seconds, t.failover_seconds, static_cast<unsigned long long>(t.replayed),
           static_cast<unsigned long long>(t.messages));
       if (every > 0) {
-        std::printf(", snapshot through message %llu",
-                    static_cast<unsigned long long>(t.snapshot_through));
+        std::printf(", snapshot through message %llu (%.1f MB each)",
+                    static_cast<unsigned long long>(t.snapshot_through), t.snapshot_bytes / 1e6);
       }
       std::printf("\n");
     }

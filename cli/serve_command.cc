@@ -377,9 +377,9 @@ Command AddServeCommand(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--replica-snapshot-events", o.replica_snapshot_events,
                   "with --replica-group: publish a snapshot of an owned node's pools to "
-                  "JetStream (stream NATS_STREAM_SNAPSHOTS) once this many of its events were "
-                  "applied since its last one, so that a replica taking the node over reads "
-                  "only the events after it; 0: never on a count")
+                  "JetStream (stream <--nats-stream>_SNAPSHOTS) once this many of its events "
+                  "were applied since its last one, so that a replica taking the node over "
+                  "reads only the events after it (docs/scale_out.md); 0: never on a count")
       ->capture_default_str();
   cmd->add_option("--replica-snapshot-seconds", o.replica_snapshot_seconds,
                   "with --replica-group: also publish one this many seconds after a node's "

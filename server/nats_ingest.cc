@@ -686,6 +686,10 @@ uint64_t NatsIngest::snapshots_published() const {
   return snapshot_publisher_ ? snapshot_publisher_->published() : 0;
 }
 
+uint64_t NatsIngest::snapshot_bytes_published() const {
+  return snapshot_publisher_ ? snapshot_publisher_->bytes() : 0;
+}
+
 uint64_t NatsIngest::snapshot_published_through(const std::string& node) const {
   return snapshot_publisher_ ? snapshot_publisher_->published_through(node) : 0;
 }
@@ -762,7 +766,7 @@ std::string NatsIngest::Render() const {
             snapshot_publisher_ ? snapshot_publisher_->failures() : 0);
     counter("kvlearn_nats_snapshot_bytes_published_total",
             "replica group: bytes of the snapshots published (before chunking)",
-            snapshot_publisher_ ? snapshot_publisher_->bytes() : 0);
+            snapshot_bytes_published());
     counter("kvlearn_nats_snapshots_restored_total",
             "replica group: nodes taken over that started from a snapshot in JetStream",
             snapshots_restored());

@@ -171,6 +171,7 @@ class NatsIngest {
   uint64_t snapshots_restored() const { return restored_.load(std::memory_order_relaxed); }
   uint64_t snapshots_skipped() const { return skipped_.load(std::memory_order_relaxed); }
   uint64_t snapshots_published() const;
+  uint64_t snapshot_bytes_published() const;
   // The events stream sequence this replica's last published snapshot of
   // `node` covers through; 0 if none.
   uint64_t snapshot_published_through(const std::string& node) const;
