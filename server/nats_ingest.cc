@@ -486,10 +486,11 @@ bool NatsIngest::ReplayTail(const std::string& node, uint64_t from, uint64_t thr
     group.Reset();
     return false;
   }
-  if (from > 1) {
-    group.AlsoRecord(TailKey(node), 0);  // logged with the tail: nothing left to apply
-    if (taken_through_ > 0) group.Took(taken_through_);
-  }
+  // Logged with the tail: nothing left to apply. Cleared after a rebuild
+  // from the whole subject too, where a marker of an earlier restore that
+  // never reached the local log may linger.
+  group.AlsoRecord(TailKey(node), 0);
+  if (taken_through_ > 0) group.Took(taken_through_);
   options_.ownership->MarkFollowed(node);
   nodes_rebuilt_.fetch_add(1, std::memory_order_relaxed);
   return true;

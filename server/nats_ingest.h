@@ -222,7 +222,7 @@ class NatsIngest {
   // local snapshot, retrying until it succeeds; false when stopping.
   bool SaveRestored(const std::vector<std::pair<std::string, uint64_t>>& restored, Group& group);
   // Applies `node`'s messages [from, through] into `group` (clearing its
-  // tail marker when from > 1) and follows it; false when stopping.
+  // tail marker) and follows it; false when stopping.
   bool ReplayTail(const std::string& node, uint64_t from, uint64_t through, Group& group);
   // Captures the owned nodes whose snapshot is due (`node` only, or every
   // one on the clock) and hands them to the publisher.
