@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/nats_bench_stream.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/jetstream_connection.h"
 #include "server/nats_ingest.h"
@@ -33,39 +34,7 @@
 namespace kvlearn {
 namespace {
 
-constexpr int kBatch = 256;
 constexpr char kNode[] = "node-0";
-
-// Per request a 4-block arrival, a store and a removal of its root (chains
-// over 16,384 distinct roots), the rest transfer-finished events.
-v1::EventBatch MakeBatch(uint64_t& next_chain) {
-  v1::EventBatch batch;
-  const auto add = [&](int64_t t) {
-    v1::Event* e = batch.add_events();
-    e->set_node_id(kNode);
-    e->set_timestamp_us(t);
-    return e;
-  };
-  while (batch.events_size() + 3 <= kBatch) {
-    const uint64_t c = next_chain++;
-    const uint64_t base = (c % 16384) * 4;
-    v1::Event* a = add(static_cast<int64_t>(c));
-    for (uint64_t i = 0; i < 4; ++i) a->mutable_request_arrival()->add_block_ids(base + i);
-    auto* st = add(static_cast<int64_t>(c))->mutable_block_stored();
-    st->set_block_id(base);
-    st->set_tokens(512);
-    st->set_bytes(512 * 131072);
-    add(static_cast<int64_t>(c))->mutable_block_removed()->set_block_id(base);
-  }
-  while (batch.events_size() < kBatch) {
-    auto* tf = add(0)->mutable_transfer_finished();
-    tf->set_src("p1");
-    tf->set_dst("pool");
-    tf->set_bytes(65536);
-    tf->set_microseconds(3);
-  }
-  return batch;
-}
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -81,21 +50,10 @@ struct Takeover {
 };
 
 bool Run(int events, uint64_t snapshot_events, Takeover* out) {
-  TempDir store;
-  NatsServerProcess nats(store.path());
-  if (!nats.Found()) {
-    std::fprintf(stderr, "%s\n", NatsServerProcess::kSkipMessage);
-    return false;
-  }
-  if (!nats.Start()) {
-    std::fprintf(stderr, "nats-server did not start\n");
-    return false;
-  }
-  auto publisher = JetStreamConnection::Connect({.url = nats.url(), .name = "bench"});
-  if (!publisher.ok() || !(*publisher)->EnsureStream("KVLEARN_EVENTS", "kvlearn.events").ok()) {
-    std::fprintf(stderr, "cannot reach nats-server\n");
-    return false;
-  }
+  BenchStream stream;
+  if (!stream.Start()) return false;
+  NatsServerProcess& nats = *stream.nats;
+  JetStreamConnection* publisher = stream.publisher.get();
   TempDir data[2];
   std::unique_ptr<SidecarServer> replicas[2];
   for (int r = 0; r < 2; ++r) {
@@ -127,11 +85,10 @@ bool Run(int events, uint64_t snapshot_events, Takeover* out) {
     return false;
   }
   uint64_t chain = 0, last = 0;
-  out->messages = (events + kBatch - 1) / kBatch;
+  out->messages = (events + kBenchBatch - 1) / kBenchBatch;
   for (uint64_t m = 0; m < out->messages; ++m) {
-    auto sequence =
-        (*publisher)
-            ->Publish(std::string("kvlearn.events.") + kNode, MakeBatch(chain).SerializeAsString());
+    auto sequence = publisher->Publish(std::string("kvlearn.events.") + kNode,
+                                       BenchBatch(kNode, chain).SerializeAsString());
     if (!sequence.ok()) {
       std::fprintf(stderr, "%s\n", std::string(sequence.status().message()).c_str());
       return false;
@@ -154,7 +111,7 @@ bool Run(int events, uint64_t snapshot_events, Takeover* out) {
     // events were applied since the last.
     uint64_t due_message = 0, since = 0;
     for (uint64_t m = 1; m <= out->messages; ++m) {
-      since += kBatch;
+      since += kBenchBatch;
       if (since >= snapshot_events) {
         due_message = m;
         since = 0;
@@ -204,12 +161,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (events < kvlearn::kBatch || rounds < 1 || snapshot_events < 1) {
+  if (events < kvlearn::kBenchBatch || rounds < 1 || snapshot_events < 1) {
     std::fprintf(stderr, "--events at least 256, --rounds and --snapshot-events at least 1\n");
     return 2;
   }
   std::printf("one node's %d events in messages of %d; takeover by the other of two replicas\n",
-              events, kvlearn::kBatch);
+              events, kvlearn::kBenchBatch);
   for (int round = 1; round <= rounds; ++round) {
     for (const uint64_t every : {uint64_t{0}, snapshot_events}) {
       kvlearn::Takeover t;
