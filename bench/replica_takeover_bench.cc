@@ -2,9 +2,9 @@
 // (docs/scale_out.md, "Snapshots in JetStream"), with and without the
 // node's snapshots kept in JetStream.
 //
-//   build/bench/replica_takeover_bench [--events 1000000] [--snapshot-events 500000] [--rounds 3]
+//   build/bench/replica_takeover_bench [--events 1000000] [--snapshot-events 500000] [--repeats 3]
 //
-// Per round: starts a nats-server (JetStream, file storage) on a free port in
+// Each takeover: starts a nats-server (JetStream, file storage) on a free port in
 // a temporary directory and two in-process replicas of a group (TTL 2 s,
 // heartbeat 0.5 s), publishes --events events of one node in EventBatch
 // messages of 256 (nats_ingest_bench's mix), waits until both replicas have
@@ -12,7 +12,7 @@
 // its latest snapshot, then stops the owner's heartbeats (as a kill does)
 // and times the survivor: from the moment its view loses the owner until it
 // serves the node (its rebuild), and the messages it read to rebuild. Twice
-// per round: --snapshot-events 0 (no snapshot: the whole subject is read),
+// per repeat: --snapshot-events 0 (no snapshot: the whole subject is read),
 // then snapshots every --snapshot-events of the node's events.
 #include <algorithm>
 #include <chrono>
@@ -144,7 +144,7 @@ bool Run(int events, uint64_t snapshot_events, Takeover* out) {
 }  // namespace kvlearn
 
 int main(int argc, char** argv) {
-  int events = 1'000'000, rounds = 3;
+  int events = 1'000'000, repeats = 3;
   uint64_t snapshot_events = 500'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -152,29 +152,29 @@ int main(int argc, char** argv) {
       events = std::atoi(argv[i + 1]);
     } else if (flag == "--snapshot-events") {
       snapshot_events = std::strtoull(argv[i + 1], nullptr, 10);
-    } else if (flag == "--rounds") {
-      rounds = std::atoi(argv[i + 1]);
+    } else if (flag == "--repeats") {
+      repeats = std::atoi(argv[i + 1]);
     } else {
       std::fprintf(stderr,
                    "usage: replica_takeover_bench [--events N] [--snapshot-events N] "
-                   "[--rounds N]\n");
+                   "[--repeats N]\n");
       return 2;
     }
   }
-  if (events < kvlearn::kBenchBatch || rounds < 1 || snapshot_events < 1) {
-    std::fprintf(stderr, "--events at least 256, --rounds and --snapshot-events at least 1\n");
+  if (events < kvlearn::kBenchBatch || repeats < 1 || snapshot_events < 1) {
+    std::fprintf(stderr, "--events at least 256, --repeats and --snapshot-events at least 1\n");
     return 2;
   }
   std::printf("one node's %d events in messages of %d; takeover by the other of two replicas\n",
               events, kvlearn::kBenchBatch);
-  for (int round = 1; round <= rounds; ++round) {
+  for (int repeat = 1; repeat <= repeats; ++repeat) {
     for (const uint64_t every : {uint64_t{0}, snapshot_events}) {
       kvlearn::Takeover t;
       if (!kvlearn::Run(events, every, &t)) return 1;
       std::printf(
-          "round %d, %s: rebuilt in %.3f s (%.3f s after the heartbeats stopped), %llu of %llu "
+          "repeat %d, %s: rebuilt in %.3f s (%.3f s after the heartbeats stopped), %llu of %llu "
           "messages read",
-          round,
+          repeat,
           every == 0 ? "no snapshot"
                      : ("snapshots every " + std::to_string(every) + " events").c_str(),
           t.rebuild_seconds, t.failover_seconds, static_cast<unsigned long long>(t.replayed),
