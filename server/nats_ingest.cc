@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
@@ -367,13 +368,16 @@ absl::Status NatsIngest::LearnNodes() {
   // consumer goes on from there.
   v1::GetStatusResponse status;
   pools_->FillStatus(status);
+  absl::flat_hash_set<std::string> seen;
   for (const v1::PoolStatus& p : status.pools()) {
-    if (ownership.Followed(p.node_id())) continue;  // another tier of it
-    ownership.MarkFollowed(p.node_id());
-    // Restored from a snapshot in JetStream, its tail not yet logged.
+    if (!seen.insert(p.node_id()).second) continue;  // another tier of it
+    // Restored from a snapshot in JetStream, its tail not yet logged: not
+    // served (rebuilding) until the apply thread has applied the tail.
     if (auto tail = log_->LoggedEngineSequence(TailKey(p.node_id())); tail.ok() && *tail > 0) {
       tails_at_start_.emplace_back(p.node_id(), *tail + 1);
+      continue;
     }
+    ownership.MarkFollowed(p.node_id());
   }
   const std::string filter = subject_start_ + ">";
   jsOptions o;

@@ -64,7 +64,8 @@
 // log's engine sequences (kTailKeyPrefix + stream + " " + node = the
 // snapshot's sequence) says its messages from there up to the logged
 // sequence are still to apply, until the write that logs them clears it; a
-// restart that finds the marker set reads them again first.
+// restart that finds the marker set applies them before anything else, the
+// node answering UNAVAILABLE (rebuilding) meanwhile.
 //
 // Thread-safety: Stop, Render and the accessors from any thread.
 #pragma once

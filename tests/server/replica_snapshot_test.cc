@@ -12,7 +12,9 @@
 //  - the same with the events stream purged up to what the snapshots cover:
 //    the stream no longer needs the nodes' whole history;
 //  - each time, the survivor restarted on its directory (the restored nodes
-//    are in its own log) holds the same pools again.
+//    are in its own log) holds the same pools again;
+//  - a restore whose tail never reached the local log is completed at the
+//    next start, before its node is served.
 // The policy is s3fifo, whose queues a decision changes, and the owner
 // answers one RankEviction per node before its snapshots, so a restore that
 // lost the policy's state or the decisions would answer differently.
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "server/event_log.h"
 #include "server/jetstream_connection.h"
 #include "server/nats_ingest.h"
 #include "server/node_snapshot_store.h"
@@ -284,6 +287,55 @@ TEST_P(ReplicaSnapshotTest, TakeoverFromTheLatestSnapshotDecidesAsALoneSidecar) 
     });
   }));
   expect_same("after a restart");
+}
+
+// A restore whose tail never reached the local log (a crash between the
+// local snapshot and the next write), made by hand: the replica's log holds
+// node-0 through `covered`, says the stream is logged further, and carries
+// the tail marker. Restarted, the replica applies the tail before serving
+// the node, and decides as the lone sidecar fed everything.
+class ReplicaTailTest : public ReplicaSnapshotTest {};
+
+TEST_F(ReplicaTailTest, ARestartAppliesTheTailOfARestoreBeforeServingItsNode) {
+  auto reference = StartServer(RestartTestOptions(reference_dir_.path(), kPolicy));
+  ASSERT_NE(reference, nullptr);
+  reference_stub_ = Connect(reference->port());
+  publisher_ = StreamPublisher(*nats_);
+  ASSERT_NE(publisher_, nullptr);
+  const std::string node = NodeName(0);
+  uint64_t covered = 0;
+  {
+    auto replica = StartServer(ReplicaOptions(0));  // a group of one: it owns every node
+    ASSERT_NE(replica, nullptr);
+    for (int round = 0; round < 8; ++round) covered = Send(0, RoundEvents(0, round));
+    ASSERT_TRUE(WaitUntil([&] { return replica->nats_ingest()->logged_sequence() >= covered; }));
+  }
+  uint64_t last = covered;
+  constexpr int kTail = 4;
+  for (int round = 8; round < 8 + kTail; ++round) last = Send(0, RoundEvents(0, round));
+  {
+    auto log = EventLog::Open(dirs_[0].path(), {});
+    ASSERT_TRUE(log.ok()) << log.status();
+    const std::vector<EventLog::EngineSequence> crash_state = {
+        {std::string(NatsIngest::kLogKeyPrefix) + "KVLEARN_EVENTS", last},
+        {std::string(NatsIngest::kTailKeyPrefix) + "KVLEARN_EVENTS " + node, covered}};
+    ASSERT_TRUE((*log)->RecordEngineSequences(crash_state).ok());
+  }
+  auto replica = StartServer(ReplicaOptions(0));
+  ASSERT_NE(replica, nullptr);
+  auto stub = Connect(replica->port());
+  v1::RankResponse got;
+  // UNAVAILABLE until the tail is applied, then the reference's answer.
+  ASSERT_TRUE(WaitUntil([&] {
+    v1::RankRequest r;
+    r.set_node_id(node);
+    r.set_bytes_to_free(3 * kBlockBytes);
+    grpc::ClientContext ctx;
+    return stub->RankEviction(&ctx, r, &got).ok();
+  }));
+  EXPECT_EQ(replica->nats_ingest()->messages_replayed(), static_cast<uint64_t>(kTail));
+  EXPECT_EQ(Ids(got), Ids(RankOn(*reference_stub_, node, 3 * kBlockBytes)));
+  EXPECT_EQ(PoolOf(*stub, node).DebugString(), PoolOf(*reference_stub_, node).DebugString());
 }
 
 INSTANTIATE_TEST_SUITE_P(Damages, ReplicaSnapshotTest,
