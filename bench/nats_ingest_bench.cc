@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/nats_bench_stream.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/jetstream_connection.h"
 #include "server/nats_ingest.h"
@@ -43,41 +44,6 @@
 
 namespace kvlearn {
 namespace {
-
-constexpr int kBatch = 256;
-
-v1::EventBatch MakeBatch(const std::string& node, uint64_t& next_chain) {
-  v1::EventBatch batch;
-  while (batch.events_size() + 3 <= kBatch) {
-    const uint64_t c = next_chain++;
-    const uint64_t base = (c % 16384) * 4;
-    v1::Event* a = batch.add_events();
-    a->set_node_id(node);
-    a->set_timestamp_us(static_cast<int64_t>(c));
-    for (uint64_t i = 0; i < 4; ++i) a->mutable_request_arrival()->add_block_ids(base + i);
-    v1::Event* s = batch.add_events();
-    s->set_node_id(node);
-    s->set_timestamp_us(static_cast<int64_t>(c));
-    auto* st = s->mutable_block_stored();
-    st->set_block_id(base);
-    st->set_tokens(512);
-    st->set_bytes(512 * 131072);
-    v1::Event* r = batch.add_events();
-    r->set_node_id(node);
-    r->set_timestamp_us(static_cast<int64_t>(c));
-    r->mutable_block_removed()->set_block_id(base);
-  }
-  while (batch.events_size() < kBatch) {
-    v1::Event* t = batch.add_events();
-    t->set_node_id(node);
-    auto* tf = t->mutable_transfer_finished();
-    tf->set_src("p1");
-    tf->set_dst("pool");
-    tf->set_bytes(65536);
-    tf->set_microseconds(3);
-  }
-  return batch;
-}
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -91,33 +57,22 @@ struct Round {
 };
 
 bool RunRound(int messages, int nodes, int replicas, Round* out) {
-  TempDir store;
-  NatsServerProcess nats(store.path());
-  if (!nats.Found()) {
-    std::fprintf(stderr, "%s\n", NatsServerProcess::kSkipMessage);
-    return false;
-  }
-  if (!nats.Start()) {
-    std::fprintf(stderr, "nats-server did not start\n");
-    return false;
-  }
-  auto publisher = JetStreamConnection::Connect({.url = nats.url(), .name = "bench"});
-  if (!publisher.ok() || !(*publisher)->EnsureStream("KVLEARN_EVENTS", "kvlearn.events").ok()) {
-    std::fprintf(stderr, "cannot reach nats-server\n");
-    return false;
-  }
+  BenchStream stream;
+  if (!stream.Start()) return false;
+  NatsServerProcess& nats = *stream.nats;
+  JetStreamConnection* publisher = stream.publisher.get();
   std::vector<std::string> payloads;
   std::vector<std::string> subjects;
   uint64_t chain = 0;
   for (int m = 0; m < messages; ++m) {
     const std::string node = "node-" + std::to_string(m % nodes);
     subjects.push_back("kvlearn.events." + node);
-    payloads.push_back(MakeBatch(node, chain).SerializeAsString());
+    payloads.push_back(BenchBatch(node, chain).SerializeAsString());
   }
   const auto published_at = std::chrono::steady_clock::now();
   uint64_t last = 0;
   for (int m = 0; m < messages; ++m) {
-    auto sequence = (*publisher)->Publish(subjects[m], payloads[m]);
+    auto sequence = publisher->Publish(subjects[m], payloads[m]);
     if (!sequence.ok()) {
       std::fprintf(stderr, "%s\n", std::string(sequence.status().message()).c_str());
       return false;
@@ -221,7 +176,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf(
-      "%d messages of %d events over %d nodes, %s\n", messages, kvlearn::kBatch, nodes,
+      "%d messages of %d events over %d nodes, %s\n", messages, kvlearn::kBenchBatch, nodes,
       replicas == 0 ? "one sidecar" : ("a replica group of " + std::to_string(replicas)).c_str());
   std::vector<kvlearn::Round> rounds(3);
   for (size_t i = 0; i < rounds.size(); ++i) {

@@ -375,6 +375,18 @@ Command AddServeCommand(CLI::App& root) {
                   "with --replica-group: seconds between heartbeats, each also a refresh of "
                   "the members (below --replica-ttl)")
       ->capture_default_str();
+  cmd->add_option("--replica-snapshot-events", o.replica_snapshot_events,
+                  "with --replica-group: publish a snapshot of an owned node's pools to "
+                  "JetStream (stream <--nats-stream>_SNAPSHOTS) once this many of its events "
+                  "were applied since its last one, so that a replica taking the node over "
+                  "reads only the events after it (docs/scale_out.md); 0: never on a count")
+      ->capture_default_str();
+  cmd->add_option("--replica-snapshot-seconds", o.replica_snapshot_seconds,
+                  "with --replica-group: also publish one this many seconds after a node's "
+                  "last, if it had an event since; 0: never on the clock (both 0: this "
+                  "replica publishes none)")
+      ->check(FiniteRange(0, 86400))
+      ->capture_default_str();
   return {cmd, [f] { return RunServe(*f); }};
 }
 

@@ -4,26 +4,29 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kvlearn/v1/retention.pb.h"
 #include "server/event_log.h"
 #include "server/framed_record.h"
 #include "server/node_pools.h"
+#include "server/node_snapshot_publisher.h"
+#include "server/node_snapshot_store.h"
+#include "server/pools_snapshot.h"
 #include "server/replica_ownership.h"
 #include "server/retried_batches.h"
 #include "server/sidecar_metrics.h"
+#include "server/subject_reader.h"
 
 namespace kvlearn {
 namespace {
 
 // How long one pull request waits for messages: also how soon Stop is seen.
 constexpr int64_t kFetchWaitMs = 200;
-// How long a rebuild's pull request waits before asking whether the
-// short-lived consumer has anything left.
-constexpr int64_t kRebuildWaitMs = 1000;
 // Between attempts when NATS or the log is unavailable.
 constexpr auto kRetryPause = std::chrono::milliseconds(100);
 
@@ -42,6 +45,9 @@ class NatsIngest::Group {
     ++accepted_;
   }
   void Took(uint64_t sequence) { last_ = std::max(last_, sequence); }
+  // Another engine sequence for the same write (a tail marker cleared).
+  void AlsoRecord(std::string key, uint64_t value) { extra_.push_back({std::move(key), value}); }
+  const std::vector<EventLog::EngineSequence>& extra() const { return extra_; }
   // Keeps `q.msg` until the group is written, and notes what to acknowledge.
   void Hold(const Queued& q) {
     held_.push_back(q.msg);
@@ -62,6 +68,7 @@ class NatsIngest::Group {
     last_ = 0;
     ack_ = nullptr;
     ack_sequence_ = 0;
+    extra_.clear();
   }
 
  private:
@@ -71,6 +78,7 @@ class NatsIngest::Group {
   std::vector<natsMsg*> held_;
   natsMsg* ack_ = nullptr;
   uint64_t ack_sequence_ = 0;
+  std::vector<EventLog::EngineSequence> extra_;
 };
 
 NatsIngest::NatsIngest(NatsIngestOptions options, NodePools* pools, EventLog* log,
@@ -115,6 +123,13 @@ absl::StatusOr<std::unique_ptr<NatsIngest>> NatsIngest::Start(NatsIngestOptions 
   if (auto st = n->Bind(logged, notes); !st.ok()) return st;
   if (o.ownership != nullptr) {
     if (auto st = n->LearnNodes(); !st.ok()) return st;
+    n->snapshot_store_ = std::make_unique<NodeSnapshotStore>(n->connection_.get(), o.stream);
+    if (auto st = n->snapshot_store_->Ensure(); !st.ok()) return st;
+    if (o.snapshot_local && (o.snapshot_every_events > 0 || o.snapshot_every_seconds > 0)) {
+      const ReplicaGroup* g = o.ownership->group();
+      n->snapshot_publisher_ = std::make_unique<NodeSnapshotPublisher>(
+          n->snapshot_store_.get(), g != nullptr ? g->name() : o.durable);
+    }
   }
   n->apply_thread_ = std::thread([p = n.get()] { p->ApplyLoop(); });
   n->fetch_thread_ = std::thread([p = n.get()] { p->FetchLoop(); });
@@ -210,6 +225,7 @@ void NatsIngest::Stop() {
   }
   work_cv_.notify_one();
   if (apply_thread_.joinable()) apply_thread_.join();
+  if (snapshot_publisher_) snapshot_publisher_->Stop();
 }
 
 bool NatsIngest::Enqueue(Queued q) {
@@ -329,6 +345,7 @@ void NatsIngest::ApplyLoop() {
     // false once stopping interrupted a failing write or a rebuild: the rest
     // is left to JetStream, which delivers it again.
     bool ok = ownership == nullptr || RebuildGainedNodes(*group_);
+    if (ok && ownership != nullptr) MaybeSnapshot(nullptr);  // those due on the clock
     for (const Queued& q : work) {
       if (!ok) {
         natsMsg_Destroy(q.msg);
@@ -351,7 +368,17 @@ absl::Status NatsIngest::LearnNodes() {
   // consumer goes on from there.
   v1::GetStatusResponse status;
   pools_->FillStatus(status);
-  for (const v1::PoolStatus& p : status.pools()) ownership.MarkFollowed(p.node_id());
+  absl::flat_hash_set<std::string> seen;
+  for (const v1::PoolStatus& p : status.pools()) {
+    if (!seen.insert(p.node_id()).second) continue;  // another tier of it
+    // Restored from a snapshot in JetStream, its tail not yet logged: not
+    // served (rebuilding) until the apply thread has applied the tail.
+    if (auto tail = log_->LoggedEngineSequence(TailKey(p.node_id())); tail.ok() && *tail > 0) {
+      tails_at_start_.emplace_back(p.node_id(), *tail + 1);
+      continue;
+    }
+    ownership.MarkFollowed(p.node_id());
+  }
   const std::string filter = subject_start_ + ">";
   jsOptions o;
   jsOptions_Init(&o);
@@ -372,82 +399,166 @@ absl::Status NatsIngest::LearnNodes() {
   return absl::OkStatus();
 }
 
+std::string NatsIngest::TailKey(const std::string& node) const {
+  return absl::StrCat(kTailKeyPrefix, options_.stream, " ", node);
+}
+
 bool NatsIngest::Rebuild(const std::string& node, uint64_t through, Group& group) {
-  const std::string subject = subject_start_ + node;
-  bool done = through == 0;  // nothing before the stream's first message
-  // A short-lived consumer of the node's subject from the stream's start,
-  // deleted by the unsubscribe below.
-  natsSubscription* sub = nullptr;
-  while (!done && sub == nullptr && !stopping()) {
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = options_.stream.c_str();
-    so.Config.AckPolicy = js_AckNone;
-    so.Config.DeliverPolicy = js_DeliverAll;
-    jsErrCode err = static_cast<jsErrCode>(0);
-    if (js_PullSubscribe(&sub, connection_->js(), subject.c_str(), nullptr, nullptr, &so, &err) !=
-        NATS_OK) {
-      sub = nullptr;
-      fetch_errors_.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(kRetryPause);
-    }
+  uint64_t from = 1;
+  if (!RestoreFromSnapshot(node, through, &from)) return false;
+  if (from > 1 && !SaveRestored({{node, from}}, group)) return false;
+  return ReplayTail(node, from, through, group);
+}
+
+bool NatsIngest::RestoreFromSnapshot(const std::string& node, uint64_t through, uint64_t* from) {
+  *from = 1;
+  // A pool already there (events sent over ReportEvents) takes the whole
+  // subject on top, as before snapshots.
+  if (snapshot_store_ == nullptr || !options_.snapshot_local || pools_->HasNode(node)) return true;
+  NodeSnapshotStore::Loaded loaded;
+  if (!snapshot_store_->Load(
+          node, through, [this] { return stopping(); }, &fetch_errors_, &loaded)) {
+    return false;
   }
-  while (!done && !stopping()) {
-    natsMsgList list{};
-    jsErrCode err = static_cast<jsErrCode>(0);
-    const natsStatus s =
-        natsSubscription_Fetch(&list, sub, options_.fetch_batch, kRebuildWaitMs, &err);
-    if (s == NATS_TIMEOUT) {
-      // Nothing came: done if the consumer has nothing left to deliver.
-      jsConsumerInfo* ci = nullptr;
-      if (natsSubscription_GetConsumerInfo(&ci, sub, nullptr, &err) == NATS_OK) {
-        done = ci->NumPending == 0 && ci->NumAckPending == 0;
-        jsConsumerInfo_Destroy(ci);
-      }
-    } else if (s != NATS_OK) {
-      fetch_errors_.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(kRetryPause);
+  chunks_read_.fetch_add(loaded.chunks_read, std::memory_order_relaxed);
+  const auto skip = [this](const std::string& why) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    std::cerr << "kvlearn serve: " << why << ": skipped" << std::endl;
+  };
+  for (const std::string& why : loaded.skipped) skip(why);
+  for (const NodeSnapshotStore::Found& f : loaded.snapshots) {
+    const std::string what = absl::StrCat("snapshot ", f.id, " of ", node);
+    absl::StatusOr<PoolsSnapshot> decoded = DecodePoolsSnapshot(f.bytes);
+    if (!decoded.ok()) {
+      skip(absl::StrCat(what, ": ", decoded.status().message()));
+      continue;
     }
-    for (int i = 0; s == NATS_OK && i < list.Count && !done; ++i) {
-      jsMsgMetaData* meta = nullptr;
-      if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) continue;
-      const uint64_t sequence = meta->Sequence.Stream;
-      const uint64_t pending = meta->NumPending;
-      jsMsgMetaData_Destroy(meta);
-      if (sequence > through) {
-        done = true;
-        break;
-      }
-      Apply({list.Msgs[i], sequence, false, false, true}, group);  // not held: freed below
-      done = sequence == through || pending == 0;
+    if (!MissingPolicyStates(*decoded).empty() || decoded->pools.empty() ||
+        std::any_of(decoded->pools.begin(), decoded->pools.end(),
+                    [&](const PoolsSnapshot::Pool& p) { return p.node != node; })) {
+      skip(absl::StrCat(what, ": not the current format, or pools of another node"));
+      continue;
     }
-    natsMsgList_Destroy(&list);
+    std::string note;
+    if (auto st = pools_->RestoreNode(*decoded, &note); !st.ok()) {
+      skip(absl::StrCat(what, ": ", st.message()));
+      // A pool half created is taken as it is: the whole subject goes on top.
+      return true;
+    }
+    // A takeover is rare and worth a line: which snapshot, how far it covers.
+    std::cerr << "kvlearn serve: node " << node << " restored from " << what << " (events stream "
+              << options_.stream << " through sequence " << f.through << ")"
+              << (note.empty() ? "" : "; ") << note << std::endl;
+    restored_.fetch_add(1, std::memory_order_relaxed);
+    *from = f.through + 1;
+    return true;
   }
-  if (sub != nullptr) {
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
+  return true;
+}
+
+bool NatsIngest::SaveRestored(const std::vector<std::pair<std::string, uint64_t>>& restored,
+                              Group& group) {
+  // Everything taken so far logged first: the local snapshot needs every
+  // accepted event in the log.
+  if (!Write(group)) return false;
+  std::vector<EventLog::EngineSequence> markers;
+  for (const auto& [node, from] : restored) markers.push_back({TailKey(node), from - 1});
+  while (true) {
+    absl::Status s = log_->RecordEngineSequences(markers);
+    if (s.ok()) s = options_.snapshot_local();
+    if (s.ok()) return true;
+    local_snapshot_retries_.fetch_add(1, std::memory_order_relaxed);
+    if (stopping()) return false;  // the restored pools are not in the log: rebuilt again
+    std::this_thread::sleep_for(kRetryPause);
   }
+}
+
+bool NatsIngest::ReplayTail(const std::string& node, uint64_t from, uint64_t through,
+                            Group& group) {
+  SubjectRead read;
+  read.stream = options_.stream;
+  read.subject = subject_start_ + node;
+  read.from = from;
+  read.through = through;
+  read.batch = options_.fetch_batch;
+  read.stopping = [this] { return stopping(); };
+  read.fetch_errors = &fetch_errors_;
+  const bool done = ReadSubject(connection_->js(), read, [&](natsMsg* msg, uint64_t sequence) {
+    Apply({msg, sequence, false, false, true}, group);  // not held: the reader frees it
+  });
   if (!done) {  // stopping: the group goes unwritten, its messages come again
     group.Reset();
     return false;
   }
+  // Logged with the tail: nothing left to apply. Cleared after a rebuild
+  // from the whole subject too, where a marker of an earlier restore that
+  // never reached the local log may linger.
+  group.AlsoRecord(TailKey(node), 0);
+  if (taken_through_ > 0) group.Took(taken_through_);
   options_.ownership->MarkFollowed(node);
   nodes_rebuilt_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 bool NatsIngest::RebuildGainedNodes(Group& group) {
+  if (!tails_at_start_.empty()) {
+    // A restart after a restore whose tail was not logged: it first.
+    for (const auto& [node, from] : tails_at_start_) {
+      if (!ReplayTail(node, from, taken_through_, group)) return false;
+    }
+    tails_at_start_.clear();
+  }
   const ReplicaGroup* g = options_.ownership->group();
   if (g == nullptr) return true;
   const uint64_t generation = g->generation();
   if (generation == view_generation_) return true;
+  // Every snapshot restored first, then one local snapshot for them all,
+  // then each node's messages after its snapshot.
+  std::vector<std::pair<std::string, uint64_t>> nodes, restored;
   for (const std::string& node : options_.ownership->OwnedNotFollowed()) {
-    if (!Rebuild(node, taken_through_, group)) return false;
+    uint64_t from = 1;
+    if (!RestoreFromSnapshot(node, taken_through_, &from)) return false;
+    nodes.emplace_back(node, from);
+    if (from > 1) restored.emplace_back(node, from);
+  }
+  if (!restored.empty() && !SaveRestored(restored, group)) return false;
+  for (const auto& [node, from] : nodes) {
+    if (!ReplayTail(node, from, taken_through_, group)) return false;
   }
   // Logged with the sequence taken so far (already logged or in this group).
   if (taken_through_ > 0 && group.accepted() > 0) group.Took(taken_through_);
   view_generation_ = generation;
   return true;
+}
+
+void NatsIngest::MaybeSnapshot(const std::string* node) {
+  if (snapshot_publisher_ == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto due = [&](const SnapshotDue& d) {
+    if (d.events == 0) return false;
+    if (options_.snapshot_every_events > 0 && d.events >= options_.snapshot_every_events) {
+      return true;
+    }
+    return options_.snapshot_every_seconds > 0 &&
+           now - d.last >= std::chrono::duration<double>(options_.snapshot_every_seconds);
+  };
+  const auto capture = [&](const std::string& n, SnapshotDue& d) {
+    // Only the owner publishes; a full publisher is asked again later.
+    if (!options_.ownership->Owns(n) || !snapshot_publisher_->HasRoom()) return;
+    PoolsSnapshot pools;
+    pools_->CaptureNode(n, &pools);
+    if (pools.pools.empty()) return;
+    snapshot_publisher_->Submit(n, taken_through_, std::move(pools));
+    d = SnapshotDue{};
+  };
+  if (node != nullptr) {
+    auto it = snapshot_due_.find(*node);
+    if (it != snapshot_due_.end() && due(it->second)) capture(*node, it->second);
+    return;
+  }
+  for (auto& [n, d] : snapshot_due_) {
+    if (due(d)) capture(n, d);
+  }
 }
 
 void NatsIngest::Refuse(uint64_t sequence, const std::string& why) {
@@ -457,8 +568,8 @@ void NatsIngest::Refuse(uint64_t sequence, const std::string& why) {
 }
 
 bool NatsIngest::Apply(const Queued& q, Group& group) {
-  if (!q.rebuilding) group.Hold(q);
   if (q.duplicate) {
+    group.Hold(q);
     redelivered_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -467,19 +578,27 @@ bool NatsIngest::Apply(const Queued& q, Group& group) {
   if (q.rebuilding) {
     replayed_.fetch_add(1, std::memory_order_relaxed);
   } else {
+    ReplicaOwnership* const ownership = options_.ownership;
+    bool skip = false;
+    if (ownership != nullptr) {
+      ownership->NoteKnown(node);
+      if (!ownership->Followed(node)) {
+        skip = !ownership->Owns(node);
+        // Newly owned: everything before this message first, before the
+        // group holds this one (a rebuild from a snapshot writes the group).
+        if (!skip && !Rebuild(node, q.sequence - 1, group)) {
+          natsMsg_Destroy(q.msg);
+          return false;
+        }
+      }
+    }
+    group.Hold(q);
     consumed_.fetch_add(1, std::memory_order_relaxed);
     group.Took(q.sequence);
     taken_through_ = std::max(taken_through_, q.sequence);
-    if (ReplicaOwnership* ownership = options_.ownership; ownership != nullptr) {
-      ownership->NoteKnown(node);
-      if (!ownership->Followed(node)) {
-        if (!ownership->Owns(node)) {
-          not_followed_.fetch_add(1, std::memory_order_relaxed);
-          return true;  // another replica's node: acknowledged with the group
-        }
-        // Newly owned: everything before this message first.
-        if (!Rebuild(node, q.sequence - 1, group)) return false;
-      }
+    if (skip) {
+      not_followed_.fetch_add(1, std::memory_order_relaxed);
+      return true;  // another replica's node: acknowledged with the group
     }
   }
   v1::EventBatch batch;
@@ -525,17 +644,24 @@ bool NatsIngest::Apply(const Queued& q, Group& group) {
     group.Accept(marker);  // its id survives a restart
     pools_->CountLoggedWithoutApply();
   }
+  if (snapshot_publisher_ != nullptr) {
+    snapshot_due_[node].events += batch.events_size();
+    // Between two messages of the consumer: the pools cover the stream
+    // exactly through this one.
+    if (!q.rebuilding) MaybeSnapshot(&node);
+  }
   return true;
 }
 
 bool NatsIngest::Write(Group& group) {
   if (group.last() > 0) {
-    const EventLog::EngineSequence sequence{log_key_, group.last()};
+    std::vector<EventLog::EngineSequence> sequences = {{log_key_, group.last()}};
+    sequences.insert(sequences.end(), group.extra().begin(), group.extra().end());
     const uint64_t events = group.accepted();
     while (true) {
-      const absl::Status s =
-          events > 0 ? log_->AppendFramed(group.records(), events, {&sequence, 1}).status()
-                     : log_->RecordEngineSequences({&sequence, 1});
+      const absl::Status s = events > 0
+                                 ? log_->AppendFramed(group.records(), events, sequences).status()
+                                 : log_->RecordEngineSequences(sequences);
       if (s.ok()) break;
       log_retries_.fetch_add(1, std::memory_order_relaxed);
       if (stopping()) {
@@ -559,6 +685,18 @@ bool NatsIngest::Write(Group& group) {
 std::string NatsIngest::last_refusal() const {
   absl::MutexLock lock(&mu_);
   return last_refusal_;
+}
+
+uint64_t NatsIngest::snapshots_published() const {
+  return snapshot_publisher_ ? snapshot_publisher_->published() : 0;
+}
+
+uint64_t NatsIngest::snapshot_bytes_published() const {
+  return snapshot_publisher_ ? snapshot_publisher_->bytes() : 0;
+}
+
+uint64_t NatsIngest::snapshot_published_through(const std::string& node) const {
+  return snapshot_publisher_ ? snapshot_publisher_->published_through(node) : 0;
 }
 
 std::string NatsIngest::Render() const {
@@ -625,6 +763,26 @@ std::string NatsIngest::Render() const {
     counter("kvlearn_nats_nodes_rebuilt_total",
             "replica group: nodes this replica took over and rebuilt from the stream",
             nodes_rebuilt());
+    counter("kvlearn_nats_snapshots_published_total",
+            "replica group: snapshots of owned nodes published to the JetStream snapshot stream",
+            snapshots_published());
+    counter("kvlearn_nats_snapshot_publish_failures_total",
+            "replica group: snapshots that could not be published (the next one is tried)",
+            snapshot_publisher_ ? snapshot_publisher_->failures() : 0);
+    counter("kvlearn_nats_snapshot_bytes_published_total",
+            "replica group: bytes of the snapshots published (before chunking)",
+            snapshot_bytes_published());
+    counter("kvlearn_nats_snapshots_restored_total",
+            "replica group: nodes taken over that started from a snapshot in JetStream",
+            snapshots_restored());
+    counter("kvlearn_nats_snapshots_skipped_total",
+            "replica group: snapshots left out at a takeover as torn, damaged or undecodable",
+            snapshots_skipped());
+    counter("kvlearn_nats_snapshot_chunks_read_total",
+            "replica group: snapshot chunks read at takeovers", chunks_read_.load());
+    counter("kvlearn_nats_local_snapshot_retries_total",
+            "replica group: local log snapshots after a restore that failed and were retried",
+            local_snapshot_retries_.load());
     gauge("kvlearn_replica_nodes_known", "replica group: serving nodes seen in the stream",
           options_.ownership->known_nodes());
     gauge("kvlearn_replica_nodes_followed",

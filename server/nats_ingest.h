@@ -50,18 +50,38 @@
 // Either way a node's pool gets its subject's messages exactly once, in
 // stream order, as a lone sidecar's would.
 //
+// Snapshots in JetStream (server/node_snapshot_store.h): the apply thread
+// of a replica captures each node it owns every snapshot_every_events of
+// its events or snapshot_every_seconds, between two messages (so the
+// capture covers the stream exactly through the last message taken), and
+// hands it to a publisher thread (server/node_snapshot_publisher.h). A
+// rebuild first restores the node's latest complete snapshot that covers no
+// further than the rebuild reaches, and reads only the subject's messages
+// after it; a torn or damaged snapshot is skipped (counted, its reason on
+// stderr) for the one before it, and without any the whole subject is read.
+// A restored node enters the local log through a snapshot of every pool
+// (snapshot_local) written before its later events are: a marker in the
+// log's engine sequences (kTailKeyPrefix + stream + " " + node = the
+// snapshot's sequence) says its messages from there up to the logged
+// sequence are still to apply, until the write that logs them clears it; a
+// restart that finds the marker set applies them before anything else, the
+// node answering UNAVAILABLE (rebuilding) meanwhile.
+//
 // Thread-safety: Stop, Render and the accessors from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/jetstream_connection.h"
@@ -73,6 +93,8 @@ namespace kvlearn {
 
 class EventLog;
 class NodePools;
+class NodeSnapshotPublisher;
+class NodeSnapshotStore;
 class ReplicaOwnership;
 class SidecarMetrics;
 
@@ -90,6 +112,16 @@ struct NatsIngestOptions {
   // A replica's share of the nodes (see above); nullptr: every node.
   // REQUIRES: outlives the ingest.
   ReplicaOwnership* ownership = nullptr;
+  // Replica group: an owned node's pools are published to the snapshot
+  // store once this many of its events were applied since its last
+  // snapshot, or this many seconds after it when at least one was; 0 turns
+  // that trigger off (both 0: this replica publishes none, and still reads
+  // those of others when it takes a node over).
+  uint64_t snapshot_every_events = 500'000;
+  double snapshot_every_seconds = 300;
+  // Writes a snapshot of every pool to the local log (SidecarServer::
+  // SnapshotNow). Without it, a takeover reads the node's whole subject.
+  std::function<absl::Status()> snapshot_local;
 };
 
 class NatsIngest {
@@ -97,6 +129,8 @@ class NatsIngest {
   // The key of the stream's last consumed sequence among the log's engine
   // sequences: a space, which no node id has.
   static constexpr char kLogKeyPrefix[] = "jetstream ";
+  // A restored node's marker among them (see above).
+  static constexpr char kTailKeyPrefix[] = "jetstream-tail ";
 
   // Connects, creates the stream if it is missing, binds (or creates) the
   // durable consumer and starts the threads. `notes` gets lines an operator
@@ -132,6 +166,16 @@ class NatsIngest {
   uint64_t messages_not_followed() const { return not_followed_.load(std::memory_order_relaxed); }
   uint64_t messages_replayed() const { return replayed_.load(std::memory_order_relaxed); }
   uint64_t nodes_rebuilt() const { return nodes_rebuilt_.load(std::memory_order_relaxed); }
+  // Snapshots in JetStream: rebuilds that started from one, snapshots left
+  // out as torn or damaged, and this replica's published ones (0 without a
+  // group).
+  uint64_t snapshots_restored() const { return restored_.load(std::memory_order_relaxed); }
+  uint64_t snapshots_skipped() const { return skipped_.load(std::memory_order_relaxed); }
+  uint64_t snapshots_published() const;
+  uint64_t snapshot_bytes_published() const;
+  // The events stream sequence this replica's last published snapshot of
+  // `node` covers through; 0 if none.
+  uint64_t snapshot_published_through(const std::string& node) const;
   // The last refusal's reason, for logs and tests.
   std::string last_refusal() const;
 
@@ -164,12 +208,27 @@ class NatsIngest {
   // Replica group: lists the stream's node subjects as known nodes, and the
   // nodes the log restored as followed.
   absl::Status LearnNodes();
-  // Rebuilds `node` from its subject's messages up to stream sequence
-  // `through` into `group`, then follows it. False when stopping.
+  // Rebuilds `node` up to stream sequence `through` into `group`, from its
+  // latest usable snapshot and the subject's messages after it, then
+  // follows it. False when stopping.
   bool Rebuild(const std::string& node, uint64_t through, Group& group);
   // Rebuilds the known nodes the group's view newly gives to this replica;
   // false as Apply.
   bool RebuildGainedNodes(Group& group);
+  // Restores `node`'s pools from its latest usable snapshot covering no
+  // further than `through`; `*from` gets the first stream sequence still to
+  // apply (1 when none was restored). False when stopping.
+  bool RestoreFromSnapshot(const std::string& node, uint64_t through, uint64_t* from);
+  // Logs `group`, marks each restored node's tail (node, from) and writes a
+  // local snapshot, retrying until it succeeds; false when stopping.
+  bool SaveRestored(const std::vector<std::pair<std::string, uint64_t>>& restored, Group& group);
+  // Applies `node`'s messages [from, through] into `group` (clearing its
+  // tail marker) and follows it; false when stopping.
+  bool ReplayTail(const std::string& node, uint64_t from, uint64_t through, Group& group);
+  // Captures the owned nodes whose snapshot is due (`node` only, or every
+  // one on the clock) and hands them to the publisher.
+  void MaybeSnapshot(const std::string* node);
+  std::string TailKey(const std::string& node) const;
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   NatsIngestOptions options_;
@@ -181,6 +240,18 @@ class NatsIngest {
   std::unique_ptr<JetStreamConnection> connection_;
   natsSubscription* subscription_ = nullptr;
   std::unique_ptr<Group> group_;
+  std::unique_ptr<NodeSnapshotStore> snapshot_store_;          // replica group only
+  std::unique_ptr<NodeSnapshotPublisher> snapshot_publisher_;  // when it publishes
+  // Apply thread: per owned node, events applied since its last capture and
+  // when that was.
+  struct SnapshotDue {
+    uint64_t events = 0;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  };
+  absl::flat_hash_map<std::string, SnapshotDue> snapshot_due_;
+  // Apply thread: restored nodes whose tail a restart must apply first
+  // (node, first stream sequence), found by Start.
+  std::vector<std::pair<std::string, uint64_t>> tails_at_start_;
 
   uint64_t next_sequence_ = 1;  // fetch thread: the next stream sequence expected
   // Apply thread: the highest stream sequence taken (applied, refused or
@@ -216,6 +287,10 @@ class NatsIngest {
   std::atomic<uint64_t> not_followed_{0};
   std::atomic<uint64_t> replayed_{0};
   std::atomic<uint64_t> nodes_rebuilt_{0};
+  std::atomic<uint64_t> restored_{0};
+  std::atomic<uint64_t> skipped_{0};
+  std::atomic<uint64_t> chunks_read_{0};
+  std::atomic<uint64_t> local_snapshot_retries_{0};
   mutable absl::Mutex mu_;
   std::string last_refusal_ ABSL_GUARDED_BY(mu_);
 };

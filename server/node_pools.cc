@@ -1124,7 +1124,42 @@ bool NodePools::CaptureAll(const std::function<bool()>& ready, PoolsSnapshot* ou
   return captured;
 }
 
+bool NodePools::HasNode(const std::string& node) const {
+  absl::ReaderMutexLock lock(&table_mu_);
+  return pools_of_node_.contains(node);
+}
+
+void NodePools::CaptureNode(const std::string& node, PoolsSnapshot* out) {
+  std::vector<Shard*> shards;
+  {
+    absl::ReaderMutexLock lock(&table_mu_);
+    for (const auto& [key, shard] : shards_) {
+      if (key.first == node) shards.push_back(shard.get());
+    }
+  }
+  // Pools are never removed, so the pointers stay valid unlocked.
+  std::sort(shards.begin(), shards.end(),
+            [](const Shard* a, const Shard* b) { return a->tier < b->tier; });
+  out->model_swap.clear();
+  out->pools.clear();
+  for (Shard* s : shards) {
+    absl::MutexLock lock(&s->mu);
+    out->pools.push_back({s->node, s->tier, CaptureShard(*s, SIZE_MAX)});
+  }
+}
+
+absl::Status NodePools::RestoreNode(const PoolsSnapshot& snapshot, std::string* note) {
+  return RestorePools(snapshot, note);
+}
+
 absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* note) {
+  if (auto st = RestorePools(snapshot, note); !st.ok()) return st;
+  absl::MutexLock lock(&create_mu_);
+  last_model_swap_ = snapshot.model_swap;
+  return absl::OkStatus();
+}
+
+absl::Status NodePools::RestorePools(const PoolsSnapshot& snapshot, std::string* note) {
   const std::shared_ptr<const Experiment> x = experiment();
   for (const auto& pool : snapshot.pools) {
     {
@@ -1173,8 +1208,6 @@ absl::Status NodePools::RestoreAll(const PoolsSnapshot& snapshot, std::string* n
     }
     InsertShardLocked(std::move(shard));
   }
-  absl::MutexLock lock(&create_mu_);
-  last_model_swap_ = snapshot.model_swap;
   return absl::OkStatus();
 }
 

@@ -235,6 +235,15 @@ class NodePools {
   // refuses its saved state restarts from its residents (counted in
   // policy_states_refused); `note`, when given, gets a line naming each.
   absl::Status RestoreAll(const PoolsSnapshot& snapshot, std::string* note = nullptr);
+  // One node's pools, for a replica group's snapshots kept in JetStream
+  // (server/node_snapshot_store.h): whether `node` has a pool of any tier;
+  // its pools captured as CaptureAll does (each under its own lock, no model
+  // swap record); and its pools created from `snapshot` as RestoreAll does,
+  // leaving the model swap record alone. REQUIRES for RestoreNode: every
+  // pool of `snapshot` is of one node that has none yet.
+  bool HasNode(const std::string& node) const;
+  void CaptureNode(const std::string& node, PoolsSnapshot* out);
+  absl::Status RestoreNode(const PoolsSnapshot& snapshot, std::string* note = nullptr);
   // For the start-up replay: the model-swap record redone last, which the
   // next snapshot carries.
   void NoteModelSwap(std::string record);
@@ -270,6 +279,8 @@ class NodePools {
   // exist yet is created for the call and kept only if `fn` succeeds.
   absl::Status WithShard(const std::string& node, v1::Tier tier, const std::string& field,
                          const std::function<absl::Status(Shard&)>& fn);
+  // RestoreAll's pools, without the model swap record.
+  absl::Status RestorePools(const PoolsSnapshot& snapshot, std::string* note);
   // REQUIRES: s.mu held.
   // Every pool, in key order (the one order anyone holds several in), each
   // locked. REQUIRES: create_mu_ held, so no pool appears meanwhile.

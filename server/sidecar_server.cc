@@ -440,6 +440,10 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(const Sideca
       }
       nats.durable = absl::StrCat(o.nats_durable, "-", (*group)->name());
       nats.ownership = s->ownership_.get();
+      nats.snapshot_every_events = o.replica_snapshot_events;
+      nats.snapshot_every_seconds = o.replica_snapshot_seconds;
+      // A node restored from JetStream enters the local log through this.
+      nats.snapshot_local = [self] { return self->SnapshotNow(); };
       s->ownership_->Attach(*std::move(group));
     }
     auto ingest = NatsIngest::Start(std::move(nats), s->pools_.get(), s->log_.get(),

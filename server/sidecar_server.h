@@ -161,6 +161,10 @@ struct SidecarOptions {
   std::string replica_name;
   double replica_ttl_seconds = 3;
   double replica_heartbeat_seconds = 1;
+  // Snapshots of each owned node kept in JetStream (server/nats_ingest.h):
+  // every this many of its events, or seconds with at least one; 0: off.
+  uint64_t replica_snapshot_events = 500'000;
+  double replica_snapshot_seconds = 300;
   // Serve grpc.reflection.v1alpha.ServerReflection (the API's schema, to
   // anyone who reaches the port, without credentials). Off unless asked.
   bool reflection = false;

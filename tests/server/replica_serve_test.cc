@@ -8,7 +8,8 @@
 //  - kill -9 of one real `kvlearn serve` replica mid-round: its nodes move to
 //    the others within 10 s (scaled under sanitizers), and for ten rounds
 //    every node's RankEviction answer equals that of a lone sidecar fed the
-//    same events in the same order over ReportEvents.
+//    same events in the same order over ReportEvents; the replicas publish
+//    node snapshots to JetStream, and the survivors start from them.
 //
 // The events are hand-made per (node, round): a request's chain of four new
 // blocks stored, a hit on an older block, and after each round's decision
@@ -19,6 +20,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -147,7 +149,7 @@ class ReplicaServeTest : public ::testing::Test {
     if (!nats_->Found()) GTEST_SKIP() << NatsServerProcess::kSkipMessage;
     ASSERT_TRUE(nats_->Start());
   }
-  TempDir store_, reference_dir_, dirs_[3];
+  TempDir store_, reference_dir_, dirs_[3], logs_;
   std::unique_ptr<NatsServerProcess> nats_;
 };
 
@@ -333,7 +335,12 @@ TEST_F(ReplicaServeTest, KillNineMovesNodesAndDecisionsMatchALoneSidecar) {
         std::vector<std::string>{"--nats", nats_->url(), "--replica-group", "test", "--advertise",
                                  "127.0.0.1", "--replica-name", "r" + std::to_string(i),
                                  "--replica-ttl", "2", "--replica-heartbeat", "0.5", "--policy",
-                                 "lru", "--snapshot-every-events", "0"}));
+                                 "lru", "--snapshot-every-events", "0",
+                                 // Snapshots in JetStream every few rounds of a node, so
+                                 // the takeover starts from one (replica_snapshot_test.cc
+                                 // checks that in detail).
+                                 "--replica-snapshot-events", "20"},
+        logs_.File("r" + std::to_string(i) + ".err")));
     ASSERT_GT(replicas.back()->port(), 0);
     addresses.push_back("127.0.0.1:" + std::to_string(replicas.back()->port()));
   }
@@ -390,6 +397,17 @@ TEST_F(ReplicaServeTest, KillNineMovesNodesAndDecisionsMatchALoneSidecar) {
     }
   }
   EXPECT_GE(killed, 0);
+  // The survivors took the killed replica's nodes over from their snapshots
+  // (a line on stderr per node restored).
+  int restored = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (i == killed) continue;
+    std::ifstream err(logs_.File("r" + std::to_string(i) + ".err"));
+    for (std::string line; std::getline(err, line);) {
+      restored += line.find("restored from snapshot") != std::string::npos;
+    }
+  }
+  EXPECT_GT(restored, 0);
 }
 
 }  // namespace
