@@ -141,17 +141,22 @@ ROBUSTNESS_TUNING_SEEDS = {
     "rag": [301, 302], "coder": [401, 402], "shift": [501, 502],
 }
 # Judging seeds of the robustness grid (--robustness; docs/generalisation.md, "Robustness
-# grid"), written down on 2026-12-07 at 20:08 UTC before any trace was generated from
+# grid"), written down on 2026-12-08 at 00:59 UTC before any trace was generated from
 # them. Nothing may be tuned on them. --robustness-traces 2 (the default) judges both seeds
 # of each kind, 1 the first.
 ROBUSTNESS_SEEDS = {
+    "chat": [17101, 17102], "fanout": [17201, 17202], "batch": [17301, 17302],
+    "mixed": [17401, 17402], "rag": [17501, 17502], "coder": [17601, 17602],
+    "shift": [17701, 17702],
+}
+# Spent judging seeds (--seeds spent: the latest; spent-first: the grid's first set): no
+# longer unseen, so anyone may read them to find why a cell failed; never a judgement again.
+ROBUSTNESS_SPENT_SEEDS = {
     "chat": [16101, 16102], "fanout": [16201, 16202], "batch": [16301, 16302],
     "mixed": [16401, 16402], "rag": [16501, 16502], "coder": [16601, 16602],
     "shift": [16701, 16702],
 }
-# The grid's first judging seeds, spent after judging three policies (--seeds spent): no
-# longer unseen, so anyone may read them to find why a cell failed; never a judgement again.
-ROBUSTNESS_SPENT_SEEDS = {
+ROBUSTNESS_FIRST_SPENT_SEEDS = {
     "chat": [15101, 15102], "fanout": [15201, 15202], "batch": [15301, 15302],
     "mixed": [15401, 15402], "rag": [15501, 15502], "coder": [15601, 15602],
     "shift": [15701, 15702],
@@ -320,7 +325,8 @@ def robustness_traces(args):
         if kind == "sample":
             continue
         seeds = {"judging": ROBUSTNESS_SEEDS, "tuning": ROBUSTNESS_TUNING_SEEDS,
-                 "spent": ROBUSTNESS_SPENT_SEEDS}[args.seeds]
+                 "spent": ROBUSTNESS_SPENT_SEEDS,
+                 "spent-first": ROBUSTNESS_FIRST_SPENT_SEEDS}[args.seeds]
         for seed in seeds[kind][:args.robustness_traces]:
             yield f"{kind}-{seed}", generated(args, kind, seed)
     if "sample" in args.kinds:
@@ -468,10 +474,11 @@ def main():
     parser.add_argument("--modes", default="a,b,c", type=lambda s: s.split(","),
                         help="--robustness: training modes to run, comma-separated: a (same "
                         "trace), b (other traffic), c (no model); default a,b,c")
-    parser.add_argument("--seeds", default="judging", choices=["judging", "tuning", "spent"],
+    parser.add_argument("--seeds", default="judging", choices=["judging", "tuning", "spent", "spent-first"],
                         help="--robustness: the judging seeds (ROBUSTNESS_SEEDS, never tuned on), "
-                        "the tuning ones (ROBUSTNESS_TUNING_SEEDS) or the spent judging ones "
-                        "(ROBUSTNESS_SPENT_SEEDS, to diagnose); default judging")
+                        "the tuning ones (ROBUSTNESS_TUNING_SEEDS) or spent judging ones, to diagnose "
+                        "(spent: ROBUSTNESS_SPENT_SEEDS, the latest; spent-first: "
+                        "ROBUSTNESS_FIRST_SPENT_SEEDS); default judging")
     parser.add_argument("--robustness-traces", type=int, default=2, choices=[1, 2],
                         help="--robustness: seeds per generated kind (default 2)")
     parser.add_argument("--requests", type=int, default=None, metavar="N",
