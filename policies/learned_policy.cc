@@ -102,6 +102,16 @@ bool LearnedPolicy::FallBack() {
   return true;
 }
 
+bool LearnedPolicy::ReturnToLru() {
+  if (leader_ == 0 || !LosingLately(leader_)) return false;
+  const double excess = experts_state_[leader_].recent_ms - experts_state_[0].recent_ms;
+  const double mean_request = experts_state_[leader_].recent_ms / recent_requests_;
+  if (excess <= ExpectedRefill(0) + mean_request) return false;
+  ++recent_returns_;
+  Lead(0);
+  return true;
+}
+
 void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInfo& access) {
   Grow();
   for (const BlockIndex b : chain) seen_[b] |= kSeen;
@@ -136,10 +146,14 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
       const uint64_t admitted = x.pool().used_bytes() + evicted_bytes - admitted_before;
       turnovers_ += static_cast<double>(admitted) / capacity;
       const double decay = std::exp(-static_cast<double>(admitted) / capacity / kWindowTurnovers);
+      const double recent_decay =
+          std::exp(-static_cast<double>(admitted) / capacity / kRecentTurnovers);
       for (ExpertState& d : experts_state_) {
         d.decayed_ms *= decay;
         d.at_fallback_ms *= decay;
+        d.recent_ms *= recent_decay;
       }
+      recent_requests_ = recent_requests_ * recent_decay + 1;
       decayed_requests_ = decayed_requests_ * decay + 1;
       real_decayed_ms_ *= decay;
       for (double& offset : stretch_offset_ms_) offset *= decay;
@@ -148,6 +162,7 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
       evicted_used_ms_ *= decay;
     }
     s.decayed_ms += cost;
+    s.recent_ms += cost;
     s.total_ms += cost;
   }
   real_decayed_ms_ += real_cost;
@@ -155,7 +170,7 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
     Lead(0);  // a broken expert decides nothing more; lru cannot break
     return;
   }
-  if (FallBack()) return;
+  if (FallBack() || ReturnToLru()) return;
   // After a fallback a model expert competes on what it cost since, unweighed:
   // the lead it had before is what the fallback found wanting.
   const auto returning = [&](size_t e) { return fell_back_ && e >= kHeuristicExperts; };
@@ -165,6 +180,7 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
   size_t best = leader_;
   for (size_t e = 0; e < experts_.size(); ++e) {
     if (returning(e) && since(e) >= since(leader_)) continue;
+    if (LosingLately(e)) continue;
     if (Warm(e) && experts_state_[e].decayed_ms < experts_state_[best].decayed_ms) best = e;
   }
   if (best == leader_) return;
@@ -289,6 +305,8 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
   out.Double(fallback_loss_ms_);
   for (const double offset : stretch_offset_ms_) out.Double(offset);
   out.Double(stretch_refill_ms_);
+  out.Varint(recent_returns_);
+  out.Double(recent_requests_);
   std::vector<std::pair<BlockIndex, uint8_t>> marked;  // renumbered, with their bits
   for (BlockIndex b = 0; b < std::min(seen_.size(), renumber.size()); ++b) {
     if (seen_[b] != 0 && renumber[b] != kNoBlock) marked.emplace_back(renumber[b], seen_[b]);
@@ -308,6 +326,7 @@ absl::Status LearnedPolicy::SaveState(std::span<const BlockIndex> renumber,
     out.Double(s.total_ms);
     out.Double(s.joined);
     out.Double(s.at_fallback_ms);
+    out.Double(s.recent_ms);
     std::vector<BlockIndex> residents;
     bool kept = x.status().ok();
     for (BlockIndex b = 0; b < catalog_.size() && kept; ++b) {
@@ -345,6 +364,8 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
   fallback_loss_ms_ = in.Double("learned fallback loss");
   for (double& offset : stretch_offset_ms_) offset = in.Double("learned stretch offset");
   stretch_refill_ms_ = in.Double("learned stretch refill");
+  recent_returns_ = in.Varint("learned recent returns");
+  recent_requests_ = in.Double("learned recent requests");
   const uint64_t marked = in.Count("learned marked blocks", 2);
   for (uint64_t i = 0; i < marked && in.ok(); ++i) {
     const BlockIndex b = in.Block("learned marked block");
@@ -361,6 +382,7 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
     s.total_ms = in.Double("learned expert total cost");
     s.joined = in.Double("learned expert joined");
     s.at_fallback_ms = in.Double("learned expert cost at fallback");
+    s.recent_ms = in.Double("learned expert recent cost");
     const bool kept = in.Bool("learned expert kept");
     std::vector<BlockIndex> residents;
     std::string state;
@@ -400,12 +422,14 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
       experts_state_[e] = {.decayed_ms = s.decayed_ms,
                            .total_ms = s.total_ms,
                            .joined = s.joined,
-                           .at_fallback_ms = s.at_fallback_ms};
+                           .at_fallback_ms = s.at_fallback_ms,
+                           .recent_ms = s.recent_ms};
     } else {
       experts_state_[e] = {.decayed_ms = s.decayed_ms,
                            .total_ms = s.total_ms,
                            .joined = turnovers_,  // cold: warm again first
-                           .at_fallback_ms = s.at_fallback_ms};
+                           .at_fallback_ms = s.at_fallback_ms,
+                           .recent_ms = s.recent_ms};
     }
   }
   if (!in.ok()) return in.status();

@@ -44,8 +44,19 @@
 // weighed up to a whole window), once that also wins back what its stretch
 // lost (decayed as the sums). The margin above can grow with the
 // deficit for as long as the model's pool lacks the heuristic's blocks; the
-// fallback does not wait for it. docs/learned_policy.md ("Safe by
-// construction") states the bound this gives and what was measured.
+// fallback does not wait for it.
+//
+// Recent loss. The decayed sums remember kWindowTurnovers turnovers, so
+// after the traffic changes an expert that was cheaper before keeps the lead
+// for about that long while it costs more than lru now. So each expert's cost
+// is also summed over a short window (kRecentTurnovers): once the leader's
+// recent sum exceeds lru's by more than the refill a switch to lru is
+// expected to pay plus one recent mean request, lru leads at once; and no
+// other expert takes the lead from anyone while its recent sum exceeds
+// lru's. Leaving lru needs evidence over the long window, returning to it
+// only over the short one: lru is the cost the policy must not exceed.
+// docs/learned_policy.md ("Safe by construction") states the bound this
+// gives and what was measured.
 //
 // Not thread-safe: one policy per pool.
 #pragma once
@@ -68,6 +79,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
  public:
   // The decay window of the experts' cost sums, in pool turnovers.
   static constexpr double kWindowTurnovers = 16.0;
+  // The short window of the recent-loss rule, in pool turnovers.
+  static constexpr double kRecentTurnovers = 4.0;
   // The heuristic experts, lru and gdsf, are experts 0 and 1; a model's
   // expert comes after.
   static constexpr size_t kHeuristicExperts = 2;
@@ -112,6 +125,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double real_decayed_ms() const { return real_decayed_ms_; }
   // Times the fallback made a heuristic expert lead.
   uint64_t fallbacks() const { return fallbacks_; }
+  // Expert e's cost summed over the short window (the recent-loss rule's), ms.
+  double recent_cost_ms(size_t e) const { return experts_state_[e].recent_ms; }
+  // Requests, with the short window's decay.
+  double recent_requests() const { return recent_requests_; }
+  // Times the recent-loss rule made lru lead.
+  uint64_t recent_returns() const { return recent_returns_; }
 
  private:
   struct ExpertState {
@@ -121,6 +140,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
     double surplus_ms = 0;      // recompute of the blocks the real pool holds and it does not
     double joined = 0;          // turnovers_ when it joined: warm one window later
     double at_fallback_ms = 0;  // decayed_ms at the last fallback, decayed since
+    double recent_ms = 0;       // cost summed with the short window's decay
   };
 
   void Grow();
@@ -136,6 +156,12 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The fallback (see the top of this file): true when it made a heuristic
   // expert lead.
   bool FallBack();
+  // The recent-loss rule (see the top of this file): true when it made lru
+  // lead; LosingLately(e): e's recent sum exceeds lru's.
+  bool ReturnToLru();
+  bool LosingLately(size_t e) const {
+    return e != 0 && experts_state_[e].recent_ms > experts_state_[0].recent_ms;
+  }
   void AddExpert(std::string name, PolicyEnv env);
   bool Warm(size_t e) const;
   // What a lead of the decayed sums is worth over a whole window: the sums
@@ -182,6 +208,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   double real_decayed_ms_ = 0;        // the real pool's cost, decayed as the sums
   uint64_t real_admitted_bytes_ = 0;  // admitted since the last request (priced at the next)
   uint64_t fallbacks_ = 0;
+  uint64_t recent_returns_ = 0;
+  double recent_requests_ = 0;  // requests, with the short window's decay
   // Since the model expert took the lead: what the real pool's sum exceeded
   // each heuristic's by then (decayed as the sums), and the refill that
   // switch was expected to pay.

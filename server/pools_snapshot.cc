@@ -9,9 +9,11 @@
 namespace kvlearn {
 namespace {
 
-constexpr char kFormat = 13;
+constexpr char kFormat = 14;
 // The current layout, its policy states of the layout before learned's
-// fallback (learned without the real pool's own decayed cost)...
+// recent-loss rule (learned without its short-window sums)...
+constexpr char kFormatBeforeRecentLoss = 13;
+// ...or before its fallback (without the real pool's own decayed cost)...
 constexpr char kFormatBeforeFallback = 12;
 // ...without the blocks' origins (BlockMeta's request type
 // and turn: they read as not known)...
@@ -23,10 +25,13 @@ constexpr char kFormatWithoutPolicyState = 2;
 // (learned without its shadow pool), 5 (learned without its ARC expert), 6
 // (lru without the block its next insert may be linked behind), 7 (learned
 // without its served shares), 8 (learned with an ARC expert in a node's HBM
-// and DRAM too), 9 (learned with the latest request's chain only), and 10 to
-// 12 (learned without its fallback).
-bool HasOldPolicyStates(char format) { return format >= 3 && format <= kFormatBeforeFallback; }
-bool HasOrigins(char format) { return format == kFormat || format == kFormatBeforeFallback; }
+// and DRAM too), 9 (learned with the latest request's chain only), 10 to 12
+// (learned without its fallback) and 13 (learned without its recent-loss
+// rule).
+bool HasOldPolicyStates(char format) { return format >= 3 && format <= kFormatBeforeRecentLoss; }
+bool HasOrigins(char format) {
+  return format == kFormat || format == kFormatBeforeRecentLoss || format == kFormatBeforeFallback;
+}
 bool HasArrivalTimes(char format) { return HasOrigins(format) || format == kFormatWithoutOrigins; }
 
 void PutString(std::string& out, std::string_view s) {

@@ -36,11 +36,11 @@
 namespace kvlearn {
 
 struct PoolsSnapshot {
-  // 13; 12 down to 2 as decoded from an older snapshot (12 to 3: no policy
+  // 14; 13 down to 2 as decoded from an older snapshot (13 to 3: no policy
   // state to load; 11: no block origins; 10 and below: no arrival times
-  // either; 2: no policy state at all). Encoding 2 to 12 writes that format's
-  // layout (tests); any other value encodes format 13.
-  char format = 13;
+  // either; 2: no policy state at all). Encoding 2 to 13 writes that format's
+  // layout (tests); any other value encodes format 14.
+  char format = 14;
   std::string model_swap;  // the last journaled model-swap record; empty if none
   struct Pool {
     std::string node;

@@ -347,3 +347,38 @@ TEST(LearnedFollowerTest, FallbackLeavesALosingModelAtOnce) {
 
 }  // namespace
 }  // namespace kvlearn
+
+namespace kvlearn {
+namespace {
+
+// The recent-loss rule: a leader other than lru never goes on leading while
+// its cost over the short window exceeds lru's by more than the refill back
+// to lru (at most lru's deficit less its surplus) plus one recent mean
+// request. On a trace whose traffic shifts, gdsf forced to lead at the start
+// is sent back to lru by the rule, not by the long window.
+TEST(LearnedFollowerTest, ALeaderLosingToLruLatelyHandsItBackAtOnce) {
+  ShiftWorkloadOptions g;
+  g.seed = 22;
+  g.requests = 2000;
+  const Trace trace = GenerateShiftTrace(g);
+  auto replay = BuildReplayTrace(trace, DefaultCost());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  PolicyDriver driver(&replay->catalog, replay->distinct_block_bytes / 20);
+  ASSERT_TRUE(driver.StartPolicy("learned", MakePolicyEnv(DefaultCost())).ok());
+  LearnedPolicy& learned = Follower(driver);
+  ASSERT_TRUE(learned.SwitchTo("gdsf").ok());
+  for (uint32_t ri = 0; ri < trace.requests.size(); ++ri) {
+    RequestOutcome o;
+    ASSERT_TRUE(ServeRequest(*replay, ri, driver, o).ok());
+    const size_t e = learned.leader();
+    if (e == 0) continue;
+    const double excess = learned.recent_cost_ms(e) - learned.recent_cost_ms(0);
+    const double refill = std::max(learned.deficit_ms(0) - learned.surplus_ms(0), 0.0);
+    const double mean_request = learned.recent_cost_ms(e) / learned.recent_requests();
+    ASSERT_LE(excess, refill + mean_request) << "request " << ri;
+  }
+  EXPECT_GE(learned.recent_returns(), 1u);
+}
+
+}  // namespace
+}  // namespace kvlearn

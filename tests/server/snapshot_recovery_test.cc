@@ -340,8 +340,9 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     EXPECT_FALSE(DecodePoolsSnapshot(bytes.substr(0, n)).ok()) << n;
   }
-  // With a policy state; as format 12 (its states of the layout before
-  // learned's fallback: dropped, origins kept), as format 11 (no origins
+  // With a policy state; as formats 13 and 12 (their states of the layouts
+  // before learned's recent-loss rule and fallback: dropped, origins kept),
+  // as format 11 (no origins
   // either: they read as not known), as format 10 (no arrival times either),
   // as formats 3 to 9 (format 10's bytes, states of older layouts: dropped);
   // and as format 2 (which leaves the state out).
@@ -349,20 +350,22 @@ TEST(PoolsSnapshotTest, DecodingRefusesTruncationAndOutOfRangeBlocks) {
   with_state.pools[0].image.policy_state = std::string("\x01\x02", 2);
   auto state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 13);
+  EXPECT_EQ(state_back->format, 14);
   EXPECT_EQ(state_back->pools[0].image.policy_state, std::string("\x01\x02", 2));
   EXPECT_EQ(MissingPolicyStates(*state_back), "");
-  with_state.format = 12;
-  state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
-  ASSERT_TRUE(state_back.ok()) << state_back.status();
-  EXPECT_EQ(state_back->format, 12);
-  EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
-  EXPECT_EQ(MissingPolicyStates(*state_back), "policy states of an older layout");
-  EXPECT_EQ(state_back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
-  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_type,
-            s.pools[0].image.blocks[1].origin_type);
-  EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_turn,
-            s.pools[0].image.blocks[1].origin_turn);
+  for (const char old : {char{13}, char{12}}) {
+    with_state.format = old;
+    state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
+    ASSERT_TRUE(state_back.ok()) << state_back.status();
+    EXPECT_EQ(state_back->format, old);
+    EXPECT_FALSE(state_back->pools[0].image.policy_state.has_value());
+    EXPECT_EQ(MissingPolicyStates(*state_back), "policy states of an older layout");
+    EXPECT_EQ(state_back->pools[0].image.request_arrival_us, (std::vector<int64_t>{7'000'000}));
+    EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_type,
+              s.pools[0].image.blocks[1].origin_type);
+    EXPECT_EQ(state_back->pools[0].image.blocks[1].origin_turn,
+              s.pools[0].image.blocks[1].origin_turn);
+  }
   with_state.format = 11;
   state_back = DecodePoolsSnapshot(EncodePoolsSnapshot(with_state));
   ASSERT_TRUE(state_back.ok()) << state_back.status();
