@@ -298,7 +298,9 @@ TEST_F(ExperimentSidecarTest, ARestartRebuildsEachPoolUnderItsArm) {
       return s;
     };
     const v1::GetStatusResponse was = status(run.server->port());
-    if (snapshot) ASSERT_TRUE(run.server->SnapshotNow().ok());
+    if (snapshot) {
+      ASSERT_TRUE(run.server->SnapshotNow().ok());
+    }
     run.server->Shutdown();
     run.server.reset();
     auto again = StartServer(options_);
