@@ -134,8 +134,11 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
         model_(std::move(model)),
         feature_sink_(env.feature_sink),
         admission_moves_bytes_(env.admission_moves_bytes),
+        ablation_(env.learned_ablation),
         shadow_(env.catalog, env.pool->capacity_bytes()),
-        arc_(env.admission_moves_bytes ? std::make_unique<ArcExpert>(env) : nullptr),
+        arc_(env.admission_moves_bytes && !ablation_.Off(LearnedPart::kArcExpert)
+                 ? std::make_unique<ArcExpert>(env)
+                 : nullptr),
         served_(model_->metadata().horizons_seconds),
         value_horizon_s_(Horizon()) {}
 
@@ -145,16 +148,20 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     ++hooks_;
     CountShadowHits(chain);
     if (arc_) arc_->arc.OnRequest(chain, access);
-    CountReturns(chain, access);
+    if (!ablation_.Off(LearnedPart::kServedShares)) CountReturns(chain, access);
     SettlePredictions(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
-    guard_.OnAccess(chain, access.time_ms);
+    if (!ablation_.Off(LearnedPart::kGuard)) guard_.OnAccess(chain, access.time_ms);
     // A return a faster tier served settles no bet: refusing lost nothing.
-    refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
-                       access.time_ms, Horizon() * 1000);
+    if (!ablation_.Off(LearnedPart::kLedger)) {
+      refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
+                         access.time_ms, Horizon() * 1000);
+    }
     // Only refusals read the chains, and a tier that admits everything refuses nothing.
-    if (admission_moves_bytes_) recent_.Begin(access.request, chain);
+    if (admission_moves_bytes_ && !ablation_.Off(LearnedPart::kLedger)) {
+      recent_.Begin(access.request, chain);
+    }
     value_horizon_s_ = Horizon();
     Grow();
     CountGhosts(chain, access.time_ms, access.served_above);
@@ -182,7 +189,10 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     Grow();
     if (!scored_[b]) Score(b, access.request, false);
     if (!admission_moves_bytes_) return true;
-    if (!(gain_[b] > 0) && BetOnRefusing(b, access.request)) return false;
+    if (!(gain_[b] > 0) &&
+        (ablation_.Off(LearnedPart::kLedger) || BetOnRefusing(b, access.request))) {
+      return false;
+    }
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = OwnVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
@@ -215,7 +225,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       return own_.victim;
     }
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
-    model_choice_ = ModelChoice();
+    model_choice_ = ablation_.Off(LearnedPart::kCurveEviction) ? kNoBlock : ModelChoice();
     const BlockIndex victim = ModelRanks() ? model_choice_ : recency_choice_;
     own_ = {pool_.changes(), hooks_, victim, model_choice_, recency_choice_};
     return victim;
@@ -225,7 +235,8 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     ++hooks_;
     // Both experts chose for this eviction; the guard judges the one whose
     // choice went.
-    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
+    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_) &&
+        !ablation_.Off(LearnedPart::kGuard)) {
       const BlockHistory& m = history_.Of(model_choice_);
       const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.last_ms) / 1000.0 : 0;
       guard_.OnEviction(model_choice_, recency_choice_, b, Saving(b), now_ms_,
@@ -510,20 +521,35 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     const std::span<float> curve = Curve(b);
     scored_[b] = 1;
     value_ms_[b] = kStale;
-    double p = served_.ReuseHere(curve, Horizon());
+    double p = ReuseHere(curve);
     // A missed block's claim is what admission acts on: it is the one measured.
     if (record && !pool_.IsResident(b)) {
       predicted_p_[b] = static_cast<float>(p);
       calibration_.Predicted(p, now_ms_, Horizon() * 1000);
     }
-    p = calibration_.Adjust(p);
+    p = Calibrated(p);
     const BlockMeta& m = catalog_[b];
     gain_[b] =
         static_cast<float>(p * (m.recompute_gpu_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
   }
 
   // The price of a byte of pool space, ms (CountGhosts).
-  double SpacePrice() const { return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0; }
+  double SpacePrice() const {
+    if (ablation_.Off(LearnedPart::kSpacePrice)) return 0;
+    return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
+  }
+  // P(E) as this tier serves it (learned_served_share.h), and a claim as the
+  // traffic bears it out (learned_reuse_calibration.h); each the plain
+  // value when its part is switched off.
+  double ReuseHere(std::span<const float> curve) const {
+    if (ablation_.Off(LearnedPart::kServedShares)) {
+      return ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
+    }
+    return served_.ReuseHere(curve, Horizon());
+  }
+  double Calibrated(double p) const {
+    return ablation_.Off(LearnedPart::kCalibration) ? p : calibration_.Adjust(p);
+  }
   // What admitting b costs now: its transfer and the space it takes, ms.
   double AdmissionCost(BlockIndex b) const {
     const BlockMeta& m = catalog_[b];
@@ -536,7 +562,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   // ledger and says whether its class has won enough to place it. A block
   // no kept request named stakes itself alone, in a bet of its own.
   bool BetOnRefusing(BlockIndex b, uint32_t request) {
-    const double p = calibration_.Adjust(served_.ReuseHere(Curve(b), Horizon()));
+    const double p = Calibrated(ReuseHere(Curve(b)));
     const size_t c = LearnedRefusalLedger::ClassOf(p);
     auto run = recent_.RunFrom(b, catalog_[b].parent, request);
     if (run.blocks.empty()) run.blocks = std::span<const BlockIndex>(&b, 1);
@@ -665,7 +691,12 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
 
   // The guard trusts the model, and its evictions have saved at least what
   // evicting by recency would have with the same admissions (the shadow).
-  bool ModelRanks() const { return guard_.Trusted() && shadow_advantage_ >= 0; }
+  // Research switches: without curve eviction never, without the guard always.
+  bool ModelRanks() const {
+    if (ablation_.Off(LearnedPart::kCurveEviction)) return false;
+    if (ablation_.Off(LearnedPart::kGuard)) return true;
+    return guard_.Trusted() && shadow_advantage_ >= 0;
+  }
 
   // ARC chooses the victims while its shadow's hits have saved more than
   // the recency shadow's, with this pool's admissions; never in a node's own
@@ -736,9 +767,10 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   std::shared_ptr<const LearnedModel> model_;
   FeatureSink feature_sink_;
   const bool admission_moves_bytes_;
-  std::vector<uint8_t> scored_;  // per block: 1 once a curve is stored
-  std::vector<float> curves_;    // per block: num_outputs() probabilities at its latest score
-  std::vector<float> gain_;      // per block: G (g until OnRequest sums the chain)
+  const LearnedAblation ablation_;  // research switches (learned_ablation.h)
+  std::vector<uint8_t> scored_;     // per block: 1 once a curve is stored
+  std::vector<float> curves_;       // per block: num_outputs() probabilities at its latest score
+  std::vector<float> gain_;         // per block: G (g until OnRequest sums the chain)
   std::vector<float> chain_features_, chain_curves_;  // scratch of ScoreChain()
   // Cache of V: value_[b] was computed at request time value_ms_[b].
   mutable std::vector<float> value_;

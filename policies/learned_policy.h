@@ -69,7 +69,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The decay window of the experts' cost sums, in pool turnovers.
   static constexpr double kWindowTurnovers = 16.0;
   // The heuristic experts, lru and gdsf, are experts 0 and 1; a model's
-  // expert comes after.
+  // expert comes after (gdsf is absent when a research switch turns it off,
+  // learned_ablation.h).
   static constexpr size_t kHeuristicExperts = 2;
 
   // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
@@ -170,6 +171,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   const bool admission_moves_bytes_;
   std::vector<std::unique_ptr<LearnedExpert>> experts_;
   std::vector<ExpertState> experts_state_;
+  size_t heuristics_ = 0;  // experts before the model's: kHeuristicExperts unless ablated
   size_t leader_ = 0;
   uint64_t switches_ = 0;
   double turnovers_ = 0;         // the lru expert's admitted bytes / capacity

@@ -15,6 +15,7 @@
 #include "features/feature_schema.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
+#include "policies/learned_ablation.h"
 #include "policies/learned_deviation_guard.h"
 #include "policies/learned_reuse_curve.h"
 #include "policies/policy_driver.h"
@@ -23,6 +24,7 @@
 #include "sim/pool_simulator.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/hand_trace.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/stand_in_model.h"
 
 namespace kvlearn {
@@ -246,6 +248,28 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   EXPECT_EQ(steps[2].resident, "bc");
   const double blocks_admitted = ((std::exp(-0.01) + 1) * std::exp(-0.01) + 1) * std::exp(-0.5);
   EXPECT_NEAR(steps[3].gains[0], 0.1 * s_ms - t_ms - s_ms / blocks_admitted, 1e-4);
+  EXPECT_EQ(steps[3].resident, "ac");
+}
+
+// The research switches (policies/learned_ablation.h) change decisions: on
+// the trace above, without the refusal ledger the refusal of a at R3 is
+// placed (G < 0), so the pool keeps b and c; without the ledger and the
+// price of space, a's G = 0.1 S - T > 0 and a goes in, as with both.
+TEST(LearnedAdmissionTest, ResearchSwitchesChangeTheDecision) {
+  const auto h = MakeHandTrace({"a", "b", "c", "a"});
+  const BlockMeta& m = h->replay.catalog[h->Block('a')];
+  const double t_ms = TransferMs(m), s_ms = m.recompute_gpu_ms - TransferMs(m);
+  {
+    const ScopedEnv ablate(std::string(kLearnedAblateVariable), "ledger");
+    const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
+    ASSERT_EQ(steps.size(), 4u);
+    EXPECT_LT(steps[3].gains[0], 0);
+    EXPECT_EQ(steps[3].resident, "bc");
+  }
+  const ScopedEnv ablate(std::string(kLearnedAblateVariable), "ledger,space-price");
+  const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_NEAR(steps[3].gains[0], 0.1 * s_ms - t_ms, 1e-4);
   EXPECT_EQ(steps[3].resident, "ac");
 }
 
