@@ -9,7 +9,7 @@
 // scores each block once, on features taken before anything is evicted for
 // that request (the learner records at the same point, so training and
 // serving see the same vectors). The model gives P(next use within H) for a
-// ladder of horizons H: the block's reuse curve (learned_reuse_curve.h),
+// ladder of horizons H: the block's reuse curve (learned/reuse_curve.h),
 // kept per block until its next access. E is the pool's eviction age (how
 // long evicted blocks had gone unused, moving average; the longest horizon
 // before the first eviction).
@@ -27,11 +27,11 @@
 // (a cheap shallow block goes in when the deeper ones it carries pay for it).
 // A refusal (G_i <= 0) is a bet that block i will not be back within E,
 // placed only while earlier bets on claims like it have won at least its
-// stake (learned_refusal_ledger.h); else the block goes in. When the pool
+// stake (learned/refusal_ledger.h); else the block goes in. When the pool
 // is full the displaced leaf must also have been used strictly earlier
 // (never churn blocks of the same instant). AdmissionScore is G_i.
 // P_i(E) is the model's claim as the traffic bears it out
-// (learned_reuse_calibration.h): claims about missed blocks are settled by
+// (learned/reuse_calibration.h): claims about missed blocks are settled by
 // whether the block came back, and a bin of claims the traffic refutes is
 // scaled down, so a model trained on other traffic proposes the refusals
 // its own level of claims hid.
@@ -48,7 +48,7 @@
 // is the eviction age as that request began, so V, and the order, does not
 // depend on the order blocks are scored in.
 //
-// Guard (learned_deviation_guard.h). At every eviction the model and recency
+// Guard (learned/deviation_guard.h). At every eviction the model and recency
 // both choose; when they differ, the one whose choice was evicted owes the
 // evicted block's R - T if it returns while the other would still have held
 // it (online regret, LeCaR-style, priced in cost). While the model's regret
@@ -56,7 +56,7 @@
 // too while it evicts, so a distrusted model wins trust back without
 // evicting. On the tuning traces unguarded curve eviction lost cost wherever
 // LRU already has about Belady's hits (docs/history/README.md).
-// Shadow (learned_shadow_pool.h). A recency-evicting copy of the pool, fed
+// Shadow (learned/shadow_pool.h). A recency-evicting copy of the pool, fed
 // the same requests and this pool's admissions as they happen (OnInsert;
 // in a cluster they come at prefill end), counts what its hits would
 // have saved; the model evicts only while this pool's hits have saved at
@@ -69,7 +69,7 @@
 // so the victim always has the lowest; RankVictims replays the windowed
 // choice over the candidates. Otherwise both are recency's: the last use, ms.
 //
-// ARC expert (arc_policy.h, learned_arc_shadow_pool.h). An ARC instance over
+// ARC expert (arc_policy.h, learned/arc_shadow_pool.h). An ARC instance over
 // this pool sees every hook, and a second shadow, evicting by ARC with the
 // same admissions, counts what its hits would have saved. While that shadow
 // has saved more than the recency shadow (ArcLeads: its lead > 0), ARC
@@ -88,7 +88,7 @@
 // cluster cost was as low or lower under both routers
 // (docs/learned_policy.md, "Cluster TTFT").
 // A pool behind such tiers (a cluster's shared pool) reads P_i(E) as the
-// reuse it would serve itself (learned_served_share.h), and a return a
+// reuse it would serve itself (learned/served_share.h), and a return a
 // node served settles no bet and is no ghost miss: evicting or refusing it
 // lost nothing there.
 //
@@ -108,14 +108,14 @@
 #include "policies/arc_policy.h"
 #include "policies/leaf_ordered_policy.h"
 #include "policies/leaf_window.h"
-#include "policies/learned_arc_shadow_pool.h"
-#include "policies/learned_deviation_guard.h"
-#include "policies/learned_recent_requests.h"
-#include "policies/learned_refusal_ledger.h"
-#include "policies/learned_reuse_calibration.h"
-#include "policies/learned_reuse_curve.h"
-#include "policies/learned_served_share.h"
-#include "policies/learned_shadow_pool.h"
+#include "policies/learned/arc_shadow_pool.h"
+#include "policies/learned/deviation_guard.h"
+#include "policies/learned/recent_requests.h"
+#include "policies/learned/refusal_ledger.h"
+#include "policies/learned/reuse_calibration.h"
+#include "policies/learned/reuse_curve.h"
+#include "policies/learned/served_share.h"
+#include "policies/learned/shadow_pool.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
@@ -538,8 +538,8 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     if (ablation_.Off(LearnedPart::kSpacePrice)) return 0;
     return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
   }
-  // P(E) as this tier serves it (learned_served_share.h), and a claim as the
-  // traffic bears it out (learned_reuse_calibration.h); each the plain
+  // P(E) as this tier serves it (learned/served_share.h), and a claim as the
+  // traffic bears it out (learned/reuse_calibration.h); each the plain
   // value when its part is switched off.
   double ReuseHere(std::span<const float> curve) const {
     if (ablation_.Off(LearnedPart::kServedShares)) {
@@ -767,7 +767,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   std::shared_ptr<const LearnedModel> model_;
   FeatureSink feature_sink_;
   const bool admission_moves_bytes_;
-  const LearnedAblation ablation_;  // research switches (learned_ablation.h)
+  const LearnedAblation ablation_;  // research switches (learned/ablation.h)
   std::vector<uint8_t> scored_;     // per block: 1 once a curve is stored
   std::vector<float> curves_;       // per block: num_outputs() probabilities at its latest score
   std::vector<float> gain_;         // per block: G (g until OnRequest sums the chain)

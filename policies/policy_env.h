@@ -12,7 +12,7 @@
 #include "core/cost_model.h"
 #include "core/feature_config.h"
 #include "core/pool_state.h"
-#include "policies/learned_ablation.h"
+#include "policies/learned/ablation.h"
 
 namespace kvlearn {
 
@@ -41,7 +41,7 @@ struct PolicyEnv {
   // admitting moves no priced bytes, so admission filters have nothing to save.
   bool admission_moves_bytes = true;
   // Research only: parts of learned and learned-model turned off
-  // (learned_ablation.h); CreatePolicy adds KVLEARN_LEARNED_ABLATE's.
+  // (learned/ablation.h); CreatePolicy adds KVLEARN_LEARNED_ABLATE's.
   LearnedAblation learned_ablation;
 };
 

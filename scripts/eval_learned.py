@@ -173,7 +173,7 @@ ROBUSTNESS_REQUESTS = {"chat": 20000, "fanout": 20000, "batch": 20000, "mixed": 
                        "rag": 20000, "coder": 20000, "shift": 20000}
 ROBUSTNESS_KINDS = ["chat", "fanout", "batch", "mixed", "rag", "coder", "shift", "sample"]
 SAMPLE = "datasets/mooncake_conversation_trace.jsonl"
-# The research switches of the learned policy (policies/learned_ablation.h).
+# The research switches of the learned policy (policies/learned/ablation.h).
 ABLATE_VARIABLE = "KVLEARN_LEARNED_ABLATE"
 
 

@@ -1,11 +1,10 @@
-// The research switches of the learned policy (policies/learned_ablation.h):
+// The research switches of the learned policy (policies/learned/ablation.h):
 // names are parsed exactly, and an unknown one is refused where the policy
 // is made, naming the known ones, rather than switching nothing.
-#include "policies/learned_ablation.h"
-
 #include <string>
 
 #include "gtest/gtest.h"
+#include "policies/learned/ablation.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "tests/support/default_cost.h"

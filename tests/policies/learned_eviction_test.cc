@@ -15,9 +15,9 @@
 #include "features/feature_schema.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
-#include "policies/learned_ablation.h"
-#include "policies/learned_deviation_guard.h"
-#include "policies/learned_reuse_curve.h"
+#include "policies/learned/ablation.h"
+#include "policies/learned/deviation_guard.h"
+#include "policies/learned/reuse_curve.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "policies/policy_factory.h"
@@ -175,7 +175,7 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
 
 // The model evicts only while its pool's hits have saved at least what a
 // shadow evicting by recency, with the same admissions, would have
-// (learned_shadow_pool.h). The trace above, then R6 c (t = 6 s):
+// (learned/shadow_pool.h). The trace above, then R6 c (t = 6 s):
 //   the shadow copies the real admissions but evicts its least recent leaf:
 //     R4 copies c {a b c}; R5 copies d, evicting a {b c d}; R6 copies e,
 //     evicting b {c d e}.
@@ -251,7 +251,7 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   EXPECT_EQ(steps[3].resident, "ac");
 }
 
-// The research switches (policies/learned_ablation.h) change decisions: on
+// The research switches (policies/learned/ablation.h) change decisions: on
 // the trace above, without the refusal ledger the refusal of a at R3 is
 // placed (G < 0), so the pool keeps b and c; without the ledger and the
 // price of space, a's G = 0.1 S - T > 0 and a goes in, as with both.

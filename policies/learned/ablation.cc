@@ -1,4 +1,4 @@
-#include "policies/learned_ablation.h"
+#include "policies/learned/ablation.h"
 
 #include <algorithm>
 #include <array>
