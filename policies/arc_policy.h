@@ -89,7 +89,7 @@ class ArcPolicy final : public RetentionPolicy {
   explicit ArcPolicy(const PolicyEnv& env)
       : ArcPolicy(*env.catalog, env.pool, env.pool->capacity_bytes()) {}
   // Over `pool`, sized as a pool of `capacity_bytes` (a shadow pool that
-  // counts its own bytes: learned_arc_shadow_pool.h).
+  // counts its own bytes: learned/arc_shadow_pool.h).
   ArcPolicy(const BlockCatalog& catalog, const PoolState* pool, uint64_t capacity_bytes)
       : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {}
   // The same state over another pool (a scratch copy of it, for saving a

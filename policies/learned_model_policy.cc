@@ -9,7 +9,7 @@
 // scores each block once, on features taken before anything is evicted for
 // that request (the learner records at the same point, so training and
 // serving see the same vectors). The model gives P(next use within H) for a
-// ladder of horizons H: the block's reuse curve (learned_reuse_curve.h),
+// ladder of horizons H: the block's reuse curve (learned/reuse_curve.h),
 // kept per block until its next access. E is the pool's eviction age (how
 // long evicted blocks had gone unused, moving average; the longest horizon
 // before the first eviction).
@@ -27,11 +27,11 @@
 // (a cheap shallow block goes in when the deeper ones it carries pay for it).
 // A refusal (G_i <= 0) is a bet that block i will not be back within E,
 // placed only while earlier bets on claims like it have won at least its
-// stake (learned_refusal_ledger.h); else the block goes in. When the pool
+// stake (learned/refusal_ledger.h); else the block goes in. When the pool
 // is full the displaced leaf must also have been used strictly earlier
 // (never churn blocks of the same instant). AdmissionScore is G_i.
 // P_i(E) is the model's claim as the traffic bears it out
-// (learned_reuse_calibration.h): claims about missed blocks are settled by
+// (learned/reuse_calibration.h): claims about missed blocks are settled by
 // whether the block came back, and a bin of claims the traffic refutes is
 // scaled down, so a model trained on other traffic proposes the refusals
 // its own level of claims hid.
@@ -48,7 +48,7 @@
 // is the eviction age as that request began, so V, and the order, does not
 // depend on the order blocks are scored in.
 //
-// Guard (learned_deviation_guard.h). At every eviction the model and recency
+// Guard (learned/deviation_guard.h). At every eviction the model and recency
 // both choose; when they differ, the one whose choice was evicted owes the
 // evicted block's R - T if it returns while the other would still have held
 // it (online regret, LeCaR-style, priced in cost). While the model's regret
@@ -56,7 +56,7 @@
 // too while it evicts, so a distrusted model wins trust back without
 // evicting. On the tuning traces unguarded curve eviction lost cost wherever
 // LRU already has about Belady's hits (docs/history/README.md).
-// Shadow (learned_shadow_pool.h). A recency-evicting copy of the pool, fed
+// Shadow (learned/shadow_pool.h). A recency-evicting copy of the pool, fed
 // the same requests and this pool's admissions as they happen (OnInsert;
 // in a cluster they come at prefill end), counts what its hits would
 // have saved; the model evicts only while this pool's hits have saved at
@@ -69,7 +69,7 @@
 // so the victim always has the lowest; RankVictims replays the windowed
 // choice over the candidates. Otherwise both are recency's: the last use, ms.
 //
-// ARC expert (arc_policy.h, learned_arc_shadow_pool.h). An ARC instance over
+// ARC expert (arc_policy.h, learned/arc_shadow_pool.h). An ARC instance over
 // this pool sees every hook, and a second shadow, evicting by ARC with the
 // same admissions, counts what its hits would have saved. While that shadow
 // has saved more than the recency shadow (ArcLeads: its lead > 0), ARC
@@ -88,7 +88,7 @@
 // cluster cost was as low or lower under both routers
 // (docs/learned_policy.md, "Cluster TTFT").
 // A pool behind such tiers (a cluster's shared pool) reads P_i(E) as the
-// reuse it would serve itself (learned_served_share.h), and a return a
+// reuse it would serve itself (learned/served_share.h), and a return a
 // node served settles no bet and is no ghost miss: evicting or refusing it
 // lost nothing there.
 //
@@ -108,14 +108,14 @@
 #include "policies/arc_policy.h"
 #include "policies/leaf_ordered_policy.h"
 #include "policies/leaf_window.h"
-#include "policies/learned_arc_shadow_pool.h"
-#include "policies/learned_deviation_guard.h"
-#include "policies/learned_recent_requests.h"
-#include "policies/learned_refusal_ledger.h"
-#include "policies/learned_reuse_calibration.h"
-#include "policies/learned_reuse_curve.h"
-#include "policies/learned_served_share.h"
-#include "policies/learned_shadow_pool.h"
+#include "policies/learned/arc_shadow_pool.h"
+#include "policies/learned/deviation_guard.h"
+#include "policies/learned/recent_requests.h"
+#include "policies/learned/refusal_ledger.h"
+#include "policies/learned/reuse_calibration.h"
+#include "policies/learned/reuse_curve.h"
+#include "policies/learned/served_share.h"
+#include "policies/learned/shadow_pool.h"
 #include "policies/policy_factory.h"
 
 namespace kvlearn {
@@ -134,8 +134,11 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
         model_(std::move(model)),
         feature_sink_(env.feature_sink),
         admission_moves_bytes_(env.admission_moves_bytes),
+        ablation_(env.learned_ablation),
         shadow_(env.catalog, env.pool->capacity_bytes()),
-        arc_(env.admission_moves_bytes ? std::make_unique<ArcExpert>(env) : nullptr),
+        arc_(env.admission_moves_bytes && !ablation_.Off(LearnedPart::kArcExpert)
+                 ? std::make_unique<ArcExpert>(env)
+                 : nullptr),
         served_(model_->metadata().horizons_seconds),
         value_horizon_s_(Horizon()) {}
 
@@ -145,16 +148,20 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     ++hooks_;
     CountShadowHits(chain);
     if (arc_) arc_->arc.OnRequest(chain, access);
-    CountReturns(chain, access);
+    if (!ablation_.Off(LearnedPart::kServedShares)) CountReturns(chain, access);
     SettlePredictions(chain, access);
     history_.Record(chain, access.time_ms);
     history_.RecordEvictions(pool_.evictions());
-    guard_.OnAccess(chain, access.time_ms);
+    if (!ablation_.Off(LearnedPart::kGuard)) guard_.OnAccess(chain, access.time_ms);
     // A return a faster tier served settles no bet: refusing lost nothing.
-    refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
-                       access.time_ms, Horizon() * 1000);
+    if (!ablation_.Off(LearnedPart::kLedger)) {
+      refusals_.OnAccess(chain.subspan(std::min<size_t>(access.served_above, chain.size())),
+                         access.time_ms, Horizon() * 1000);
+    }
     // Only refusals read the chains, and a tier that admits everything refuses nothing.
-    if (admission_moves_bytes_) recent_.Begin(access.request, chain);
+    if (admission_moves_bytes_ && !ablation_.Off(LearnedPart::kLedger)) {
+      recent_.Begin(access.request, chain);
+    }
     value_horizon_s_ = Horizon();
     Grow();
     CountGhosts(chain, access.time_ms, access.served_above);
@@ -182,7 +189,10 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     Grow();
     if (!scored_[b]) Score(b, access.request, false);
     if (!admission_moves_bytes_) return true;
-    if (!(gain_[b] > 0) && BetOnRefusing(b, access.request)) return false;
+    if (!(gain_[b] > 0) &&
+        (ablation_.Off(LearnedPart::kLedger) || BetOnRefusing(b, access.request))) {
+      return false;
+    }
     if (pool_.free_bytes() >= catalog_[b].bytes) return true;
     const BlockIndex victim = OwnVictim();
     return victim != kNoBlock && EvictsBefore(KeyOf(victim), KeyFor(b));
@@ -215,7 +225,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
       return own_.victim;
     }
     recency_choice_ = LeafOrderedPolicy::SelectVictim();
-    model_choice_ = ModelChoice();
+    model_choice_ = ablation_.Off(LearnedPart::kCurveEviction) ? kNoBlock : ModelChoice();
     const BlockIndex victim = ModelRanks() ? model_choice_ : recency_choice_;
     own_ = {pool_.changes(), hooks_, victim, model_choice_, recency_choice_};
     return victim;
@@ -225,7 +235,8 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     ++hooks_;
     // Both experts chose for this eviction; the guard judges the one whose
     // choice went.
-    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_)) {
+    if (model_choice_ != kNoBlock && (b == model_choice_ || b == recency_choice_) &&
+        !ablation_.Off(LearnedPart::kGuard)) {
       const BlockHistory& m = history_.Of(model_choice_);
       const double idle_s = m.kept ? static_cast<double>(now_ms_ - m.last_ms) / 1000.0 : 0;
       guard_.OnEviction(model_choice_, recency_choice_, b, Saving(b), now_ms_,
@@ -510,20 +521,35 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
     const std::span<float> curve = Curve(b);
     scored_[b] = 1;
     value_ms_[b] = kStale;
-    double p = served_.ReuseHere(curve, Horizon());
+    double p = ReuseHere(curve);
     // A missed block's claim is what admission acts on: it is the one measured.
     if (record && !pool_.IsResident(b)) {
       predicted_p_[b] = static_cast<float>(p);
       calibration_.Predicted(p, now_ms_, Horizon() * 1000);
     }
-    p = calibration_.Adjust(p);
+    p = Calibrated(p);
     const BlockMeta& m = catalog_[b];
     gain_[b] =
         static_cast<float>(p * (m.recompute_gpu_ms - extractor_.TransferMs(m)) - AdmissionCost(b));
   }
 
   // The price of a byte of pool space, ms (CountGhosts).
-  double SpacePrice() const { return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0; }
+  double SpacePrice() const {
+    if (ablation_.Off(LearnedPart::kSpacePrice)) return 0;
+    return admitted_bytes_ > 0 ? ghost_value_ / admitted_bytes_ : 0.0;
+  }
+  // P(E) as this tier serves it (learned/served_share.h), and a claim as the
+  // traffic bears it out (learned/reuse_calibration.h); each the plain
+  // value when its part is switched off.
+  double ReuseHere(std::span<const float> curve) const {
+    if (ablation_.Off(LearnedPart::kServedShares)) {
+      return ReuseCurveAt(model_->metadata().horizons_seconds, curve, Horizon());
+    }
+    return served_.ReuseHere(curve, Horizon());
+  }
+  double Calibrated(double p) const {
+    return ablation_.Off(LearnedPart::kCalibration) ? p : calibration_.Adjust(p);
+  }
   // What admitting b costs now: its transfer and the space it takes, ms.
   double AdmissionCost(BlockIndex b) const {
     const BlockMeta& m = catalog_[b];
@@ -536,7 +562,7 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   // ledger and says whether its class has won enough to place it. A block
   // no kept request named stakes itself alone, in a bet of its own.
   bool BetOnRefusing(BlockIndex b, uint32_t request) {
-    const double p = calibration_.Adjust(served_.ReuseHere(Curve(b), Horizon()));
+    const double p = Calibrated(ReuseHere(Curve(b)));
     const size_t c = LearnedRefusalLedger::ClassOf(p);
     auto run = recent_.RunFrom(b, catalog_[b].parent, request);
     if (run.blocks.empty()) run.blocks = std::span<const BlockIndex>(&b, 1);
@@ -665,7 +691,12 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
 
   // The guard trusts the model, and its evictions have saved at least what
   // evicting by recency would have with the same admissions (the shadow).
-  bool ModelRanks() const { return guard_.Trusted() && shadow_advantage_ >= 0; }
+  // Research switches: without curve eviction never, without the guard always.
+  bool ModelRanks() const {
+    if (ablation_.Off(LearnedPart::kCurveEviction)) return false;
+    if (ablation_.Off(LearnedPart::kGuard)) return true;
+    return guard_.Trusted() && shadow_advantage_ >= 0;
+  }
 
   // ARC chooses the victims while its shadow's hits have saved more than
   // the recency shadow's, with this pool's admissions; never in a node's own
@@ -736,9 +767,10 @@ class LearnedModelPolicy final : public LeafOrderedPolicy {
   std::shared_ptr<const LearnedModel> model_;
   FeatureSink feature_sink_;
   const bool admission_moves_bytes_;
-  std::vector<uint8_t> scored_;  // per block: 1 once a curve is stored
-  std::vector<float> curves_;    // per block: num_outputs() probabilities at its latest score
-  std::vector<float> gain_;      // per block: G (g until OnRequest sums the chain)
+  const LearnedAblation ablation_;  // research switches (learned/ablation.h)
+  std::vector<uint8_t> scored_;     // per block: 1 once a curve is stored
+  std::vector<float> curves_;       // per block: num_outputs() probabilities at its latest score
+  std::vector<float> gain_;         // per block: G (g until OnRequest sums the chain)
   std::vector<float> chain_features_, chain_curves_;  // scratch of ScoreChain()
   // Cache of V: value_[b] was computed at request time value_ms_[b].
   mutable std::vector<float> value_;

@@ -24,7 +24,8 @@ LearnedPolicy::LearnedPolicy(const PolicyEnv& env)
   plain.model = nullptr;
   plain.feature_sink = nullptr;
   AddExpert("lru", plain);
-  AddExpert("gdsf", plain);
+  if (!env.learned_ablation.Off(LearnedPart::kGdsfExpert)) AddExpert("gdsf", plain);
+  heuristics_ = experts_.size();
   if (env_.model != nullptr) AddExpert("learned-model", env_);
   for (ExpertState& s : experts_state_) s.joined = -kWindowTurnovers;  // all start together
 }
@@ -87,9 +88,9 @@ double LearnedPolicy::RealPoolCost(std::span<const BlockIndex> chain, const Acce
 }
 
 bool LearnedPolicy::FallBack() {
-  if (leader_ < kHeuristicExperts) return false;
+  if (leader_ < heuristics_ || env_.learned_ablation.Off(LearnedPart::kFallback)) return false;
   size_t cheaper = 0;  // the heuristic the real pool lost most to in this stretch
-  for (size_t h = 1; h < kHeuristicExperts; ++h) {
+  for (size_t h = 1; h < heuristics_; ++h) {
     if (StretchExcess(h) > StretchExcess(cheaper)) cheaper = h;
   }
   const double mean_request = real_decayed_ms_ / decayed_requests_;
@@ -173,7 +174,7 @@ void LearnedPolicy::OnRequest(std::span<const BlockIndex> chain, const AccessInf
   if (FallBack() || ReturnToLru()) return;
   // After a fallback a model expert competes on what it cost since, unweighed:
   // the lead it had before is what the fallback found wanting.
-  const auto returning = [&](size_t e) { return fell_back_ && e >= kHeuristicExperts; };
+  const auto returning = [&](size_t e) { return fell_back_ && e >= heuristics_; };
   const auto since = [&](size_t e) {
     return experts_state_[e].decayed_ms - experts_state_[e].at_fallback_ms;
   };
@@ -232,10 +233,10 @@ double LearnedPolicy::EvictionPriority(BlockIndex b) const {
 }
 
 void LearnedPolicy::Lead(size_t e) {
-  if (e >= kHeuristicExperts && e != leader_) {  // the model expert's stretch begins
+  if (e >= heuristics_ && e != leader_) {  // the model expert's stretch begins
     fell_back_ = false;
     stretch_refill_ms_ = ExpectedRefill(e);
-    for (size_t h = 0; h < kHeuristicExperts; ++h) {
+    for (size_t h = 0; h < heuristics_; ++h) {
       stretch_offset_ms_[h] = real_decayed_ms_ - experts_state_[h].decayed_ms;
     }
   }

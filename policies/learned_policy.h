@@ -1,7 +1,7 @@
 // "learned": a follower of full-pool experts, safe by construction.
 //
 // The experts are complete simulated pools of the real pool's capacity
-// (learned_expert.h): `lru`, `gdsf` and, when a model is given, the
+// (learned/expert.h): `lru`, `gdsf` and, when a model is given, the
 // model-driven `learned-model`. Each is fed every request as it arrives
 // (OnRequest) and plays it through, so it sees exactly what it would have
 // seen serving alone, and each request is priced for it as the replay
@@ -70,7 +70,7 @@
 
 #include "absl/status/status.h"
 #include "policies/leaf_ordered_policy.h"
-#include "policies/learned_expert.h"
+#include "policies/learned/expert.h"
 #include "policies/policy_env.h"
 
 namespace kvlearn {
@@ -82,7 +82,8 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   // The short window of the recent-loss rule, in pool turnovers.
   static constexpr double kRecentTurnovers = 4.0;
   // The heuristic experts, lru and gdsf, are experts 0 and 1; a model's
-  // expert comes after.
+  // expert comes after (gdsf is absent when a research switch turns it off,
+  // learned/ablation.h).
   static constexpr size_t kHeuristicExperts = 2;
 
   // REQUIRES: env.model, if set, checked by CreatePolicy (CheckModelFits).
@@ -196,6 +197,7 @@ class LearnedPolicy final : public LeafOrderedPolicy {
   const bool admission_moves_bytes_;
   std::vector<std::unique_ptr<LearnedExpert>> experts_;
   std::vector<ExpertState> experts_state_;
+  size_t heuristics_ = 0;  // experts before the model's: kHeuristicExperts unless ablated
   size_t leader_ = 0;
   uint64_t switches_ = 0;
   double turnovers_ = 0;         // the lru expert's admitted bytes / capacity

@@ -12,6 +12,7 @@
 #include "core/cost_model.h"
 #include "core/feature_config.h"
 #include "core/pool_state.h"
+#include "policies/learned/ablation.h"
 
 namespace kvlearn {
 
@@ -39,6 +40,9 @@ struct PolicyEnv {
   // HBM keeps what it just computed, and its DRAM a write-through copy):
   // admitting moves no priced bytes, so admission filters have nothing to save.
   bool admission_moves_bytes = true;
+  // Research only: parts of learned and learned-model turned off
+  // (learned/ablation.h); CreatePolicy adds KVLEARN_LEARNED_ABLATE's.
+  LearnedAblation learned_ablation;
 };
 
 // The environment every caller builds: the pool link of `cost` for features,

@@ -132,6 +132,13 @@ absl::StatusOr<std::unique_ptr<RetentionPolicy>> CreatePolicy(std::string_view n
                           absl::StrCat("policy '", std::string(name), "': ", s.message()));
     }
   }
+  if (e->make == MakeLearnedPolicy || e->make == MakeLearnedModelPolicy) {
+    auto ablation = LearnedAblationFromEnvironment();
+    if (!ablation.ok()) return ablation.status();
+    PolicyEnv ablated = env;
+    ablated.learned_ablation |= *ablation;
+    return e->make(ablated);
+  }
   return e->make(env);
 }
 

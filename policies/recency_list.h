@@ -2,7 +2,7 @@
 // slot numbers (block b in slot b + 1, slot 0 the head sentinel): moving a
 // block to the front or right behind another is O(1). The order of `lru`
 // (lru_policy.cc) and of the learned policy's shadow pool
-// (learned_shadow_pool.h).
+// (learned/shadow_pool.h).
 //
 // Not thread-safe.
 #pragma once

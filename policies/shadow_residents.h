@@ -1,5 +1,5 @@
-// What the learned policy's two shadow pools (learned_shadow_pool.h, which
-// evicts by recency, and learned_arc_shadow_pool.h, by ARC) keep alike: the
+// What the learned policy's two shadow pools (learned/shadow_pool.h, which
+// evicts by recency, and learned/arc_shadow_pool.h, by ARC) keep alike: the
 // resident blocks, each with the bytes it was copied in with, and the latest
 // request's chain, whose blocks the real pool holds at the next request are
 // copied in then, and whose hits and copies stay pinned until then; and how

@@ -81,6 +81,14 @@ closed; then the wall time. Exits 1 when any cell fails safety or a mode cannot 
 grid can gate. Generated traces have ROBUSTNESS_REQUESTS requests per kind (--requests N
 overrides every kind); traces and models are cached under --work (default build/eval-robust).
 
+--ablate PART[,PART] measures what parts of `learned` are worth (docs/learned_policy.md,
+"What each part is worth"): it sets KVLEARN_LEARNED_ABLATE for the tested policy, replays
+only that policy per cell (the baselines' rows come from the cache the last plain run wrote
+under --work), writes every cell to WORK/robustness-SEEDS-PART.json (a plain run to
+...-plain.json) and prints, per mode, against the plain run's cells: the mean change of the
+tested policy's cost, the worst cell's cost / bound before and after (bound: the most a cell
+may cost and pass safety), and the cells whose cost moved by more than 0.2% up and down.
+
 Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat,sample] [--pools 0.05,0.1,0.2]
        [--policy learned] [--train-seeds 1] [--cluster | --cluster-only] [--cluster-hbm-runs 1]
        [--cluster-router cache-aware]
@@ -90,6 +98,7 @@ Usage: scripts/eval_learned.py [--held-out --held-out-set N] [--kinds mixed,chat
        scripts/eval_learned.py --robustness [--seeds judging|tuning|spent] [--modes a,b,c]
        [--kinds chat,...,sample]
        [--robustness-traces 2] [--requests N] [--pools 0.05,0.1,0.2] [--work build/eval-robust]
+       [--ablate PART[,PART]] [--cells-out FILE]
 """
 import argparse
 import json
@@ -169,6 +178,8 @@ ROBUSTNESS_REQUESTS = {"chat": 20000, "fanout": 20000, "batch": 20000, "mixed": 
                        "rag": 20000, "coder": 20000, "shift": 20000}
 ROBUSTNESS_KINDS = ["chat", "fanout", "batch", "mixed", "rag", "coder", "shift", "sample"]
 SAMPLE = "datasets/mooncake_conversation_trace.jsonl"
+# The research switches of the learned policy (policies/learned/ablation.h).
+ABLATE_VARIABLE = "KVLEARN_LEARNED_ABLATE"
 
 
 def run(cmd, quiet=True):
@@ -360,6 +371,46 @@ def no_model_rows(args, path, pool):
     return json.loads(result.stdout)["results"][0], None
 
 
+def baseline_path(args):
+    return os.path.join(args.work, "robustness-baseline-rows.json")
+
+
+def load_baseline(args):
+    """The baselines' rows cached by plain runs (a plain run replays its own cells again)."""
+    if not os.path.exists(baseline_path(args)):
+        return {}
+    with open(baseline_path(args)) as f:
+        return json.load(f)
+
+
+def bound(cell):
+    """The safety bound of a cell: the most `learned` may cost and pass."""
+    return min(1.01 * min(cell["lru"], cell["gdsf"]), 1.005 * cell["lru"])
+
+
+def print_ablation_diff(plain, ablated, moved=0.002):
+    """Per mode, the ablated run against the plain one, cell by cell: the mean change of the
+    tested policy's cost, the worst cell's cost / bound in each, and the cells whose cost
+    moved by more than `moved` (a fraction)."""
+    before = {(c["mode"], c["model"], c["cell"]): c for c in plain}
+    for mode in sorted({c["mode"] for c in ablated}):
+        pairs = [(before[k], c) for c in ablated if c["mode"] == mode
+                 for k in [(c["mode"], c["model"], c["cell"])] if k in before]
+        if not pairs:
+            continue
+        changes = [a["learned"] / p["learned"] - 1 for p, a in pairs]
+        worst_p = max(pairs, key=lambda pa: pa[0]["learned"] / bound(pa[0]))[0]
+        worst_a = max(pairs, key=lambda pa: pa[1]["learned"] / bound(pa[1]))[1]
+        up = sum(c > moved for c in changes)
+        down = sum(c < -moved for c in changes)
+        print(f"vs plain, mode {mode}: mean cost change {100 * statistics.mean(changes):+.2f}% "
+              f"(largest {100 * max(changes):+.2f}%, smallest {100 * min(changes):+.2f}%); "
+              f"worst cell / bound {worst_p['learned'] / bound(worst_p):.4f} "
+              f"({worst_p['model']} {worst_p['cell']}) -> {worst_a['learned'] / bound(worst_a):.4f} "
+              f"({worst_a['model']} {worst_a['cell']}); cells moved > {100 * moved:.1f}%: "
+              f"{up} up, {down} down of {len(pairs)}")
+
+
 def robustness(args):
     """Runs the robustness grid; returns the exit status (1 when a cell fails safety or a
     mode cannot run)."""
@@ -369,6 +420,7 @@ def robustness(args):
               f"{'safe':>4} {'cheapest':>8}")
     print(header, flush=True)
     cells = {mode: [] for mode in args.modes}
+    written = []  # every cell, for --cells-out
     unrunnable = {}
     traces_list = list(robustness_traces(args))
     trained = {}  # trace path -> model, so --retrain trains each model once per run
@@ -377,6 +429,18 @@ def robustness(args):
         if path not in trained:
             trained[path] = model_for(args, trace_stem(path), path)
         return trained[path]
+
+    baseline = load_baseline(args)
+
+    def baseline_rows(path, pool):
+        """{policy: row} of the online baselines and belady on (path, pool): replayed by a
+        plain run (and cached), read from the cache by an ablation run."""
+        key = f"{trace_stem(path)} {pool} {' '.join(args.cost_arg)}"
+        if args.ablate is None or key not in baseline:
+            baseline[key] = {r["policy"]: r for r in compare(args, path, None,
+                                                             ["--pool-fraction", pool],
+                                                             ONLINE + ["belady"])}
+        return baseline[key]
 
     chat_model = sample_model = None
     chat_seed = TUNING_SEEDS["chat"][0]
@@ -387,6 +451,10 @@ def robustness(args):
             sample_model = model_of(SAMPLE)
 
     def show(mode, model_name, name, pool, cell):
+        written.append({"mode": mode, "model": model_name, "cell": f"{name} {pool}",
+                        **{k: cell[k] for k in ("lru", "gdsf", "learned", "to_min", "to_lru",
+                                                "safe", "cheapest", "gap")},
+                        "best": cell["best"]["policy"]})
         best = cell["best"]
         gap_text = "-" if cell["gap"] is None else f"{100 * cell['gap']:.1f}"
         print(f"{mode:<4} {model_name:<14} {name + ' ' + pool:<17} {cell['lru']:8.1f} "
@@ -407,12 +475,10 @@ def robustness(args):
             others.append((f"chat-{chat_seed}", chat_model))
         for pool in args.pools:
             extra = ["--pool-fraction", pool]
-            tested = [args.policy] if own and args.policy not in ONLINE else []
-            rows = {r["policy"]: r for r in compare(args, path, own, extra,
-                                                    ONLINE + tested + ["belady"])}
+            rows = baseline_rows(path, pool)
             if "a" in args.modes:
-                show("a", "same-trace", name, pool, robustness_cell(rows, rows[args.policy],
-                                                                    args.policy))
+                learned = compare(args, path, own, extra, [args.policy])[0]
+                show("a", "same-trace", name, pool, robustness_cell(rows, learned, args.policy))
             for label, model in others:
                 learned = compare(args, path, model, extra, [args.policy])[0]
                 show("b", label, name, pool, robustness_cell(rows, learned, args.policy))
@@ -443,6 +509,19 @@ def robustness(args):
                      f"({100 * cheapest / max(len(judged), 1):.0f}%)")
         print(f"{line}; mean cost gap closed {mean_gap:.1f}%")
     print(f"grid wall time: {time.monotonic() - started:.0f} s")
+    if args.ablate is None:
+        with open(baseline_path(args), "w") as f:
+            json.dump(baseline, f)
+    cells_out = args.cells_out or os.path.join(
+        args.work, f"robustness-{args.seeds}-{args.ablate or 'plain'}.json")
+    with open(cells_out, "w") as f:
+        json.dump(written, f, indent=1)
+    print(f"cells written to {cells_out}")
+    if args.ablate is not None:
+        plain = os.path.join(args.work, f"robustness-{args.seeds}-plain.json")
+        if os.path.exists(plain):
+            with open(plain) as f:
+                print_ablation_diff(json.load(f), written)
     return 1 if failed else 0
 
 
@@ -484,6 +563,14 @@ def main():
     parser.add_argument("--requests", type=int, default=None, metavar="N",
                         help="--robustness: requests of every generated trace (default: "
                         "ROBUSTNESS_REQUESTS per kind)")
+    parser.add_argument("--ablate", default=None, metavar="PART[,PART]",
+                        help="--robustness: replay only the tested policy with these parts "
+                        "switched off (KVLEARN_LEARNED_ABLATE; docs/learned_policy.md), the "
+                        "baselines' rows read from the last plain run's cache under --work, "
+                        "and compare its cells with that run's")
+    parser.add_argument("--cells-out", default=None, metavar="FILE",
+                        help="--robustness: where to write every cell as JSON (default "
+                        "WORK/robustness-SEEDS-plain.json, or -PART.json with --ablate)")
     parser.add_argument("--kvlearn", default="build/cli/kvlearn")
     parser.add_argument("--work", default=None,
                         help="where traces and models are cached (default build/eval, with "
@@ -514,11 +601,18 @@ def main():
             parser.error("--requests must be at least 10 (the last 20% is judged)")
         args.work = args.work or "build/eval-robust"
         os.makedirs(args.work, exist_ok=True)
+        # The switches reach the tested policy only: every other policy ignores them.
+        if args.ablate is not None:
+            os.environ[ABLATE_VARIABLE] = args.ablate
+        else:
+            os.environ.pop(ABLATE_VARIABLE, None)
         sys.exit(robustness(args))
     for flag, given in (("--modes", args.modes != ["a", "b", "c"]),
                         ("--seeds", args.seeds != "judging"),
                         ("--robustness-traces", args.robustness_traces != 2),
-                        ("--requests", args.requests is not None)):
+                        ("--requests", args.requests is not None),
+                        ("--ablate", args.ablate is not None),
+                        ("--cells-out", args.cells_out is not None)):
         if given:
             parser.error(f"{flag} applies to --robustness only")
     args.kinds = args.kinds or ["mixed", "chat", "sample"]

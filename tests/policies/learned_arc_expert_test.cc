@@ -1,6 +1,6 @@
 // The learned policy's ARC expert (docs/learned_policy.md, "How it decides"), on
 // cases worked out by hand: ARC forgets the victims it did not choose, the
-// ARC shadow pool (policies/learned_arc_shadow_pool.h) and its saved state,
+// ARC shadow pool (policies/learned/arc_shadow_pool.h) and its saved state,
 // and the learned pool handing its evictions to ARC once ARC's shadow has
 // saved more than the recency shadow.
 //
@@ -17,8 +17,8 @@
 #include "core/policy_state.h"
 #include "gtest/gtest.h"
 #include "policies/arc_policy.h"
-#include "policies/learned_arc_shadow_pool.h"
-#include "policies/learned_shadow_pool.h"
+#include "policies/learned/arc_shadow_pool.h"
+#include "policies/learned/shadow_pool.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "sim/pool_simulator.h"

@@ -15,14 +15,16 @@
 #include "features/feature_schema.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
-#include "policies/learned_deviation_guard.h"
-#include "policies/learned_reuse_curve.h"
+#include "policies/learned/ablation.h"
+#include "policies/learned/deviation_guard.h"
+#include "policies/learned/reuse_curve.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "policies/policy_factory.h"
 #include "sim/pool_simulator.h"
 #include "tests/support/default_cost.h"
 #include "tests/support/hand_trace.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/stand_in_model.h"
 
 namespace kvlearn {
@@ -173,7 +175,7 @@ TEST(LearnedEvictionTest, KeepsTheBlockItsCurveSaysReturns) {
 
 // The model evicts only while its pool's hits have saved at least what a
 // shadow evicting by recency, with the same admissions, would have
-// (learned_shadow_pool.h). The trace above, then R6 c (t = 6 s):
+// (learned/shadow_pool.h). The trace above, then R6 c (t = 6 s):
 //   the shadow copies the real admissions but evicts its least recent leaf:
 //     R4 copies c {a b c}; R5 copies d, evicting a {b c d}; R6 copies e,
 //     evicting b {c d e}.
@@ -246,6 +248,28 @@ TEST(LearnedAdmissionTest, PaysForThePoolSpaceItTakes) {
   EXPECT_EQ(steps[2].resident, "bc");
   const double blocks_admitted = ((std::exp(-0.01) + 1) * std::exp(-0.01) + 1) * std::exp(-0.5);
   EXPECT_NEAR(steps[3].gains[0], 0.1 * s_ms - t_ms - s_ms / blocks_admitted, 1e-4);
+  EXPECT_EQ(steps[3].resident, "ac");
+}
+
+// The research switches (policies/learned/ablation.h) change decisions: on
+// the trace above, without the refusal ledger the refusal of a at R3 is
+// placed (G < 0), so the pool keeps b and c; without the ledger and the
+// price of space, a's G = 0.1 S - T > 0 and a goes in, as with both.
+TEST(LearnedAdmissionTest, ResearchSwitchesChangeTheDecision) {
+  const auto h = MakeHandTrace({"a", "b", "c", "a"});
+  const BlockMeta& m = h->replay.catalog[h->Block('a')];
+  const double t_ms = TransferMs(m), s_ms = m.recompute_gpu_ms - TransferMs(m);
+  {
+    const ScopedEnv ablate(std::string(kLearnedAblateVariable), "ledger");
+    const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
+    ASSERT_EQ(steps.size(), 4u);
+    EXPECT_LT(steps[3].gains[0], 0);
+    EXPECT_EQ(steps[3].resident, "bc");
+  }
+  const ScopedEnv ablate(std::string(kLearnedAblateVariable), "ledger,space-price");
+  const std::vector<Step> steps = DriveLearned(*h, 2, AccessCountModel());
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_NEAR(steps[3].gains[0], 0.1 * s_ms - t_ms, 1e-4);
   EXPECT_EQ(steps[3].resident, "ac");
 }
 

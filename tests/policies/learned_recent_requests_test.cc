@@ -1,11 +1,11 @@
-// LearnedRecentRequests (policies/learned_recent_requests.h): the run a
+// LearnedRecentRequests (policies/learned/recent_requests.h): the run a
 // refusal stakes is its own request's, found by hand.
-#include "policies/learned_recent_requests.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "policies/learned/recent_requests.h"
 
 namespace kvlearn {
 namespace {

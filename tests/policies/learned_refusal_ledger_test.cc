@@ -1,7 +1,5 @@
-// The refusal ledger (policies/learned_refusal_ledger.h): bets settled by
+// The refusal ledger (policies/learned/refusal_ledger.h): bets settled by
 // hand, and the learned policy refusing only what its refusals have won.
-#include "policies/learned_refusal_ledger.h"
-
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -11,6 +9,7 @@
 #include "datasets/trace.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
+#include "policies/learned/refusal_ledger.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "sim/pool_simulator.h"

@@ -1,9 +1,7 @@
 // The recalibration of the model's admission probability
-// (policies/learned_reuse_calibration.h): labels settled by hand, and the
+// (policies/learned/reuse_calibration.h): labels settled by hand, and the
 // model expert refusing a foreign model's too confident claims once the
 // traffic has disproved them, while claims the traffic bears out are kept.
-#include "policies/learned_reuse_calibration.h"
-
 #include <cmath>
 #include <memory>
 #include <span>
@@ -14,6 +12,7 @@
 #include "datasets/trace.h"
 #include "gtest/gtest.h"
 #include "models/learned_model.h"
+#include "policies/learned/reuse_calibration.h"
 #include "policies/policy_driver.h"
 #include "policies/policy_env.h"
 #include "sim/pool_simulator.h"
@@ -133,7 +132,7 @@ std::vector<bool> AdmittedOnFirstUse(const std::vector<std::pair<int64_t, uint64
 // longest rung, 100 s, and the label window 400 s: until the first slot is
 // settled (at 500 s) the claim stands; then the bin of 0.9 has seen no
 // return, the claim reads as 0.9 / (0.9 * 100 + 1), refusals are proposed,
-// and once their bets have won their stake (learned_refusal_ledger.h) new
+// and once their bets have won their stake (learned/refusal_ledger.h) new
 // blocks are refused.
 TEST(LearnedReuseCalibrationTest, AClaimTheTrafficDisprovesStopsAdmitting) {
   std::vector<std::pair<int64_t, uint64_t>> requests;

@@ -1,13 +1,12 @@
-// The served shares (policies/learned_served_share.h): P_here worked by hand
+// The served shares (policies/learned/served_share.h): P_here worked by hand
 // on a two-rung ladder, the shares' memory, and their save and load.
-#include "policies/learned_served_share.h"
-
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "policies/learned_reuse_curve.h"
+#include "policies/learned/reuse_curve.h"
+#include "policies/learned/served_share.h"
 
 namespace kvlearn {
 namespace {

@@ -1,7 +1,5 @@
 // LearnedShadowPool on cases worked out by hand: blocks of one byte, the
 // real pool's holdings given by a set the test controls.
-#include "policies/learned_shadow_pool.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +9,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "policies/learned/shadow_pool.h"
 
 namespace kvlearn {
 namespace {

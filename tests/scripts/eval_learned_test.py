@@ -3,7 +3,9 @@
 how --robustness refuses flags that do not apply, and, given the kvlearn binary as the first
 argument (as ctest passes it), the robustness grid's rows, summary and exit status on a tiny
 grid. Run by ctest; standard library only."""
+import contextlib
 import importlib.util
+import io
 import os
 import re
 import subprocess
@@ -150,6 +152,31 @@ class SafetyTest(unittest.TestCase):
         self.assertFalse(cell["cheapest"])  # a tie with arc is no win
 
 
+class AblationDiffTest(unittest.TestCase):
+    def cell(self, mode, name, lru, gdsf, learned):
+        return {"mode": mode, "model": "same-trace", "cell": name, "lru": lru, "gdsf": gdsf,
+                "learned": learned}
+
+    def test_bound_is_the_tighter_of_the_two_safety_rules(self):
+        self.assertAlmostEqual(evaluate.bound(self.cell("a", "x", 100.0, 120.0, 0)), 100.5)
+        self.assertAlmostEqual(evaluate.bound(self.cell("a", "x", 200.0, 190.0, 0)), 191.9)
+
+    def test_mean_change_worst_cell_and_cells_moved(self):
+        plain = [self.cell("a", "x 0.1", 100.0, 120.0, 100.0),
+                 self.cell("a", "y 0.1", 200.0, 190.0, 180.0)]
+        ablated = [self.cell("a", "x 0.1", 100.0, 120.0, 100.3),
+                   self.cell("a", "y 0.1", 200.0, 190.0, 180.0)]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            evaluate.print_ablation_diff(plain, ablated)
+        # (+0.3% + 0) / 2; x is the worst cell in both (100 / 100.5, then 100.3 / 100.5); one
+        # cell moved by more than 0.2%, up.
+        self.assertIn("mode a: mean cost change +0.15%", out.getvalue())
+        self.assertIn("worst cell / bound 0.9950 (same-trace x 0.1) -> 0.9980 (same-trace x 0.1)",
+                      out.getvalue())
+        self.assertIn("cells moved > 0.2%: 1 up, 0 down of 2", out.getvalue())
+
+
 def run_script(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)
@@ -167,6 +194,7 @@ class RobustnessArgumentsTest(unittest.TestCase):
                 (["--modes", "a"], "--modes applies to --robustness only"),
                 (["--requests", "100"], "--requests applies to --robustness only"),
                 (["--seeds", "tuning"], "--seeds applies to --robustness only"),
+                (["--ablate", "ledger"], "--ablate applies to --robustness only"),
                 (["--held-out", "--kinds", "rag"], "'rag' has no held-out seeds")]:
             with self.subTest(args=args):
                 # A binary that does not exist: any run would fail differently.
@@ -248,6 +276,21 @@ class TinyRobustnessGridTest(unittest.TestCase):
             self.assertIn("chat-202-300.jsonl", cached)
             self.assertIn("chat-201-300.pt", cached)
             self.assertIn("sample.pt", cached)
+            # An ablation replays the tested policy alone against the cached baselines and
+            # compares its cells with the plain run's; an unknown part stops the run.
+            r = run_script("--robustness", "--seeds", "tuning", "--kinds", "chat",
+                           "--robustness-traces", "1", "--requests", "300", "--pools", "0.1",
+                           "--modes", "a", "--kvlearn", KVLEARN, "--work", work,
+                           "--ablate", "ledger")
+            self.assertIn(r.returncode, (0, 1), r.stderr)
+            self.assertIn("vs plain, mode a: mean cost change", r.stdout)
+            self.assertIn("robustness-tuning-ledger.json", os.listdir(work))
+            r = run_script("--robustness", "--seeds", "tuning", "--kinds", "chat",
+                           "--robustness-traces", "1", "--requests", "300", "--pools", "0.1",
+                           "--modes", "a", "--kvlearn", KVLEARN, "--work", work,
+                           "--ablate", "nope")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("unknown part 'nope'", r.stderr)
 
 
 if __name__ == "__main__":

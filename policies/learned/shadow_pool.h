@@ -7,7 +7,7 @@
 // same requests, and a hit saves the block's R - T in either. The learned
 // policy lets its model evict only while the real pool's hits have saved at
 // least what the shadow's would have (docs/learned_policy.md): the guard of
-// learned_deviation_guard.h charges each expert per returning block, and
+// learned/deviation_guard.h charges each expert per returning block, and
 // that accounting let through model evictions that lost to recency on
 // every chat trace at the tightest pool; this compares what each way of
 // evicting actually saved, with the admissions held equal.

@@ -7,7 +7,7 @@
 // put a whole kind of block at the wrong level: a chat model reads a batch
 // job's fresh documents, which never return, as a conversation's turns,
 // which often do, and admits them all. The refusal ledger
-// (learned_refusal_ledger.h) stops refusals that lose, but nothing starts
+// (learned/refusal_ledger.h) stops refusals that lose, but nothing starts
 // refusals the model never proposes.
 //
 // So every prediction about a missed block becomes a labelled sample: the

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "core/policy_state.h"
-#include "policies/learned_reuse_curve.h"
+#include "policies/learned/reuse_curve.h"
 
 namespace kvlearn {
 

@@ -1,11 +1,11 @@
 // What the learned policy's pool would have saved had ARC chosen every
-// victim: a shadow pool like learned_shadow_pool.h's (the same capacity,
+// victim: a shadow pool like learned/shadow_pool.h's (the same capacity,
 // block numbers only, fed the same requests and the same admissions), which
 // evicts by ARC (arc_policy.h) instead of recency. The learned policy hands
 // its evictions to its ARC expert while this shadow's hits have saved more
 // than the recency shadow's (docs/history/README.md).
 //
-// It copies as learned_shadow_pool.h does: a block the real pool admits at
+// It copies as learned/shadow_pool.h does: a block the real pool admits at
 // once, and at each request the latest request's blocks the shadow missed
 // and the real pool holds; each is offered to ARC (its miss moves p), room
 // is made by ARC's victims, and it goes in pinned. Then the leading blocks
@@ -62,7 +62,7 @@ class LearnedArcShadowPool {
     return hits;
   }
 
-  // The real pool admitted b: copied in now (learned_shadow_pool.h's OnAdmit).
+  // The real pool admitted b: copied in now (learned/shadow_pool.h's OnAdmit).
   void OnAdmit(BlockIndex b) {
     shadow_.Grow();
     (void)Copy(b);

@@ -2,7 +2,7 @@
 // request's blocks can reach the pool after later requests began: a cluster
 // admits them at the request's prefill end, an engine may report
 // block_stored after the next request_arrival. A refusal at block b stakes
-// the run of b's own request below b (learned_refusal_ledger.h), and each
+// the run of b's own request below b (learned/refusal_ledger.h), and each
 // request enters one bet, so both are looked up by the request that admits.
 //
 // A snapshot keeps the chains, each up to its first block a compaction
