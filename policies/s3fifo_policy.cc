@@ -76,7 +76,11 @@ class S3FifoPolicy final : public RetentionPolicy {
       : catalog_(*env.catalog),
         pool_(env.pool),
         small_target_(env.pool->capacity_bytes() / 10),
-        main_target_(env.pool->capacity_bytes() - small_target_) {}
+        main_target_(env.pool->capacity_bytes() - small_target_) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));
+  }
 
   std::string_view name() const override { return "s3fifo"; }
 
