@@ -195,6 +195,26 @@ class LeafHeap {
     SiftUp(pos_[b]);
   }
 
+  // `b` takes `old`'s slot and sifts from there: one sift where Remove(old)
+  // and Push(b) take two. The layout may differ from theirs, so only for
+  // keys that never tie (LeafOrderedPolicy::keys_never_tie_).
+  // REQUIRES: Contains(old), !Contains(b).
+  void Replace(BlockIndex old, BlockIndex b) {
+    KVLEARN_DCHECK(Contains(old) && !Contains(b));
+    Grow(b);
+    const uint32_t i = pos_[old];
+    pos_[old] = kAbsent;
+    const bool later = EvictsBefore(slot_keys_[i], keys_[b]);
+    heap_[i] = b;
+    slot_keys_[i] = keys_[b];
+    pos_[b] = i;
+    if (later) {
+      SiftDown(i);
+    } else {
+      SiftUp(i);
+    }
+  }
+
   void Remove(BlockIndex b) {
     if (!Contains(b)) return;
     const uint32_t i = pos_[b];

@@ -37,6 +37,11 @@ class LeafOrderedPolicy : public RetentionPolicy {
 
   const BlockCatalog& catalog_;
   const PoolState& pool_;
+  // Set by a subclass whose keys never tie (a unique insertion number, or
+  // a per-request clock with depth): the heap's layout then cannot change
+  // a victim, so a leaf replacing its parent (or a parent its last child)
+  // takes its slot in one sift instead of a removal and a push.
+  bool keys_never_tie_ = false;
 
  private:
   LeafHeap heap_;
