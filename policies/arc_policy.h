@@ -130,9 +130,13 @@ class ArcPolicy final : public RetentionPolicy {
     where_[b] = list;
     bytes_[list] += catalog_[b].bytes;
     leaves_.SetStamp(b, ++clock_);
-    leaves_.Push(list, b);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock) leaves_.Remove(where_[parent], parent);
+    if (parent != kNoBlock && where_[parent] == list && leaves_.Contains(list, parent)) {
+      leaves_.Replace(list, parent, b);  // b takes its parent's place among the leaves
+    } else {
+      leaves_.Push(list, b);
+      if (parent != kNoBlock) leaves_.Remove(where_[parent], parent);
+    }
     TrimGhosts();
   }
 
@@ -149,10 +153,15 @@ class ArcPolicy final : public RetentionPolicy {
   // ghost hit moves p, and p should learn from ARC's own choices only.
   void OnEvict(BlockIndex b, bool remember) {
     const uint8_t list = where_[b];
-    leaves_.Remove(list, b);
     Subtract(list, catalog_[b].bytes);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_.Push(where_[parent], parent);
+    const bool parent_leaf = parent != kNoBlock && pool_->IsLeaf(parent);
+    if (parent_leaf && where_[parent] == list && leaves_.Contains(list, b)) {
+      leaves_.Replace(list, b, parent);  // the parent takes its last child's place
+    } else {
+      leaves_.Remove(list, b);
+      if (parent_leaf) leaves_.Push(where_[parent], parent);
+    }
     if (remember) {
       PushGhost(list == kT1 ? kB1 : kB2, b);
     } else {

@@ -94,6 +94,24 @@ class RecencyLeafHeaps {
                  StampBefore, Place());
   }
 
+  // b takes old's slot in list l's heap and sifts from there: one sift where
+  // Remove and Push take two (stamps never tie, so the layout cannot change
+  // a victim). REQUIRES: Contains(l, old), b in neither heap.
+  void Replace(int l, BlockIndex old, BlockIndex b) {
+    KVLEARN_DCHECK(Contains(l, old) && pos_[b] == kAbsent);
+    const uint32_t i = pos_[old];
+    pos_[old] = kAbsent;
+    const bool later = stamps_[b] > slot_stamps_[l][i];
+    heaps_[l][i] = b;
+    slot_stamps_[l][i] = stamps_[b];
+    pos_[b] = i;
+    if (later) {
+      SiftDownInHeap(heaps_[l], slot_stamps_[l], i, StampBefore, Place());
+    } else {
+      SiftUpInHeap(heaps_[l], slot_stamps_[l], i, StampBefore, Place());
+    }
+  }
+
   // Takes b out of list l's heap; nothing if it is not there.
   void Remove(int l, BlockIndex b) {
     if (!Contains(l, b)) return;
