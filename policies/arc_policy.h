@@ -73,6 +73,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "core/block_catalog.h"
 #include "core/policy_state.h"
@@ -270,7 +271,10 @@ class ArcPolicy final : public RetentionPolicy {
   }
 
   void Grow(BlockIndex b) {
-    if (b < where_.size()) return;
+    if (b >= where_.size()) [[unlikely]]
+      GrowTo(b);
+  }
+  ABSL_ATTRIBUTE_NOINLINE void GrowTo(BlockIndex b) {
     const size_t n = GrownPerBlockSize(size_t{b} + 1, where_.size(), catalog_);
     where_.resize(n, kNowhere);
     next_.resize(n + kFirstBlockSlot);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "core/block_catalog.h"
 #include "core/check.h"
 
@@ -120,7 +121,10 @@ bool IsHeapOrdered(const std::vector<BlockIndex>& heap, const Before& before) {
 class LeafHeap {
   // The sift steps' order and slot bookkeeping (defined first: the members
   // below deduce their types from them).
-  static bool KeyBefore(const OrderKey& a, const OrderKey& b) { return EvictsBefore(a, b); }
+  // A lambda, not a function: a function pointer would not be inlined.
+  static constexpr auto KeyBefore = [](const OrderKey& a, const OrderKey& b) {
+    return EvictsBefore(a, b);
+  };
   auto Place() {
     return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
   }
@@ -224,7 +228,10 @@ class LeafHeap {
 
  private:
   void Grow(BlockIndex b) {
-    if (b < pos_.size()) return;
+    if (b >= pos_.size()) [[unlikely]]
+      GrowTo(b);
+  }
+  ABSL_ATTRIBUTE_NOINLINE void GrowTo(BlockIndex b) {
     Resize(std::max<size_t>(b + 1, pos_.size() * 2));
   }
   void Resize(size_t n) {

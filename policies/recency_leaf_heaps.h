@@ -24,7 +24,8 @@ namespace kvlearn {
 class RecencyLeafHeaps {
   // The sift steps' order and slot bookkeeping (defined first: the members
   // below deduce their types from them).
-  static bool StampBefore(uint64_t a, uint64_t b) { return a < b; }
+  // A lambda, not a function: a function pointer would not be inlined.
+  static constexpr auto StampBefore = [](uint64_t a, uint64_t b) { return a < b; };
   auto Place() {
     return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
   }
