@@ -58,7 +58,6 @@
 // Stamps (seq) give EvictionPriority the queue order among active blocks: a
 // block that turns active takes a stamp between its active neighbours'.
 #include <algorithm>
-#include <deque>
 #include <utility>
 #include <vector>
 
@@ -165,7 +164,8 @@ class S3FifoPolicy final : public RetentionPolicy {
       }
     }
     std::vector<std::pair<BlockIndex, uint64_t>> ghosts;
-    for (const auto& [b, stamp, bytes] : ghost_) {
+    for (size_t i = ghost_head_; i < ghost_.size(); ++i) {
+      const auto& [b, stamp, bytes] = ghost_[i];
       const BlockIndex to = Renumbered(renumber, b);
       if (ghost_stamp_[b] == stamp && to != kNoBlock) ghosts.emplace_back(to, stamp);
     }
@@ -418,11 +418,11 @@ class S3FifoPolicy final : public RetentionPolicy {
     ghost_.push_back({b, ghost_stamp_[b], catalog_[b].bytes});
     ghost_bytes_ += catalog_[b].bytes;
     ++ghost_live_;
-    while (ghost_bytes_ > main_target_ && !ghost_.empty()) {
-      const GhostEntry old = ghost_.front();
-      ghost_.pop_front();
+    while (ghost_bytes_ > main_target_ && ghost_head_ < ghost_.size()) {
+      const GhostEntry old = ghost_[ghost_head_++];
       if (ghost_stamp_[old.block] == old.stamp) ForgetGhost(old.block, old.bytes);
     }
+    if (ghost_head_ > 64 && ghost_head_ > ghost_.size() / 2) DropTrimmedGhosts();
   }
 
   // Leaves b's queue entry behind as stale; compacts when stale ones dominate.
@@ -430,10 +430,16 @@ class S3FifoPolicy final : public RetentionPolicy {
     ghost_stamp_[b] = 0;
     ghost_bytes_ -= bytes;
     --ghost_live_;
-    if (ghost_.size() > 2 * ghost_live_ + 64) {
+    if (ghost_.size() - ghost_head_ > 2 * ghost_live_ + 64) {
+      DropTrimmedGhosts();
       std::erase_if(ghost_,
                     [this](const GhostEntry& e) { return ghost_stamp_[e.block] != e.stamp; });
     }
+  }
+
+  void DropTrimmedGhosts() {
+    ghost_.erase(ghost_.begin(), ghost_.begin() + static_cast<ptrdiff_t>(ghost_head_));
+    ghost_head_ = 0;
   }
 
   void Grow(BlockIndex b) {
@@ -481,7 +487,10 @@ class S3FifoPolicy final : public RetentionPolicy {
     uint64_t stamp;
     uint64_t bytes;
   };
-  std::deque<GhostEntry> ghost_;       // oldest first
+  // A FIFO, oldest first: the entries from ghost_head_ on (a vector and a
+  // head, where a deque allocated a chunk every 21 entries).
+  std::vector<GhostEntry> ghost_;
+  size_t ghost_head_ = 0;
   std::vector<uint64_t> ghost_stamp_;  // 0 = not in the ghost
   uint64_t ghost_clock_ = 0;
   uint64_t ghost_bytes_ = 0;
