@@ -12,7 +12,9 @@
 # runs, N times each (default 5), alternating: cachesim with that policy alone
 # at kvlearn's pool bytes, and `kvlearn compare` with that policy alone. Prints
 # a table of the medians, what each rate counts in its header. Not part of the
-# test suite: it needs a libCacheSim build. Needs a kvlearn build.
+# test suite: it needs a libCacheSim build. Needs a kvlearn build ($KVLEARN
+# names another kvlearn binary; an export already in DIR, newer than the
+# trace, is reused, so a kvlearn without --write-block-trace can be timed).
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare_cachesim.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-kvlearn=${KVLEARN_BUILD_DIR:-build}/cli/kvlearn
+kvlearn=${KVLEARN:-${KVLEARN_BUILD_DIR:-build}/cli/kvlearn}
 [[ -x "$kvlearn" ]] || { echo "compare_cachesim.sh: no $kvlearn: run ./scripts/build.sh first" >&2; exit 1; }
 [[ -n "$cachesim" && -x "$cachesim" ]] ||
   { echo "compare_cachesim.sh: give a cachesim binary (--cachesim PATH or CACHESIM)" >&2; exit 1; }
@@ -44,7 +46,9 @@ cachesim=$(realpath "$cachesim")
 # the fair size for traces of a few hundred thousand blocks.
 mkdir -p "$work/data"
 blocks="$work/data/trace.oracleGeneral"
-"$kvlearn" compare --trace "$trace" --write-block-trace "$blocks" 2> "$work/export.txt"
+if [[ ! "$blocks" -nt "$trace" || ! -s "$work/export.txt" ]]; then
+  "$kvlearn" compare --trace "$trace" --write-block-trace "$blocks" 2> "$work/export.txt"
+fi
 runs="$work/runs.tsv"
 : > "$runs"
 for fraction in $fractions; do
