@@ -140,7 +140,9 @@ class S3FifoPolicy final : public RetentionPolicy {
   // Sweep order if nothing were hit meanwhile: S blocks that would be evicted
   // rather than promoted first, then M (and promotable S) blocks by counter
   // (CLOCK evicts a block with counter f on lap f + 1), each by queue
-  // position. Ignores which queue is over its share.
+  // position (its stamp, in queue order among leaves and promotable blocks, the
+  // only ones a scan can take; an interior block gets a fresh one when it turns
+  // into a leaf). Ignores which queue is over its share.
   double EvictionPriority(BlockIndex b) const override {
     const bool leaves_from_small = queue_[b] == kSmall && freq_[b] < kMoveToMainThreshold;
     const double rank = leaves_from_small ? 0 : 1 + (queue_[b] == kMain ? freq_[b] : 0);
