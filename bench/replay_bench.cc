@@ -5,16 +5,20 @@
 // learned only) on a mixed one (--kind mixed, seed 7), where the model's
 // admissions, evictions and bets decide. The learned policy runs a model
 // trained at start-up on each trace's first 20k requests (as `kvlearn train`
-// would).
-//   build/bench/replay_bench [--requests=N]  (default 200000 requests)
+// would). BM_ReplayFile/<policy>/<pool permille> replays a trace file
+// (--trace=FILE, default the shipped sample) at pools of 1% and 10%, as
+// scripts/compare_cachesim.sh times it beside libCacheSim.
+//   build/bench/replay_bench [--requests=N] [--trace=FILE]  (default 200000 requests)
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "core/cost_model.h"
+#include "datasets/mooncake_reader.h"
 #include "datasets/workload_generator.h"
 #include "learner/sample_recorder.h"
 #include "learner/trainer.h"
@@ -26,12 +30,15 @@ namespace kvlearn {
 namespace {
 
 uint32_t g_requests = 200000;
+std::string g_trace = "datasets/mooncake_conversation_trace.jsonl";
 
 struct Fixture {
   Trace trace;
   CostModel cost{*FindModelProfile("llama3-8b"), *FindHardwareProfile("a100")};
   std::unique_ptr<ReplayTrace> replay;
-  std::shared_ptr<const LearnedModel> model;
+  std::shared_ptr<const LearnedModel> model;  // trained on first use: Model()
+
+  std::shared_ptr<const LearnedModel> Model();
 };
 
 std::shared_ptr<const LearnedModel> TrainBenchModel(const ReplayTrace& replay,
@@ -51,15 +58,30 @@ std::shared_ptr<const LearnedModel> TrainBenchModel(const ReplayTrace& replay,
   return *MlpModel::Create(mlp->layers, meta, "bench");
 }
 
+std::shared_ptr<const LearnedModel> Fixture::Model() {
+  if (model == nullptr) model = TrainBenchModel(*replay, cost);
+  return model;
+}
+
 // Built on first use: a run filtered to one trace's benchmarks builds only it.
 Fixture* NewFixture(Trace trace) {
   auto* fx = new Fixture;
   fx->trace = std::move(trace);
   fx->replay = std::make_unique<ReplayTrace>(*BuildReplayTrace(fx->trace, fx->cost));
-  fx->model = TrainBenchModel(*fx->replay, fx->cost);
   return fx;
 }
-const Fixture& ChatFixture() {
+Fixture& FileFixture() {
+  static Fixture* f = [] {
+    auto trace = ReadTrace(g_trace, {});
+    if (!trace.ok()) {
+      std::fprintf(stderr, "replay_bench: %s\n", std::string(trace.status().message()).c_str());
+      std::exit(1);
+    }
+    return NewFixture(*std::move(trace));
+  }();
+  return *f;
+}
+Fixture& ChatFixture() {
   static Fixture* f = [] {
     ChatWorkloadOptions o;
     o.seed = 7;
@@ -68,7 +90,7 @@ const Fixture& ChatFixture() {
   }();
   return *f;
 }
-const Fixture& MixedFixture() {
+Fixture& MixedFixture() {
   static Fixture* f = [] {
     MixedWorkloadOptions o;
     o.seed = 7;
@@ -78,11 +100,12 @@ const Fixture& MixedFixture() {
   return *f;
 }
 
-void BM_Replay(benchmark::State& state, const Fixture& (*fixture)(), std::string policy) {
-  const Fixture& f = fixture();
+// The pool is state.range(0) permille of the distinct-block bytes.
+void BM_Replay(benchmark::State& state, Fixture& (*fixture)(), std::string policy) {
+  Fixture& f = fixture();
   PoolReplayOptions options;
-  options.pool_bytes = f.replay->distinct_block_bytes / 10;
-  if (PolicyUsesModel(policy)) options.model = f.model;
+  options.pool_bytes = f.replay->distinct_block_bytes * state.range(0) / 1000;
+  if (PolicyUsesModel(policy)) options.model = f.Model();
   for (auto _ : state) {
     auto result = ReplayPool(*f.replay, f.cost, policy, options);
     if (!result.ok()) {
@@ -111,16 +134,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--requests=", 0) == 0) kvlearn::g_requests = std::atoi(arg.c_str() + 11);
+    if (arg.rfind("--trace=", 0) == 0) kvlearn::g_trace = arg.substr(8);
   }
   for (const auto name : kvlearn::PolicyNames()) {
     benchmark::RegisterBenchmark(("BM_Replay/" + std::string(name)).c_str(), kvlearn::BM_Replay,
                                  kvlearn::ChatFixture, std::string(name))
+        ->Arg(100)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (const auto name : kvlearn::PolicyNames()) {
+    if (kvlearn::PolicyNeedsModel(name)) continue;
+    benchmark::RegisterBenchmark(("BM_ReplayFile/" + std::string(name)).c_str(), kvlearn::BM_Replay,
+                                 kvlearn::FileFixture, std::string(name))
+        ->Arg(10)
+        ->Arg(100)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
   for (const char* name : {"lru", "learned"}) {
     benchmark::RegisterBenchmark((std::string("BM_ReplayMixed/") + name).c_str(),
                                  kvlearn::BM_Replay, kvlearn::MixedFixture, std::string(name))
+        ->Arg(100)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

@@ -29,6 +29,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "policies/policy_factory.h"
 #include "policies/retention_policy.h"
+#include "sim/block_trace_export.h"
 #include "sim/comparison_report.h"
 #include "sim/pool_simulator.h"
 #include "sim/replay_trace.h"
@@ -49,6 +50,7 @@ struct CompareFlags {
   std::string out;
   bool print_config = false;
   bool quiet = false;
+  std::string block_trace;  // --write-block-trace: write it and replay nothing
   double transfer_weight = 1;
 };
 
@@ -188,6 +190,19 @@ void ReportModelFit(const LearnedModel& model, const std::string& path, const Tr
   }
 }
 
+// --write-block-trace: the replay's block accesses for libCacheSim's cachesim.
+int WriteBlockTrace(const ReplayTrace& replay, const std::string& path) {
+  std::ofstream file(path, std::ios::binary);
+  if (auto s = WriteOracleGeneral(replay, file); !s.ok()) return Fail(s);
+  file.close();
+  if (!file) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", path)));
+  std::cerr << absl::StrFormat(
+      "wrote %s: %d block accesses, %d distinct blocks, %d distinct-block bytes "
+      "(libCacheSim oracleGeneral)\n",
+      path, replay.block_accesses(), replay.catalog.size(), replay.distinct_block_bytes);
+  return 0;
+}
+
 int RunCompare(const CompareFlags& f) {
   auto cost = f.cost.Resolve();
   if (!cost.ok()) return Fail(cost.status());
@@ -227,6 +242,7 @@ int RunCompare(const CompareFlags& f) {
   auto replay = ReadTraceForReplay(f.input.trace, read_options, *cost, "compare", std::cerr, trace);
   if (!replay.ok()) return Fail(replay.status());
   if (auto s = CheckModelForTrace(model->get(), f.model, trace); !s.ok()) return Fail(s);
+  if (!f.block_trace.empty()) return WriteBlockTrace(*replay, f.block_trace);
 
   PoolReplayOptions options;
   options.pool_bytes = f.pool_bytes
@@ -334,6 +350,11 @@ Command AddCompareCommand(CLI::App& root) {
   cmd->add_flag("--print-config", flags->print_config,
                 "print the resolved cost model (with its recompute curve and where it stands "
                 "against published prefill times) and pool settings, then exit");
+  cmd->add_option("--write-block-trace", flags->block_trace,
+                  "write the trace's block accesses (one per block of each request, root "
+                  "first; size = the block's KV bytes) to this file in libCacheSim's "
+                  "oracleGeneral binary format, for its cachesim (scripts/compare_cachesim.sh), "
+                  "then exit without replaying");
   auto cluster = AddClusterCompareFlags(cmd);  // --cluster: cli/cluster_compare.cc
   return {cmd, [flags, cluster] {
             const CompareFlags& f = *flags;

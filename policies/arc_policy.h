@@ -73,6 +73,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "core/block_catalog.h"
 #include "core/policy_state.h"
@@ -91,7 +92,11 @@ class ArcPolicy final : public RetentionPolicy {
   // Over `pool`, sized as a pool of `capacity_bytes` (a shadow pool that
   // counts its own bytes: learned/arc_shadow_pool.h).
   ArcPolicy(const BlockCatalog& catalog, const PoolState* pool, uint64_t capacity_bytes)
-      : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {}
+      : catalog_(catalog), pool_(pool), capacity_(capacity_bytes) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));
+  }
   // The same state over another pool (a scratch copy of it, for saving a
   // shadow without the blocks a compaction forgets).
   ArcPolicy(const ArcPolicy& other, const PoolState& pool) : ArcPolicy(other) { pool_ = &pool; }
@@ -126,9 +131,13 @@ class ArcPolicy final : public RetentionPolicy {
     where_[b] = list;
     bytes_[list] += catalog_[b].bytes;
     leaves_.SetStamp(b, ++clock_);
-    leaves_.Push(list, b);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock) leaves_.Remove(where_[parent], parent);
+    if (parent != kNoBlock && where_[parent] == list && leaves_.Contains(list, parent)) {
+      leaves_.Replace(list, parent, b);  // b takes its parent's place among the leaves
+    } else {
+      leaves_.Push(list, b);
+      if (parent != kNoBlock) leaves_.Remove(where_[parent], parent);
+    }
     TrimGhosts();
   }
 
@@ -145,10 +154,15 @@ class ArcPolicy final : public RetentionPolicy {
   // ghost hit moves p, and p should learn from ARC's own choices only.
   void OnEvict(BlockIndex b, bool remember) {
     const uint8_t list = where_[b];
-    leaves_.Remove(list, b);
     Subtract(list, catalog_[b].bytes);
     const BlockIndex parent = catalog_[b].parent;
-    if (parent != kNoBlock && pool_->IsLeaf(parent)) leaves_.Push(where_[parent], parent);
+    const bool parent_leaf = parent != kNoBlock && pool_->IsLeaf(parent);
+    if (parent_leaf && where_[parent] == list && leaves_.Contains(list, b)) {
+      leaves_.Replace(list, b, parent);  // the parent takes its last child's place
+    } else {
+      leaves_.Remove(list, b);
+      if (parent_leaf) leaves_.Push(where_[parent], parent);
+    }
     if (remember) {
       PushGhost(list == kT1 ? kB1 : kB2, b);
     } else {
@@ -257,7 +271,10 @@ class ArcPolicy final : public RetentionPolicy {
   }
 
   void Grow(BlockIndex b) {
-    if (b < where_.size()) return;
+    if (b >= where_.size()) [[unlikely]]
+      GrowTo(b);
+  }
+  ABSL_ATTRIBUTE_NOINLINE void GrowTo(BlockIndex b) {
     const size_t n = GrownPerBlockSize(size_t{b} + 1, where_.size(), catalog_);
     where_.resize(n, kNowhere);
     next_.resize(n + kFirstBlockSlot);

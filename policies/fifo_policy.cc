@@ -15,7 +15,9 @@ namespace {
 
 class FifoPolicy final : public LeafOrderedPolicy {
  public:
-  explicit FifoPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {}
+  explicit FifoPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {
+    keys_never_tie_ = true;  // insertion numbers
+  }
 
   std::string_view name() const override { return "fifo"; }
 

@@ -30,7 +30,10 @@ namespace {
 
 class GdsfPolicy final : public LeafOrderedPolicy {
  public:
-  explicit GdsfPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {}
+  explicit GdsfPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {
+    keys_never_tie_ = true;  // as lfu's: a per-request clock, then depth
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));  // as the heap
+  }
 
   std::string_view name() const override { return "gdsf"; }
 

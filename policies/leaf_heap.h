@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "core/block_catalog.h"
 #include "core/check.h"
 
@@ -43,58 +44,69 @@ void ForEachChildSlot(size_t size, uint32_t i, Fn fn) {
   for (size_t c = first; c < end; ++c) fn(static_cast<uint32_t>(c));
 }
 
-// The sift steps of both heaps, which keep their keys and positions
-// differently: `heap` holds blocks by slot, before(a, b) says block a leaves
-// before block b, and place(b, i) records that b now sits in slot i.
-template <class Before, class Place>
-void SiftUpInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
-                  const Place& place) {
+// The sift steps of both heaps. `heap` holds blocks by slot and `keys`,
+// beside it, each slot's block's key: a sift compares a slot's children in
+// adjacent memory instead of fetching each child's key from a per-block array
+// (a cache miss each, most of a leaf-heap policy's replay time).
+// before(x, y) says key x leaves before key y; place(b, i) records that b
+// now sits in slot i.
+template <class Key, class Before, class Place>
+void SiftUpInHeap(std::vector<BlockIndex>& heap, std::vector<Key>& keys, uint32_t i,
+                  const Before& before, const Place& place) {
   const BlockIndex b = heap[i];
+  const Key key = keys[i];
   while (i > 0) {
     const uint32_t parent = (i - 1) / kLeafHeapArity;
-    if (!before(b, heap[parent])) break;
+    if (!before(key, keys[parent])) break;
     heap[i] = heap[parent];
+    keys[i] = keys[parent];
     place(heap[i], i);
     i = parent;
   }
   heap[i] = b;
+  keys[i] = key;
   place(b, i);
 }
 
-template <class Before, class Place>
-void SiftDownInHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
-                    const Place& place) {
+template <class Key, class Before, class Place>
+void SiftDownInHeap(std::vector<BlockIndex>& heap, std::vector<Key>& keys, uint32_t i,
+                    const Before& before, const Place& place) {
   const auto n = static_cast<uint32_t>(heap.size());
   const BlockIndex b = heap[i];
+  const Key key = keys[i];
   while (true) {
     const uint32_t first = i * kLeafHeapArity + 1;
     if (first >= n) break;
     uint32_t best = first;
     const uint32_t end = std::min(first + kLeafHeapArity, n);
     for (uint32_t c = first + 1; c < end; ++c) {
-      if (before(heap[c], heap[best])) best = c;
+      if (before(keys[c], keys[best])) best = c;
     }
-    if (!before(heap[best], b)) break;
+    if (!before(keys[best], key)) break;
     heap[i] = heap[best];
+    keys[i] = keys[best];
     place(heap[i], i);
     i = best;
   }
   heap[i] = b;
+  keys[i] = key;
   place(b, i);
 }
 
-// Takes the entry of slot i out of `heap` (clearing its position is the
-// caller's): the last entry fills the slot and sifts to its place.
-template <class Before, class Place>
-void RemoveSlotFromHeap(std::vector<BlockIndex>& heap, uint32_t i, const Before& before,
-                        const Place& place) {
+// Takes the entry of slot i out of `heap` and `keys` (clearing its position
+// is the caller's): the last entry fills the slot and sifts to its place.
+template <class Key, class Before, class Place>
+void RemoveSlotFromHeap(std::vector<BlockIndex>& heap, std::vector<Key>& keys, uint32_t i,
+                        const Before& before, const Place& place) {
   const BlockIndex last = heap.back();
   heap.pop_back();
+  keys[i] = keys.back();
+  keys.pop_back();
   if (i == heap.size()) return;  // it was the last
   heap[i] = last;
-  SiftDownInHeap(heap, i, before, place);
+  SiftDownInHeap(heap, keys, i, before, place);
   // Had it moved down, its new parent would leave before it: up only if not.
-  if (heap[i] == last) SiftUpInHeap(heap, i, before, place);
+  if (heap[i] == last) SiftUpInHeap(heap, keys, i, before, place);
 }
 
 // No slot's entry leaves before its parent's.
@@ -107,11 +119,12 @@ bool IsHeapOrdered(const std::vector<BlockIndex>& heap, const Before& before) {
 }
 
 class LeafHeap {
-  // The heap's order and slot bookkeeping, for the sift steps (defined first:
-  // the members below deduce their types from them).
-  auto Order() const {
-    return [this](BlockIndex a, BlockIndex b) { return EvictsBefore(keys_[a], keys_[b]); };
-  }
+  // The sift steps' order and slot bookkeeping (defined first: the members
+  // below deduce their types from them).
+  // A lambda, not a function: a function pointer would not be inlined.
+  static constexpr auto KeyBefore = [](const OrderKey& a, const OrderKey& b) {
+    return EvictsBefore(a, b);
+  };
   auto Place() {
     return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
   }
@@ -144,15 +157,16 @@ class LeafHeap {
   // SetKey. False (and the heap left empty) if an entry repeats or the
   // order breaks the heap property.
   bool Assign(const std::vector<BlockIndex>& entries) {
-    for (BlockIndex b : heap_) pos_[b] = kAbsent;
-    heap_.clear();
+    Clear();
     for (BlockIndex b : entries) {
       Grow(b);
       if (pos_[b] != kAbsent) return Clear();
       pos_[b] = static_cast<uint32_t>(heap_.size());
       heap_.push_back(b);
+      slot_keys_.push_back(keys_[b]);
     }
-    return IsHeapOrdered(heap_, Order()) || Clear();
+    return IsHeapOrdered(heap_, [this](BlockIndex a, BlockIndex b) { return Before(a, b); }) ||
+           Clear();
   }
 
   // Makes room for blocks below n at once (LeafOrderedPolicy passes its
@@ -167,6 +181,7 @@ class LeafHeap {
     const bool later = EvictsBefore(keys_[b], key);
     keys_[b] = key;
     if (!Contains(b)) return;
+    slot_keys_[pos_[b]] = key;
     if (later) {
       SiftDown(pos_[b]);
     } else {
@@ -180,19 +195,43 @@ class LeafHeap {
     Grow(b);
     pos_[b] = static_cast<uint32_t>(heap_.size());
     heap_.push_back(b);
+    slot_keys_.push_back(keys_[b]);
     SiftUp(pos_[b]);
+  }
+
+  // `b` takes `old`'s slot and sifts from there: one sift where Remove(old)
+  // and Push(b) take two. The layout may differ from theirs, so only for
+  // keys that never tie (LeafOrderedPolicy::keys_never_tie_).
+  // REQUIRES: Contains(old), !Contains(b).
+  void Replace(BlockIndex old, BlockIndex b) {
+    KVLEARN_DCHECK(Contains(old) && !Contains(b));
+    Grow(b);
+    const uint32_t i = pos_[old];
+    pos_[old] = kAbsent;
+    const bool later = EvictsBefore(slot_keys_[i], keys_[b]);
+    heap_[i] = b;
+    slot_keys_[i] = keys_[b];
+    pos_[b] = i;
+    if (later) {
+      SiftDown(i);
+    } else {
+      SiftUp(i);
+    }
   }
 
   void Remove(BlockIndex b) {
     if (!Contains(b)) return;
     const uint32_t i = pos_[b];
     pos_[b] = kAbsent;
-    RemoveSlotFromHeap(heap_, i, Order(), Place());
+    RemoveSlotFromHeap(heap_, slot_keys_, i, KeyBefore, Place());
   }
 
  private:
   void Grow(BlockIndex b) {
-    if (b < pos_.size()) return;
+    if (b >= pos_.size()) [[unlikely]]
+      GrowTo(b);
+  }
+  ABSL_ATTRIBUTE_NOINLINE void GrowTo(BlockIndex b) {
     Resize(std::max<size_t>(b + 1, pos_.size() * 2));
   }
   void Resize(size_t n) {
@@ -203,13 +242,15 @@ class LeafHeap {
   bool Clear() {
     for (BlockIndex b : heap_) pos_[b] = kAbsent;
     heap_.clear();
+    slot_keys_.clear();
     return false;
   }
 
-  void SiftUp(uint32_t i) { SiftUpInHeap(heap_, i, Order(), Place()); }
-  void SiftDown(uint32_t i) { SiftDownInHeap(heap_, i, Order(), Place()); }
+  void SiftUp(uint32_t i) { SiftUpInHeap(heap_, slot_keys_, i, KeyBefore, Place()); }
+  void SiftDown(uint32_t i) { SiftDownInHeap(heap_, slot_keys_, i, KeyBefore, Place()); }
 
   std::vector<BlockIndex> heap_;
+  std::vector<OrderKey> slot_keys_;  // parallel to heap_: each slot's block's key
   std::vector<uint32_t> pos_;
   std::vector<OrderKey> keys_;
 };

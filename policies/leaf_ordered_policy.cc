@@ -9,15 +9,24 @@ void LeafOrderedPolicy::Track(BlockIndex b, const OrderKey& key) {
   heap_.SetKey(b, key);
   // Children are inserted after their parent, and the block is new, so it is a
   // leaf; its parent stops being one.
-  heap_.Push(b);
   const BlockIndex parent = catalog_[b].parent;
+  if (keys_never_tie_ && parent != kNoBlock && heap_.Contains(parent)) {
+    heap_.Replace(parent, b);
+    return;
+  }
+  heap_.Push(b);
   if (parent != kNoBlock) heap_.Remove(parent);
 }
 
 void LeafOrderedPolicy::OnEvict(BlockIndex b) {
-  heap_.Remove(b);
   const BlockIndex parent = catalog_[b].parent;
-  if (parent != kNoBlock && pool_.IsLeaf(parent)) heap_.Push(parent);
+  const bool parent_leaf = parent != kNoBlock && pool_.IsLeaf(parent);
+  if (keys_never_tie_ && parent_leaf && heap_.Contains(b) && !heap_.Contains(parent)) {
+    heap_.Replace(b, parent);
+    return;
+  }
+  heap_.Remove(b);
+  if (parent_leaf) heap_.Push(parent);
 }
 
 std::vector<BlockIndex> LeafOrderedPolicy::RankVictims(

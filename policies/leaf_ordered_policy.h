@@ -11,7 +11,11 @@ namespace kvlearn {
 
 class LeafOrderedPolicy : public RetentionPolicy {
  public:
-  explicit LeafOrderedPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {}
+  explicit LeafOrderedPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    heap_.Reserve(catalog_.size());
+  }
 
   BlockIndex SelectVictim() override;
   void OnEvict(BlockIndex b) override;
@@ -33,6 +37,11 @@ class LeafOrderedPolicy : public RetentionPolicy {
 
   const BlockCatalog& catalog_;
   const PoolState& pool_;
+  // Set by a subclass whose keys never tie (a unique insertion number, or
+  // a per-request clock with depth): the heap's layout then cannot change
+  // a victim, so a leaf replacing its parent (or a parent its last child)
+  // takes its slot in one sift instead of a removal and a push.
+  bool keys_never_tie_ = false;
 
  private:
   LeafHeap heap_;

@@ -19,7 +19,11 @@ namespace {
 
 class LfuPolicy final : public LeafOrderedPolicy {
  public:
-  explicit LfuPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {}
+  explicit LfuPolicy(const PolicyEnv& env) : LeafOrderedPolicy(env) {
+    // Blocks touched by one request (one clock tick) lie on one chain, at
+    // different depths.
+    keys_never_tie_ = true;
+  }
 
   std::string_view name() const override { return "lfu"; }
 

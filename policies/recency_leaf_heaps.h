@@ -22,11 +22,10 @@
 namespace kvlearn {
 
 class RecencyLeafHeaps {
-  // The heaps' order and slot bookkeeping, for the sift steps (defined first:
-  // the members below deduce their types from them).
-  auto Order() const {
-    return [this](BlockIndex a, BlockIndex b) { return stamps_[a] < stamps_[b]; };
-  }
+  // The sift steps' order and slot bookkeeping (defined first: the members
+  // below deduce their types from them).
+  // A lambda, not a function: a function pointer would not be inlined.
+  static constexpr auto StampBefore = [](uint64_t a, uint64_t b) { return a < b; };
   auto Place() {
     return [this](BlockIndex b, uint32_t i) { pos_[b] = i; };
   }
@@ -78,10 +77,11 @@ class RecencyLeafHeaps {
     stamps_[b] = stamp;
     for (int l : {0, 1}) {
       if (!Contains(l, b)) continue;
+      slot_stamps_[l][pos_[b]] = stamp;
       if (later) {
-        SiftDownInHeap(heaps_[l], pos_[b], Order(), Place());
+        SiftDownInHeap(heaps_[l], slot_stamps_[l], pos_[b], StampBefore, Place());
       } else {
-        SiftUpInHeap(heaps_[l], pos_[b], Order(), Place());
+        SiftUpInHeap(heaps_[l], slot_stamps_[l], pos_[b], StampBefore, Place());
       }
     }
   }
@@ -90,7 +90,27 @@ class RecencyLeafHeaps {
   void Push(int l, BlockIndex b) {
     KVLEARN_DCHECK(pos_[b] == kAbsent);
     heaps_[l].push_back(b);
-    SiftUpInHeap(heaps_[l], static_cast<uint32_t>(heaps_[l].size() - 1), Order(), Place());
+    slot_stamps_[l].push_back(stamps_[b]);
+    SiftUpInHeap(heaps_[l], slot_stamps_[l], static_cast<uint32_t>(heaps_[l].size() - 1),
+                 StampBefore, Place());
+  }
+
+  // b takes old's slot in list l's heap and sifts from there: one sift where
+  // Remove and Push take two (stamps never tie, so the layout cannot change
+  // a victim). REQUIRES: Contains(l, old), b in neither heap.
+  void Replace(int l, BlockIndex old, BlockIndex b) {
+    KVLEARN_DCHECK(Contains(l, old) && pos_[b] == kAbsent);
+    const uint32_t i = pos_[old];
+    pos_[old] = kAbsent;
+    const bool later = stamps_[b] > slot_stamps_[l][i];
+    heaps_[l][i] = b;
+    slot_stamps_[l][i] = stamps_[b];
+    pos_[b] = i;
+    if (later) {
+      SiftDownInHeap(heaps_[l], slot_stamps_[l], i, StampBefore, Place());
+    } else {
+      SiftUpInHeap(heaps_[l], slot_stamps_[l], i, StampBefore, Place());
+    }
   }
 
   // Takes b out of list l's heap; nothing if it is not there.
@@ -98,7 +118,7 @@ class RecencyLeafHeaps {
     if (!Contains(l, b)) return;
     const uint32_t i = pos_[b];
     pos_[b] = kAbsent;
-    RemoveSlotFromHeap(heaps_[l], i, Order(), Place());
+    RemoveSlotFromHeap(heaps_[l], slot_stamps_[l], i, StampBefore, Place());
   }
 
   // Replaces list l's entries by `entries` in slot order, stamps already
@@ -110,20 +130,25 @@ class RecencyLeafHeaps {
       if (pos_[b] != kAbsent) return Clear(l);
       pos_[b] = static_cast<uint32_t>(heaps_[l].size());
       heaps_[l].push_back(b);
+      slot_stamps_[l].push_back(stamps_[b]);
     }
-    return IsHeapOrdered(heaps_[l], Order()) || Clear(l);
+    return IsHeapOrdered(heaps_[l],
+                         [this](BlockIndex a, BlockIndex b) { return stamps_[a] < stamps_[b]; }) ||
+           Clear(l);
   }
 
  private:
   bool Clear(int l) {
     for (BlockIndex b : heaps_[l]) pos_[b] = kAbsent;
     heaps_[l].clear();
+    slot_stamps_[l].clear();
     return false;
   }
 
   std::vector<BlockIndex> heaps_[2];
-  std::vector<uint64_t> stamps_;  // recency: the owner's clock at b's last insert or hit
-  std::vector<uint32_t> pos_;     // b's slot in the heap holding it, kAbsent if none
+  std::vector<uint64_t> slot_stamps_[2];  // parallel to heaps_: each slot's block's stamp
+  std::vector<uint64_t> stamps_;          // recency: the owner's clock at b's last insert or hit
+  std::vector<uint32_t> pos_;             // b's slot in the heap holding it, kAbsent if none
 };
 
 }  // namespace kvlearn

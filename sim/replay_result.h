@@ -60,7 +60,8 @@ struct ReplayResult {
   double last_arrival_ms = 0;
   uint32_t prefill_nodes = 0;  // set by the replay
   LatencySummary ttft_ms;
-  // Whole replay, warm-up included: accesses per wall-clock second.
+  // Whole replay, warm-up included: accesses per wall-clock second of the
+  // request loop (the summary after it not counted).
   uint64_t replayed_accesses = 0;
   double replay_seconds = 0;
   std::optional<double> gap_closed;         // set by the comparison, see GapClosed
