@@ -286,7 +286,9 @@ TEST_P(PolicyContractTest, FactoryBuildsItUnderItsName) {
   const auto& g = *GeneratedTraces().front();
   PoolState pool(&g.replay.catalog, g.replay.distinct_block_bytes);
   PolicyEnv env{&g.replay.catalog, &pool, &g.replay.next_use};
-  if (PolicyNeedsModel(GetParam())) EXPECT_FALSE(CreatePolicy(GetParam(), env).ok());
+  if (PolicyNeedsModel(GetParam())) {
+    EXPECT_FALSE(CreatePolicy(GetParam(), env).ok());
+  }
   if (PolicyUsesModel(GetParam())) env.model = MakeTestModel();
   auto policy = CreatePolicy(GetParam(), env);
   ASSERT_TRUE(policy.ok()) << policy.status();
