@@ -420,18 +420,10 @@ absl::Status LearnedPolicy::LoadState(PolicyStateReader& in) {
         in.Fail(absl::StrCat("learned expert ", name, ": ", st.message()));
         break;
       }
-      experts_state_[e] = {.decayed_ms = s.decayed_ms,
-                           .total_ms = s.total_ms,
-                           .joined = s.joined,
-                           .at_fallback_ms = s.at_fallback_ms,
-                           .recent_ms = s.recent_ms};
     } else {
-      experts_state_[e] = {.decayed_ms = s.decayed_ms,
-                           .total_ms = s.total_ms,
-                           .joined = turnovers_,  // cold: warm again first
-                           .at_fallback_ms = s.at_fallback_ms,
-                           .recent_ms = s.recent_ms};
+      s.joined = turnovers_;  // cold: warm again first
     }
+    experts_state_[e] = s;  // its deficit and surplus are recounted below
   }
   if (!in.ok()) return in.status();
   if (leader >= experts_.size() || !Warm(leader)) {
